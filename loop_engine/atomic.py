@@ -1,0 +1,52 @@
+"""The one crash-safe way to write a file.
+
+A reader - or a process restarted after kill -9 - sees either the old
+content or the new, never a torn file: the bytes go to a temp file in the
+target's directory, are fsynced, renamed over the target, and the directory
+is fsynced so the rename itself survives a power loss.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["atomic_write_bytes", "atomic_write_text", "fsync_directory"]
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make a rename or unlink in ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> Path:
+    """Replace ``path`` with ``data`` atomically; with ``durable`` also survive power loss."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            if durable:
+                os.fsync(handle.fileno())
+        os.replace(tmp_name, target)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except FileNotFoundError:
+            pass
+        raise
+    if durable:
+        fsync_directory(target.parent)
+    return target
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str, *, durable: bool = True) -> Path:
+    """``atomic_write_bytes`` for text, always UTF-8 whatever the locale."""
+    return atomic_write_bytes(path, text.encode("utf-8"), durable=durable)

@@ -1,0 +1,427 @@
+"""The vocabulary of a loop: enums and data classes every other module shares.
+
+Names follow the reference ``loop_engine`` so tutorial code runs unchanged.
+Everything here is plain data: behaviour that needs the engine lives in the
+engine, serialisation in ``loop_engine.serialization``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum, auto
+from typing import TYPE_CHECKING, Any
+
+from .errors import PlanValidationError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from .checkpoint import ReviewRequest, ReviewResponse
+
+__all__ = [
+    "LoopStatus",
+    "ExecutionState",
+    "TERMINAL_EXECUTION_STATES",
+    "StepStatus",
+    "COMPLETION_STATES",
+    "FailureType",
+    "FailureStatus",
+    "RecoveryStrategy",
+    "ComponentType",
+    "Step",
+    "Plan",
+    "Observation",
+    "Evaluation",
+    "Failure",
+    "RecoveryAction",
+    "Budget",
+    "LoopContext",
+    "LoopResult",
+    "LoopState",
+    "new_id",
+]
+
+
+def new_id() -> str:
+    """A short random id; 12 hex digits keep collisions out of any one run."""
+    return uuid.uuid4().hex[:12]
+
+
+class LoopStatus(Enum):
+    """Why a run is where it is (``LoopState``) or how it ended (``LoopResult``)."""
+
+    PENDING = auto()
+    RUNNING = auto()
+    PAUSED = auto()
+    COMPLETED = auto()
+    FAILED = auto()
+    TERMINATED = auto()
+    RECOVERING = auto()
+
+
+class ExecutionState(Enum):
+    """The engine's state machine; the legal moves live in ``state_machine``."""
+
+    INITIALIZED = "initialized"
+    PLANNING = "planning"
+    ACTING = "acting"
+    OBSERVING = "observing"
+    EVALUATING = "evaluating"
+    VERIFYING = "verifying"
+    ITERATION_COMPLETE = "iteration_complete"
+    RECOVERING = "recovering"
+    REPLANNING = "replanning"
+    WAITING_FOR_HUMAN = "waiting_for_human"
+    COMPLETED = "completed"
+    PARTIALLY_COMPLETED = "partially_completed"
+    ABSTAINED = "abstained"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    POLICY_TERMINATED = "policy_terminated"
+    FAILED = "failed"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_EXECUTION_STATES
+
+
+TERMINAL_EXECUTION_STATES = frozenset(
+    {
+        ExecutionState.COMPLETED,
+        ExecutionState.PARTIALLY_COMPLETED,
+        ExecutionState.ABSTAINED,
+        ExecutionState.BUDGET_EXHAUSTED,
+        ExecutionState.POLICY_TERMINATED,
+        ExecutionState.FAILED,
+    }
+)
+
+
+class StepStatus(Enum):
+    """A step's lifecycle; only VERIFIED_COMPLETED and SKIPPED count as done."""
+
+    PENDING = "pending"
+    READY = "ready"
+    BLOCKED = "blocked"
+    IN_PROGRESS = "in_progress"
+    EXECUTED = "executed"
+    EVALUATION_FAILED = "evaluation_failed"
+    EVALUATED = "evaluated"
+    VERIFICATION_FAILED = "verification_failed"
+    VERIFIED_COMPLETED = "verified_completed"
+    RECOVERY_PENDING = "recovery_pending"
+    RETRY_PENDING = "retry_pending"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+COMPLETION_STATES = frozenset({StepStatus.VERIFIED_COMPLETED, StepStatus.SKIPPED})
+
+#: Statuses from which a step may be picked to run (again).
+RUNNABLE_STATES = frozenset({StepStatus.PENDING, StepStatus.READY, StepStatus.RETRY_PENDING})
+
+
+class FailureType(Enum):
+    TIMEOUT = "timeout"
+    BUDGET_EXCEEDED = "budget_exceeded"
+    INVALID_OUTPUT = "invalid_output"
+    VERIFICATION_FAILED = "verification_failed"
+    SEMANTIC_DRIFT = "semantic_drift"
+    EXECUTION_ERROR = "execution_error"
+    PLANNING_FAILURE = "planning_failure"
+    GOAL_HIJACKING = "goal_hijacking"
+    RECOVERY_EXHAUSTED = "recovery_exhausted"
+
+
+class FailureStatus(Enum):
+    UNHANDLED = "unhandled"
+    RECOVERY_PLANNED = "recovery_planned"
+    RECOVERY_IN_PROGRESS = "recovery_in_progress"
+    RECOVERED = "recovered"
+    RECOVERY_FAILED = "recovery_failed"
+    ESCALATED = "escalated"
+    TERMINAL = "terminal"
+
+
+class RecoveryStrategy(Enum):
+    RETRY = "retry"
+    BACKOFF = "backoff"
+    PLAN_REVISION = "plan_revision"
+    HUMAN_HANDOFF = "human_handoff"
+    GRACEFUL_DEGRADATION = "graceful_degradation"
+    CIRCUIT_BREAK = "circuit_break"
+
+
+class ComponentType(Enum):
+    PLANNER = "planner"
+    ACTOR = "actor"
+    OBSERVER = "observer"
+    EVALUATOR = "evaluator"
+    RECOVERY = "recovery"
+    TERMINATOR = "terminator"
+    VERIFIER = "verifier"
+
+
+@dataclass
+class Step:
+    """One unit of work in a plan.
+
+    ``output`` must be a JSON value (dict, list, str, number, bool, None) for
+    the state to be saved as JSON; persistence refuses anything else by name.
+    """
+
+    id: str = field(default_factory=new_id)
+    description: str = ""
+    dependencies: list[str] = field(default_factory=list)
+    status: StepStatus = StepStatus.PENDING
+    output: Any = None
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    evaluation_passed: bool | None = None
+    verification_passed: bool | None = None
+    attempts: int = 0
+
+    def is_completed(self) -> bool:
+        return self.status in COMPLETION_STATES
+
+
+@dataclass
+class Plan:
+    id: str = field(default_factory=new_id)
+    goal: str = ""
+    steps: list[Step] = field(default_factory=list)
+    context: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime = field(default_factory=datetime.now)
+    version: int = 1
+
+    def get_step(self, step_id: str) -> Step | None:
+        return next((s for s in self.steps if s.id == step_id), None)
+
+    def get_next_step(self) -> Step | None:
+        """The first runnable step whose dependencies are all done."""
+        done = {s.id for s in self.steps if s.is_completed()}
+        for step in self.steps:
+            if step.status in RUNNABLE_STATES and all(d in done for d in step.dependencies):
+                return step
+        return None
+
+    def get_progress(self) -> float:
+        if not self.steps:
+            return 0.0
+        return sum(1 for s in self.steps if s.is_completed()) / len(self.steps)
+
+    def is_complete(self) -> bool:
+        return bool(self.steps) and all(s.is_completed() for s in self.steps)
+
+    def validate(self) -> None:
+        """Refuse duplicate step ids and dependencies on ids the plan lacks."""
+        seen: set[str] = set()
+        for step in self.steps:
+            if step.id in seen:
+                raise PlanValidationError(
+                    f"plan {self.id!r} has two steps with id {step.id!r}; give every step a unique id"
+                )
+            seen.add(step.id)
+        for step in self.steps:
+            unknown = [d for d in step.dependencies if d not in seen]
+            if unknown:
+                raise PlanValidationError(
+                    f"step {step.id!r} depends on unknown step id(s) {unknown}; "
+                    f"known ids are {sorted(seen)} - fix the dependency list or add the missing steps"
+                )
+
+
+@dataclass
+class Observation:
+    timestamp: datetime = field(default_factory=datetime.now)
+    content: Any = None
+    source: str = "unknown"
+    step_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Evaluation:
+    score: float = 0.0
+    passed: bool = False
+    feedback: str = ""
+    metrics: dict[str, float] = field(default_factory=dict)
+    timestamp: datetime = field(default_factory=datetime.now)
+    step_id: str | None = None
+
+
+@dataclass
+class Failure:
+    """One problem, however many attempts it takes to recover from it."""
+
+    type: FailureType = FailureType.EXECUTION_ERROR
+    message: str = ""
+    step_id: str | None = None
+    recoverable: bool = True
+    context: dict[str, Any] = field(default_factory=dict)
+    timestamp: datetime = field(default_factory=datetime.now)
+    failure_id: str = field(default_factory=new_id)
+    status: FailureStatus = FailureStatus.UNHANDLED
+    recovery_attempts: int = 0
+    max_recovery_attempts: int = 3
+    recovery_action_ids: list[str] = field(default_factory=list)
+    source_component: str = ""
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_open(self) -> bool:
+        """Still a live problem: neither recovered nor given up on."""
+        return self.status not in (FailureStatus.RECOVERED, FailureStatus.TERMINAL, FailureStatus.RECOVERY_FAILED)
+
+    def can_recover(self) -> bool:
+        if not self.recoverable:
+            return False
+        if self.status in (FailureStatus.TERMINAL, FailureStatus.RECOVERY_FAILED, FailureStatus.RECOVERED):
+            return False
+        return self.recovery_attempts < self.max_recovery_attempts
+
+    def record_recovery_attempt(self, action_id: str) -> None:
+        """Count an attempt; the failure stays open until the retried work passes."""
+        self.recovery_attempts += 1
+        self.recovery_action_ids.append(action_id)
+        self.status = FailureStatus.RECOVERY_IN_PROGRESS
+
+    def mark_recovered(self) -> None:
+        self.status = FailureStatus.RECOVERED
+        self.recoverable = False
+
+    def mark_terminal(self) -> None:
+        self.status = FailureStatus.TERMINAL
+        self.recoverable = False
+
+
+@dataclass
+class RecoveryAction:
+    strategy: RecoveryStrategy = RecoveryStrategy.RETRY
+    params: dict[str, Any] = field(default_factory=dict)
+    estimated_success: float = 0.5
+    action_id: str = field(default_factory=new_id)
+    failure_id: str | None = None
+    timestamp: datetime = field(default_factory=datetime.now)
+    executed: bool = False
+    success: bool | None = None
+    reason: str = ""
+
+
+@dataclass
+class Budget:
+    """Limits (``max_*``; None = unlimited) and what has been used of them."""
+
+    max_tokens: int | None = None
+    max_steps: int | None = None
+    max_time_seconds: float | None = None
+    max_cost: float | None = None
+    tokens_used: int = 0
+    steps_used: int = 0
+    time_used: float = 0.0
+    cost_used: float = 0.0
+
+    def exhausted_reason(self) -> str | None:
+        """Which limit is used up, in words, or None while within every limit."""
+        for limit, used, name in (
+            (self.max_tokens, self.tokens_used, "tokens"),
+            (self.max_steps, self.steps_used, "steps"),
+            (self.max_time_seconds, self.time_used, "time_seconds"),
+            (self.max_cost, self.cost_used, "cost"),
+        ):
+            if limit is not None and used >= limit:
+                return f"budget exhausted: {name} used {used} of {limit}"
+        return None
+
+    def check_budget(self) -> bool:
+        return self.exhausted_reason() is None
+
+    def remaining(self) -> dict[str, float | None]:
+        return {
+            "tokens": None if self.max_tokens is None else self.max_tokens - self.tokens_used,
+            "steps": None if self.max_steps is None else self.max_steps - self.steps_used,
+            "time": None if self.max_time_seconds is None else self.max_time_seconds - self.time_used,
+            "cost": None if self.max_cost is None else self.max_cost - self.cost_used,
+        }
+
+
+@dataclass
+class LoopContext:
+    """What a run is for: the goal, its inputs (JSON values) and its budget."""
+
+    goal: str = ""
+    initial_context: dict[str, Any] = field(default_factory=dict)
+    budget: Budget = field(default_factory=Budget)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LoopResult:
+    """The derived verdict of a run: COMPLETED, FAILED or PAUSED."""
+
+    status: LoopStatus = LoopStatus.PENDING
+    output: Any = None
+    plan: Plan | None = None
+    iterations: int = 0
+    execution_time: float = 0.0
+    token_usage: int = 0
+    cost: float = 0.0
+    failures: list[Failure] = field(default_factory=list)
+    recoveries: list[RecoveryAction] = field(default_factory=list)
+    evaluations: list[Evaluation] = field(default_factory=list)
+    verification_status: bool | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    execution_state: ExecutionState | None = None
+    reason: str | None = None
+    review_request: ReviewRequest | None = None
+    trace_id: str | None = None
+
+
+@dataclass
+class LoopState:
+    """Everything needed to inspect a run or resume it in another process.
+
+    ``status`` says why the run stopped (TERMINATED when a terminator or a
+    limit ended it, with ``stop_reason`` saying which); ``execution_state`` is
+    where the state machine stands.
+    """
+
+    status: LoopStatus = LoopStatus.PENDING
+    execution_state: ExecutionState = ExecutionState.INITIALIZED
+    current_iteration: int = 0
+    current_plan: Plan | None = None
+    current_step: Step | None = None
+    observations: list[Observation] = field(default_factory=list)
+    evaluations: list[Evaluation] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    recoveries: list[RecoveryAction] = field(default_factory=list)
+    counters: dict[str, int] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    context: LoopContext | None = None
+    trace_id: str | None = None
+    stop_reason: str | None = None
+    started_at: datetime | None = None
+    updated_at: datetime | None = None
+    #: (from, to) execution-state values, in order; the audit of the state machine.
+    transitions: list[tuple[str, str]] = field(default_factory=list)
+    #: Counter behind checkpoint ids; lives here so ids never repeat across processes.
+    checkpoint_counter: int = 0
+    #: Causes already put to a human (e.g. ``failure:<id>``), so each fires once.
+    reviewed_causes: list[str] = field(default_factory=list)
+    #: The review a paused run is waiting on.
+    pending_review: ReviewRequest | None = None
+    #: Every human decision applied to this run, in order.
+    decisions: list[ReviewResponse] = field(default_factory=list)
+    #: Consecutive failures without a passing step, for CIRCUIT_BREAK.
+    consecutive_failures: int = 0
+
+    def get_failure(self, failure_id: str) -> Failure | None:
+        return next((f for f in self.failures if f.failure_id == failure_id), None)
+
+    def open_failure_for_step(self, step_id: str | None) -> Failure | None:
+        """The live failure for a step, so a repeat problem reuses it."""
+        for failure in reversed(self.failures):
+            if failure.step_id == step_id and failure.is_open:
+                return failure
+        return None
