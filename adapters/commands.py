@@ -1,0 +1,309 @@
+"""What does this text ask for? The one command grammar of Slack, GitHub and the CLI.
+
+The grammar (design.md, "Command grammar") is case-insensitive:
+
+    approve [note]           aliases lgtm, yes
+    reject <reason>          aliases deny, no; the reason is required
+    retry [hint]
+    modify key=value ...     or a fenced ```json / ```yaml block
+    pause [duration]         e.g. 2h, 1d
+    status
+    help
+
+Slack sends ``<verb> [review-id] ...`` (a slash command's text or an
+@-mention); GitHub comments carry lines that start with ``/<verb>``. A
+review id looks like ``<loop>-<n>`` and is optional where the context (a
+Slack thread, a GitHub issue) already names the review. Everything that is
+not a valid command comes back as a ``CommandError`` whose message says what
+was wrong and what would work - never silence.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Literal
+
+import yaml
+
+from loop_engine.checkpoint import HumanDecision
+
+__all__ = [
+    "Command",
+    "CommandError",
+    "Verb",
+    "VERBS",
+    "HELP_TEXT",
+    "parse_command",
+    "parse_comment",
+    "parse_assignments",
+    "decision_from_word",
+    "looks_like_review_id",
+]
+
+Verb = HumanDecision | Literal["status", "help"]
+
+# --- Anchored patterns -------------------------------------------------------
+#: One command: an optional leading "/", the verb, then the rest.
+_COMMAND = re.compile(r"\A/?(?P<verb>[A-Za-z][\w-]*)(?:\s+(?P<rest>.*))?\Z", re.DOTALL)
+#: A GitHub comment line that is a command: "/verb ..." at the start of a line
+#: (at most 3 spaces of indent: 4 make a Markdown code block).
+_COMMENT_LINE = re.compile(r"\A {0,3}/(?P<verb>[A-Za-z][\w-]*)(?:[ \t]+(?P<rest>.*))?\Z")
+#: A review id: "<loop>-<n>", e.g. "triage-17".
+_REVIEW_ID = re.compile(r"\A[a-z0-9](?:[a-z0-9_-]*[a-z0-9_])?-\d+\Z", re.IGNORECASE)
+#: The first word of a command's rest, which may be a review id.
+_FIRST_WORD = re.compile(r"\A(?P<word>\S+)\s*(?P<rest>.*)\Z", re.DOTALL)
+#: Leading Slack mentions ("<@U0BOT> approve") are addressing, not words.
+_SLACK_MENTION = re.compile(r"\A(?:\s*<@[A-Z0-9]+(?:\|[^>]*)?>)+\s*")
+#: Fenced code (``` or ~~~), block quotes and HTML comments are never commands.
+_FENCE = re.compile(r"\A {0,3}(?P<fence>`{3,}|~{3,})\s*(?P<info>[\w-]*)")
+_QUOTE = re.compile(r"\A {0,3}>")
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+#: A fenced block inside a modify command's text.
+_FENCED_BLOCK = re.compile(r"(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[\w-]*)[ \t]*\n(?P<body>.*?)\n[ \t]*(?P=fence)", re.DOTALL)
+#: Durations: the same grammar as bot.durations (adapters may not import bot).
+_DURATION_PART = re.compile(r"(\d+)([wdhms])")
+_DURATION = re.compile(r"(?:\d+[wdhms])+")
+_DURATION_UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+
+
+@dataclass(frozen=True)
+class _VerbSpec:
+    verb: Verb
+    names: tuple[str, ...]
+    usage: str
+    help: str
+
+
+# --- The verbs, with the help text beside them ----------------------------------
+VERBS: tuple[_VerbSpec, ...] = (
+    _VerbSpec(HumanDecision.APPROVE, ("approve", "lgtm", "yes"), "approve [review-id] [note]",
+              "approve the proposed action (aliases: lgtm, yes)"),
+    _VerbSpec(HumanDecision.REJECT, ("reject", "deny", "no"), "reject [review-id] <reason>",
+              "reject it and end the run; a reason is required (aliases: deny, no)"),
+    _VerbSpec(HumanDecision.RETRY, ("retry",), "retry [review-id] [hint]",
+              "run the step again, optionally with a hint"),
+    _VerbSpec(HumanDecision.MODIFY, ("modify",), "modify [review-id] key=value ...",
+              "change the run's inputs, then continue (or give a fenced ```json / ```yaml block)"),
+    _VerbSpec(HumanDecision.PAUSE, ("pause",), "pause [review-id] [duration]",
+              "keep it waiting and silence reminders for a while, e.g. 2h or 1d (default 24h)"),
+    _VerbSpec("status", ("status",), "status [review-id]", "show open reviews and runs"),
+    _VerbSpec("help", ("help",), "help", "show this help"),
+)
+
+HELP_TEXT = "Commands (case-insensitive):\n" + "\n".join(f"  {spec.usage:<36} {spec.help}" for spec in VERBS)
+
+_BY_NAME: dict[str, _VerbSpec] = {name: spec for spec in VERBS for name in spec.names}
+_DECISION_NAMES = [name for spec in VERBS if isinstance(spec.verb, HumanDecision) for name in spec.names]
+
+
+class CommandError(ValueError):
+    """Text that was meant as a command but is not a valid one; the message is the reply."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One parsed command.
+
+    ``argument`` is the free text after the verb (the note, reason or hint;
+    for ``pause`` the duration as written) and doubles as the vote's feedback.
+    """
+
+    verb: Verb
+    review_id: str | None = None
+    argument: str = ""
+    modifications: dict[str, Any] = field(default_factory=dict)
+    pause_for: timedelta | None = None
+
+    @property
+    def feedback(self) -> str:
+        return self.argument
+
+    @property
+    def decision(self) -> HumanDecision | None:
+        """The decision this command votes for, or None for status/help."""
+        return self.verb if isinstance(self.verb, HumanDecision) else None
+
+
+def looks_like_review_id(word: str) -> bool:
+    return bool(_REVIEW_ID.match(word))
+
+
+def _unknown(word: str, choices: list[str], what: str) -> CommandError:
+    close = difflib.get_close_matches(word.lower(), choices, n=1, cutoff=0.6)
+    hint = f' - did you mean "{close[0]}"?' if close else ""
+    return CommandError(f'unknown {what} "{word}"{hint}\n{HELP_TEXT}')
+
+
+def decision_from_word(word: str) -> HumanDecision:
+    """``approve`` / ``LGTM`` / ``deny`` ... -> HumanDecision; anything else -> CommandError with did-you-mean."""
+    spec = _BY_NAME.get(word.strip().lower())
+    if spec is None or not isinstance(spec.verb, HumanDecision):
+        raise _unknown(word.strip(), _DECISION_NAMES, "decision")
+    return spec.verb
+
+
+def _parse_duration(text: str) -> timedelta:
+    cleaned = text.strip().lower()
+    parts = _DURATION_PART.findall(cleaned)
+    order = [("wdhms".index(unit)) for _, unit in parts]
+    if not _DURATION.fullmatch(cleaned) or order != sorted(set(order)):
+        raise CommandError(f'pause takes a duration like "2h", "1d" or "1h30m", not "{text}"\nusage: pause [review-id] [duration]')
+    delta = timedelta(**{_DURATION_UNITS[unit]: int(number) for number, unit in parts})
+    if delta <= timedelta(0):
+        raise CommandError(f'pause needs a duration longer than zero, not "{text}"')
+    return delta
+
+
+def _set_path(target: dict[str, Any], key: str, value: Any) -> None:
+    """``context.limit=5`` -> ``{"context": {"limit": 5}}``: dotted keys nest."""
+    *parents, leaf = key.split(".")
+    node = target
+    for part in parents:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise CommandError(f'modify: "{key}" conflicts with an earlier value for "{part}"')
+        node = child
+    node[leaf] = value
+
+
+def _scalar(text: str) -> Any:
+    """JSON values stay typed (``5``, ``true``, ``["a"]``); anything else is a string."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def parse_assignments(tokens: list[str]) -> dict[str, Any]:
+    """``["a=1", "context.repo=octo/ops"]`` -> a nested dict; shared with ``loopbot decide --set``."""
+    result: dict[str, Any] = {}
+    for token in tokens:
+        key, sep, value = token.partition("=")
+        if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
+            raise CommandError(f'modify expects key=value, got "{token}"\nusage: modify [review-id] key=value ...')
+        _set_path(result, key.strip(), _scalar(value))
+    return result
+
+
+def _parse_block(info: str, body: str) -> dict[str, Any]:
+    try:
+        data = json.loads(body) if info.lower() == "json" else yaml.safe_load(body)
+    except (ValueError, yaml.YAMLError) as exc:
+        kind = "JSON" if info.lower() == "json" else "YAML"
+        raise CommandError(f"modify: the fenced block is not valid {kind}: {exc}") from None
+    if not isinstance(data, dict) or not data:
+        raise CommandError("modify: the fenced block must hold a mapping of keys to new values")
+    return {str(key): value for key, value in data.items()}
+
+
+def _parse_modify(rest: str) -> dict[str, Any]:
+    block = _FENCED_BLOCK.search(rest)
+    if block:
+        if rest[: block.start()].strip() or rest[block.end():].strip():
+            raise CommandError("modify: give either key=value pairs or one fenced block, not both")
+        return _parse_block(block.group("info"), block.group("body"))
+    try:
+        tokens = shlex.split(rest)
+    except ValueError as exc:
+        raise CommandError(f"modify: {exc} (check the quotes)") from None
+    if not tokens:
+        raise CommandError("modify needs at least one key=value (or a fenced ```json block)\nusage: modify [review-id] key=value ...")
+    return parse_assignments(tokens)
+
+
+def _build(verb_word: str, rest: str) -> Command:
+    spec = _BY_NAME.get(verb_word.lower())
+    if spec is None:
+        raise _unknown(verb_word, list(_BY_NAME), "command")
+    rest = rest.strip()
+    review_id: str | None = None
+    first = _FIRST_WORD.match(rest)
+    if first and looks_like_review_id(first.group("word")):
+        review_id, rest = first.group("word"), first.group("rest").strip()
+    verb = spec.verb
+    if verb == "help":
+        return Command("help")
+    if verb == "status":
+        if rest:
+            raise CommandError(f'status takes at most a review id, not "{rest}"\nusage: {spec.usage}')
+        return Command("status", review_id)
+    if verb is HumanDecision.REJECT and not rest:
+        raise CommandError(f"{verb_word.lower()} needs a reason, so the run's log says why\nusage: {spec.usage}")
+    if verb is HumanDecision.MODIFY:
+        return Command(verb, review_id, rest, _parse_modify(rest))
+    if verb is HumanDecision.PAUSE:
+        return Command(verb, review_id, rest, pause_for=_parse_duration(rest) if rest else None)
+    return Command(verb, review_id, rest)
+
+
+def parse_command(text: str) -> Command | CommandError:
+    """Parse one command (a Slack command's text or @-mention); empty text asks for help.
+
+    The error is returned, not raised, because every caller's next step is to
+    reply with its message.
+    """
+    stripped = _SLACK_MENTION.sub("", text.strip(), count=1).strip()
+    if not stripped:
+        return Command("help")
+    match = _COMMAND.match(stripped)
+    if match is None:
+        return CommandError(f'"{stripped.split()[0]}" is not a command\n{HELP_TEXT}')
+    try:
+        return _build(match.group("verb"), match.group("rest") or "")
+    except CommandError as exc:
+        return exc
+
+
+def _command_lines(body: str) -> list[tuple[str, str, list[str]]]:
+    """Each "/verb rest" line outside code, quotes and HTML comments, with the lines after it."""
+    lines = _HTML_COMMENT.sub("", body.replace("\r\n", "\n")).split("\n")
+    found: list[tuple[str, str, list[str]]] = []
+    fence: str | None = None
+    for index, line in enumerate(lines):
+        opener = _FENCE.match(line)
+        if fence is not None:
+            if opener and opener.group("fence")[0] == fence[0] and len(opener.group("fence")) >= len(fence):
+                fence = None
+            continue
+        if opener:
+            fence = opener.group("fence")
+            continue
+        if _QUOTE.match(line):
+            continue
+        match = _COMMENT_LINE.match(line.rstrip())
+        if match:
+            found.append((match.group("verb"), match.group("rest") or "", lines[index + 1:]))
+    return found
+
+
+def _following_block(lines: list[str]) -> str:
+    """The fenced block right after a bare ``/modify`` line (blank lines allowed before it)."""
+    text = "\n".join(lines).lstrip("\n")
+    block = _FENCED_BLOCK.match(text)
+    return block.group(0) if block else ""
+
+
+def parse_comment(body: str) -> list[Command]:
+    """Every command in a GitHub comment; [] when it holds none.
+
+    Raises CommandError for an invalid command line or for decisions that
+    contradict each other (approve and reject in one comment): acting on
+    either would guess, ignoring both would be silence.
+    """
+    commands: list[Command] = []
+    for verb, rest, after in _command_lines(body):
+        if verb.lower() == "modify" and not _FENCED_BLOCK.search(rest) and "=" not in rest:
+            rest = f"{rest}\n{_following_block(after)}".strip()
+        command = _build(verb, rest)
+        if command not in commands:
+            commands.append(command)
+    decisions = sorted({c.decision.name.lower() for c in commands if c.decision is not None})
+    if len(decisions) > 1:
+        listed = " and ".join(f"/{name}" for name in decisions)
+        raise CommandError(f"this comment holds contradictory decisions ({listed}); post one decision per comment")
+    return commands

@@ -1,0 +1,298 @@
+"""When runs start, pause, resume and end: the bot's side of a loop's life.
+
+Each run executes in its own worker thread with its own asyncio loop, so the
+HTTP server and the tick stay responsive while a loop works. The store is the
+only memory: a run is a ``RunRecord`` plus the engine's snapshot, a pause is a
+``Review`` stored *before* any channel hears of it, and an outcome is applied
+exactly once - the engine records the decision in the snapshot before acting
+on it, so a decision already in ``state.decisions`` is never applied again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from loop_engine.checkpoint import HumanDecision, ReviewRequest
+from loop_engine.serialization import state_from_dict
+from loop_engine.types import LoopResult, LoopState, LoopStatus
+
+from bot.config import BotConfig
+from bot.posting import ReviewDesk, outcome_text
+from bot.reviews import Review, mark_applied
+from bot.store.base import RunRecord, Store
+from bot.worker import LoopCatalog, continue_run, result_summary, review_policy_for
+
+__all__ = ["Runner", "ACTIVE_STATUSES", "utcnow"]
+
+log = logging.getLogger(__name__)
+
+#: Run statuses that hold a loop's one active slot (overlap: skip).
+ACTIVE_STATUSES = frozenset({"running", "waiting"})
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Runner:
+    """Starts runs, opens reviews at pauses, applies outcomes, recovers after a restart."""
+
+    def __init__(
+        self,
+        config: BotConfig,
+        store: Store,
+        desk: ReviewDesk,
+        *,
+        catalog: LoopCatalog | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._config = config
+        self._store = store
+        self._desk = desk
+        self._catalog = catalog or LoopCatalog(config)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._busy: dict[str, threading.Thread] = {}  # run id -> its worker
+        self._stopping = False
+
+    @property
+    def catalog(self) -> LoopCatalog:
+        return self._catalog
+
+    # -- starting runs -------------------------------------------------------------
+
+    def _active_run(self, loop: str) -> RunRecord | None:
+        return next((r for r in self._store.list_runs() if r.loop == loop and r.status in ACTIVE_STATUSES), None)
+
+    def _new_run(self, loop: str, trigger: str) -> RunRecord | None:
+        """Create the run record, or None when the loop's one slot is taken (overlap: skip)."""
+        loop_config = self._catalog.loop_config(loop)
+        active = self._active_run(loop)
+        if active is not None and getattr(loop_config, "overlap", "skip") != "allow":
+            waiting = f" on review {active.review_id}" if active.review_id else ""
+            log.info(
+                "skipped a %s run of loop %s: run %s is still %s%s (overlap: skip)",
+                trigger, loop, active.id, active.status, waiting,
+            )
+            return None
+        now = self._clock()
+        run = RunRecord(
+            id=self._store.next_id(f"{loop}-run"), loop=loop, status="running",
+            created_at=now, updated_at=now, trigger=trigger,
+        )
+        self._store.put_run(run)
+        log.info("run %s of loop %s started (%s)", run.id, loop, trigger)
+        return run
+
+    def request_run(self, loop: str, *, trigger: str) -> str | None:
+        """Start a run in a worker thread; the run id, or None if skipped or shutting down."""
+        with self._lock:
+            if self._stopping:
+                log.info("not starting loop %s: the bot is shutting down", loop)
+                return None
+            run = self._new_run(loop, trigger)
+            if run is None:
+                return None
+            self._spawn(run.id, lambda: self._start(run))
+            return run.id
+
+    def run_foreground(self, loop: str, *, trigger: str = "cli") -> RunRecord | None:
+        """Run in this thread until the run completes or pauses (the CLI without a server)."""
+        run = self._new_run(loop, trigger)
+        if run is None:
+            return None
+        self._start(run)
+        return self._store.get_run(run.id)
+
+    def _start(self, run: RunRecord) -> None:
+        engine = self._catalog.new_engine(run.loop, run.id, self._store)
+        context = self._catalog.new_context(run.loop)
+        result = asyncio.run(engine.run(context, trace_id=run.id))
+        self._settle(run.id, result, engine.state)
+
+    # -- worker threads ------------------------------------------------------------
+
+    def _spawn(self, run_id: str, job: Callable[[], None]) -> None:
+        """Run ``job`` in a worker thread unless ``run_id`` already has one (caller holds the lock)."""
+        thread = threading.Thread(target=self._work, args=(run_id, job), name=f"run:{run_id}", daemon=True)
+        self._busy[run_id] = thread
+        thread.start()
+
+    def _work(self, run_id: str, job: Callable[[], None]) -> None:
+        try:
+            job()
+        except Exception as err:  # the worker boundary: record the crash on the run, keep the bot up
+            log.exception("run %s stopped by an internal error", run_id)
+            self._store.update_run(run_id, lambda r: self._finish(r, "failed", f"internal error: {err!r}"))
+        finally:
+            with self._lock:
+                self._busy.pop(run_id, None)
+
+    def is_busy(self, run_id: str) -> bool:
+        with self._lock:
+            return run_id in self._busy
+
+    # -- settling a result ---------------------------------------------------------
+
+    def _finish(self, run: RunRecord, status: str, reason: str | None, result: dict[str, Any] | None = None) -> None:
+        run.status, run.reason, run.updated_at = status, reason, self._clock()
+        if result is not None:
+            run.result = result
+            run.iterations = result.get("iterations", run.iterations)
+
+    def _settle(self, run_id: str, result: LoopResult, state: LoopState) -> None:
+        """Record where a run stopped: a pause opens (or finds) its review; an end sets the status."""
+        summary = result_summary(result)
+        if result.status is LoopStatus.PAUSED:
+            request = result.review_request or state.pending_review
+            review = self._open_review(run_id, request)
+
+            def wait(run: RunRecord) -> None:
+                self._finish(run, "waiting", None, summary)
+                run.review_id = review.id
+
+            self._store.update_run(run_id, wait)
+            self._post(review)
+            return
+        if result.status is LoopStatus.COMPLETED:
+            status, reason = "completed", None
+        elif state.decisions and state.decisions[-1].decision is HumanDecision.REJECT:
+            status, reason = "rejected", state.decisions[-1].feedback or result.reason
+        else:
+            status, reason = "failed", result.reason or state.stop_reason
+        self._store.update_run(run_id, lambda run: self._finish(run, status, reason, summary))
+        log.info("run %s %s%s", run_id, status, f": {reason}" if reason else "")
+
+    def _open_review(self, run_id: str, request: ReviewRequest) -> Review:
+        """The review for this pause, stored before anyone is told; found again after a crash."""
+        for review in self._store.list_reviews():
+            if review.run_id == run_id and review.checkpoint_id == request.checkpoint_id:
+                return review
+        run = self._store.get_run(run_id)
+        loop_config = self._catalog.loop_config(run.loop)
+        review = Review(
+            id=self._store.next_id(run.loop),
+            loop=run.loop,
+            run_id=run_id,
+            checkpoint_id=request.checkpoint_id,
+            request=request.to_dict(),
+            policy=review_policy_for(loop_config),
+            created_at=self._clock(),
+            status="open",
+        )
+        self._store.put_review(review)
+        log.info("run %s paused at %s: review %s opened", run_id, request.checkpoint_id, review.id)
+        return review
+
+    def _targets(self, loop: str, key: str) -> list[Any]:
+        review_block = getattr(self._catalog.loop_config(loop), "review", None)
+        if review_block is None:
+            return []
+        if key == "escalate_to":
+            timeout = getattr(review_block, "timeout", None)
+            return list(getattr(timeout, "escalate_to", None) or []) if timeout else []
+        return list(getattr(review_block, key, None) or [])
+
+    def _post(self, review: Review) -> None:
+        refs = self._desk.post(review, self._targets(review.loop, "post_to"))
+        if refs != review.posts:
+
+            def record(stored: Review) -> None:
+                known = {ref["channel"] for ref in stored.posts}
+                stored.posts.extend(ref for ref in refs if ref["channel"] not in known)
+
+            self._store.update_review(review.id, record)
+
+    # -- applying outcomes -----------------------------------------------------------
+
+    def apply_decided(self, review_id: str) -> bool:
+        """Resume the run of a decided review in a worker; False if it is busy or not decided."""
+        review = self._store.get_review(review_id)
+        if review.status != "decided":
+            return False
+        with self._lock:
+            if self._stopping or review.run_id in self._busy:
+                return False
+            self._spawn(review.run_id, lambda: self._apply(review.id))
+            return True
+
+    def _apply(self, review_id: str) -> None:
+        review = self._store.get_review(review_id)
+        if review.status != "decided" or review.outcome is None:
+            return
+        run = self._store.get_run(review.run_id)
+        snapshot = self._store.load_snapshot(run.id)
+        if snapshot is None:
+            raise RuntimeError(f"run {run.id} has no snapshot to resume review {review.id} from")
+        state = state_from_dict(snapshot)
+        response = None
+        pending = state.pending_review
+        already = any(d.checkpoint_id == review.checkpoint_id for d in state.decisions)
+        if pending is not None and pending.checkpoint_id == review.checkpoint_id and not already:
+            response = review.outcome.to_response(review.checkpoint_id)
+        log.info("applying review %s to run %s: %s", review.id, run.id, outcome_text(review))
+        self._store.update_run(run.id, lambda r: self._finish(r, "running", None))
+        engine = self._catalog.new_engine(run.loop, run.id, self._store)
+        result, final = asyncio.run(continue_run(engine, state, response))
+        self._desk.update(review, outcome_text(review))
+        self._store.update_review(review.id, lambda r: mark_applied(r, now=self._clock()))
+        self._settle(run.id, result, final)
+
+    # -- restart -------------------------------------------------------------------
+
+    def recover(self) -> None:
+        """Pick up every unfinished run after a start (decided reviews are the tick's job)."""
+        for run in self._store.list_runs():
+            if run.status == "waiting" and run.review_id:
+                review = self._store.get_review(run.review_id)
+                if review.status == "open":
+                    log.info("run %s keeps waiting on review %s", run.id, review.id)
+                    self._post(review)
+            elif run.status == "running":
+                review = self._store.get_review(run.review_id) if run.review_id else None
+                if review is not None and review.status == "decided":
+                    continue  # the tick resumes it with the decision
+                log.info("run %s was interrupted; continuing from its last snapshot", run.id)
+                with self._lock:
+                    self._spawn(run.id, lambda run=run: self._continue(run))
+
+    def _continue(self, run: RunRecord) -> None:
+        snapshot = self._store.load_snapshot(run.id)
+        if snapshot is None:  # crashed before the first boundary: nothing to lose, start over
+            self._start(run)
+            return
+        state = state_from_dict(snapshot)
+        engine = self._catalog.new_engine(run.loop, run.id, self._store)
+        result, final = asyncio.run(continue_run(engine, state, None))
+        self._settle(run.id, result, final)
+
+    # -- reviews' deadlines --------------------------------------------------------
+
+    def remind(self, review: Review, text: str) -> None:
+        self._desk.update(review, text)
+
+    def escalate(self, review: Review, text: str) -> None:
+        refs = self._desk.escalate(review, self._targets(review.loop, "escalate_to"), text)
+        if refs:
+            self._store.update_review(review.id, lambda r: r.posts.extend(x for x in refs if x not in r.posts))
+
+    # -- shutdown ------------------------------------------------------------------
+
+    def shutdown(self, timeout: float = 8.0) -> bool:
+        """Start nothing new; wait up to ``timeout`` s for workers; True if all finished."""
+        with self._lock:
+            self._stopping = True
+            threads = list(self._busy.values())
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        alive = [t.name for t in threads if t.is_alive()]
+        if alive:
+            log.warning("stopping with %s unfinished; they continue from their snapshots at the next start", alive)
+        return not alive

@@ -1,0 +1,151 @@
+"""``loopbot serve``: the HTTP face (Starlette on uvicorn) and the life of the serving process.
+
+Routes: ``GET /healthz`` here. Slack (``POST /slack/events``) and GitHub
+(``POST /github/webhook``) routes plug in through ``extra_routes`` when
+those channels are configured; this issue mounts none of them.
+
+Start order: take the serve lock (one server per state dir), bind the
+socket (port 0 allowed: the bound port goes into the lock info and the log),
+recover unfinished runs, start the tick and the scheduler, then serve.
+SIGTERM/SIGINT stop accepting, let running steps finish (up to ~8 s: the
+engine saves at every boundary, so anything cut off continues at the next
+start) and exit 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
+
+from adapters.local import LocalChannel
+from loop_engine.atomic import atomic_write_text
+
+from bot.config import BotConfig
+from bot.posting import ReviewDesk
+from bot.runner import Runner
+from bot.scheduler import LoopScheduler
+from bot.service import Service
+from bot.store import FileStore, ServeLock
+from bot.store.base import Store
+
+__all__ = ["health", "create_app", "bind_socket", "HttpServer", "serve"]
+
+log = logging.getLogger(__name__)
+
+
+def health(store: Store, state_dir: Path) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, body) for /healthz: counts when the store reads and writes, 503 otherwise."""
+    if not state_dir.is_dir():
+        return 503, {"status": "unavailable", "error": f"state_dir {state_dir} is missing"}
+    try:
+        # A real write, not os.access: root passes access checks on read-only mounts.
+        atomic_write_text(state_dir / ".healthz", "ok\n", durable=False)
+        runs = Counter(run.status for run in store.list_runs())
+        open_reviews = sum(1 for review in store.list_reviews() if review.status == "open")
+    except (OSError, ValueError) as err:  # ValueError: a corrupt document, named in the message
+        return 503, {"status": "unavailable", "error": f"store unusable: {err}"}
+    return 200, {"status": "ok", "runs": dict(runs), "open_reviews": open_reviews}
+
+
+def create_app(store: Store, state_dir: Path, extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
+    """The ASGI app; channel routes (Slack, GitHub) are the seam ``extra_routes``."""
+
+    async def healthz(request: Request) -> JSONResponse:
+        code, body = await run_in_threadpool(health, store, Path(state_dir))
+        return JSONResponse(body, status_code=code)
+
+    return Starlette(routes=[Route("/healthz", healthz, methods=["GET"]), *extra_routes])
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """Bind before serving so port 0 becomes a known port we can log and publish."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+class HttpServer:
+    """uvicorn in the main thread, with SIGTERM/SIGINT turned into a clean stop."""
+
+    def __init__(self, app: Starlette, sock: socket.socket) -> None:
+        self._sock = sock
+        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._stopped = threading.Event()
+
+    @property
+    def port(self) -> int:
+        return int(self._sock.getsockname()[1])
+
+    def request_stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:
+        """Safe from a signal handler: uvicorn checks should_exit on its next beat."""
+        self._stopped.set()
+        self._server.should_exit = True
+
+    def install_signal_handlers(self) -> None:
+        """Ours stay in place around uvicorn's, so its re-raise after shutdown lands here, not in the default (exit 143)."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self.request_stop)
+
+    def run(self) -> None:
+        if self._stopped.is_set():  # a signal arrived while we were starting
+            return
+        self._server.run(sockets=[self._sock])
+
+
+def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
+    """Run the bot until SIGTERM/SIGINT; raises AlreadyRunningError if another serve holds the state dir."""
+    state_dir = Path(config.state_dir)
+    lock = ServeLock(state_dir)
+    lock.acquire()
+    try:
+        sock = bind_socket(config.server.host, config.server.port)
+        store = FileStore(state_dir)
+        desk = ReviewDesk({"local": LocalChannel(state_dir / "reviews", decide_command=decide_command)})
+        runner = Runner(config, store, desk)
+        service = Service(store, runner)
+        http = HttpServer(create_app(store, state_dir), sock)
+        http.install_signal_handlers()
+        lock.update(port=http.port)
+        log.info("loopbot serving on http://%s:%d (pid %d, state_dir %s)", config.server.host, http.port, os.getpid(), state_dir)
+        runner.recover()
+        scheduler = LoopScheduler(config, state_dir, lambda name: runner.request_run(name, trigger="schedule"))
+        scheduler.start()
+        try:
+            for loop in config.loops:
+                if loop.run_on_start:
+                    runner.request_run(loop.name, trigger="start")
+            service.start(config.scheduler.poll_interval)
+            http.run()
+            log.info("stopping: finishing the current steps (up to 8 s)")
+        finally:
+            scheduler.stop(wait=False)
+            service.stop()
+            runner.shutdown(timeout=8.0)
+            sock.close()
+    finally:
+        lock.release()
+    log.info("loopbot stopped")
+    return 0

@@ -1,0 +1,144 @@
+"""One ``serve`` per state dir: an exclusive flock on ``state_dir/serve.lock``.
+
+The kernel holds the lock for exactly as long as the holder's descriptor is
+open, so a holder killed with kill -9 frees it at once - no stale pid files
+to clean up. The file's content (pid, port, start time) only tells others
+*who* holds it; ``holder()`` probes the flock itself, never trusts the file.
+The info is rewritten in place, never via rename: a rename would put a new,
+unlocked file at the path.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+__all__ = ["AlreadyRunningError", "ServeLock", "LOCK_NAME"]
+
+LOCK_NAME = "serve.lock"
+_PROBE_RETRIES = 5
+_PROBE_WAIT = 0.01
+
+
+def _alive(pid: object) -> bool:
+    """Whether ``pid`` names a running process (a stale pid in the file says nothing)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class AlreadyRunningError(RuntimeError):
+    """Another live process holds the serve lock; the message names its pid."""
+
+    def __init__(self, path: Path, info: dict[str, Any]) -> None:
+        self.path = path
+        self.info = info
+        self.pid = info.get("pid")
+        started = f", started {info['started_at']}" if info.get("started_at") else ""
+        port = f", port {info['port']}" if info.get("port") is not None else ""
+        super().__init__(
+            f"another loopbot serve (pid {self.pid}{port}{started}) holds {path}; "
+            "stop it first, or give this one its own state_dir"
+        )
+
+
+def _read_info(fd: int) -> dict[str, Any]:
+    """The holder's info; a torn or empty file (holder mid-write) reads as {}."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    raw = os.read(fd, 64 * 1024)
+    try:
+        info = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+class ServeLock:
+    """``acquire()`` once per process; the lock lasts until ``release()`` or process exit."""
+
+    def __init__(self, state_dir: str | os.PathLike[str]) -> None:
+        self.path = Path(state_dir) / LOCK_NAME
+        self._fd: int | None = None
+        self.info: dict[str, Any] = {}
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self, *, port: int | None = None) -> dict[str, Any]:
+        """Take the lock or raise AlreadyRunningError naming the holder's pid."""
+        if self._fd is not None:
+            return self.info
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        for attempt in range(_PROBE_RETRIES + 1):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                info = _read_info(fd)
+                if attempt < _PROBE_RETRIES and not _alive(info.get("pid")):
+                    # Likely a holder() probe (a shared lock held for microseconds), not a server.
+                    time.sleep(_PROBE_WAIT)
+                    continue
+                os.close(fd)
+                raise AlreadyRunningError(self.path, info) from None
+        self._fd = fd
+        self.info = {"pid": os.getpid(), "port": port, "started_at": datetime.now(timezone.utc).isoformat()}
+        self._write_info()
+        return self.info
+
+    def update(self, **info: Any) -> None:
+        """Add to the holder's info (e.g. the port uvicorn bound when asked for port 0)."""
+        if self._fd is None:
+            raise RuntimeError("update() needs the lock: call acquire() first")
+        self.info.update(info)
+        self._write_info()
+
+    def _write_info(self) -> None:
+        assert self._fd is not None
+        data = json.dumps(self.info).encode("utf-8")
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, data, 0)
+        os.fsync(self._fd)
+
+    def release(self) -> None:
+        """Give the lock up (closing the descriptor drops the flock)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> ServeLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    @staticmethod
+    def holder(state_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+        """The live holder's info ({"pid", "port", "started_at"}), or None if nobody holds it."""
+        path = Path(state_dir) / LOCK_NAME
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return _read_info(fd)
+            return None  # we could lock it, so no live process holds it
+        finally:
+            os.close(fd)

@@ -1,0 +1,174 @@
+"""How one loop's engine is built and driven for one run.
+
+The runner decides *when* a run starts or continues; this module knows *how*:
+resolve the loop's pattern or factory once, give every new engine the run's
+snapshot sink and a ``HumanCheckpoint`` without a decision handler (so a
+checkpoint stops the run instead of blocking a thread), and pick between
+``engine.run``, ``engine.resume(state, response)`` and ``engine.resume(state)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loop_engine.checkpoint import CheckpointConfig, CheckpointPresets, HumanCheckpoint, ReviewResponse
+from loop_engine.engine import LoopEngine
+from loop_engine.state_machine import derive_result_status
+from loop_engine.serialization import state_to_dict
+from loop_engine.types import LoopContext, LoopResult, LoopState, LoopStatus
+
+from bot.config import BotConfig, LoopConfig
+from bot.patterns import LoopSpec, get_pattern, load_factory
+from bot.store.base import Store
+
+__all__ = [
+    "UnknownLoopError",
+    "SnapshotSink",
+    "LoopCatalog",
+    "checkpoint_config_for",
+    "continue_run",
+    "result_summary",
+]
+
+
+class UnknownLoopError(LookupError):
+    """A loop name that the config does not define."""
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f' - did you mean "{close[0]}"?' if close else ""
+        listing = ", ".join(known) if known else "(none: add one under loops: in the config)"
+        super().__init__(f'unknown loop "{name}"{hint} Loops in the config: {listing}')
+        self.name = name
+
+
+class SnapshotSink:
+    """The engine's ``persistence``: every boundary save becomes the run's snapshot in the store."""
+
+    def __init__(self, store: Store, run_id: str) -> None:
+        self._store = store
+        self._run_id = run_id
+
+    def save(self, state: LoopState, trace_id: str | None = None) -> None:
+        self._store.save_snapshot(self._run_id, state_to_dict(state))
+
+
+def _as_dict(block: Any) -> dict[str, Any]:
+    """Config blocks may arrive as pydantic models or plain mappings."""
+    if block is None:
+        return {}
+    if isinstance(block, Mapping):
+        return dict(block)
+    dump = getattr(block, "model_dump", None)
+    if dump is not None:
+        return {k: v for k, v in dump(exclude_none=True).items()}
+    raise TypeError(f"cannot read a checkpoint block of type {type(block).__name__}")
+
+
+def checkpoint_config_for(loop: LoopConfig, state_dir: Path) -> CheckpointConfig:
+    """The loop's ``checkpoint`` block (a preset and/or fields); records go under ``state_dir``."""
+    fields = _as_dict(getattr(loop, "checkpoint", None))
+    preset = fields.pop("preset", None)
+    base = getattr(CheckpointPresets, preset)() if preset else CheckpointConfig()
+    fields.setdefault("checkpoint_dir", str(Path(state_dir) / "checkpoints"))
+    return dataclasses.replace(base, **fields)
+
+
+@dataclass
+class _Loop:
+    config: LoopConfig
+    spec: LoopSpec
+
+
+class LoopCatalog:
+    """The configured loops, resolved to their pattern/factory builders once."""
+
+    def __init__(self, config: BotConfig) -> None:
+        self._config = config
+        self._state_dir = Path(config.state_dir)
+        self._loops: dict[str, _Loop] = {}
+
+    @property
+    def names(self) -> list[str]:
+        return [loop.name for loop in self._config.loops]
+
+    def loop_config(self, name: str) -> LoopConfig:
+        for loop in self._config.loops:
+            if loop.name == name:
+                return loop
+        raise UnknownLoopError(name, self.names)
+
+    def _resolve(self, name: str) -> _Loop:
+        if name not in self._loops:
+            loop = self.loop_config(name)
+            builder = get_pattern(loop.pattern) if loop.pattern else load_factory(loop.factory)
+            self._loops[name] = _Loop(loop, builder(dict(loop.options or {})))
+        return self._loops[name]
+
+    def new_engine(self, name: str, run_id: str, store: Store) -> LoopEngine:
+        """A fresh engine (components registered anew) that saves into ``run_id``'s snapshot."""
+        resolved = self._resolve(name)
+        checkpoint = HumanCheckpoint(checkpoint_config_for(resolved.config, self._state_dir))
+        return resolved.spec.engine_factory(checkpoint=checkpoint, persistence=SnapshotSink(store, run_id))
+
+    def new_context(self, name: str) -> LoopContext:
+        return self._resolve(name).spec.context_factory()
+
+
+def _result_from_state(state: LoopState) -> LoopResult:
+    """The verdict of a snapshot that needs no engine step: already paused or finished."""
+    return LoopResult(
+        status=LoopStatus.PAUSED if state.pending_review is not None else derive_result_status(state),
+        plan=state.current_plan,
+        iterations=state.current_iteration,
+        failures=list(state.failures),
+        recoveries=list(state.recoveries),
+        evaluations=list(state.evaluations),
+        execution_state=state.execution_state,
+        reason=state.stop_reason,
+        review_request=state.pending_review,
+        trace_id=state.trace_id,
+    )
+
+
+async def continue_run(
+    engine: LoopEngine, state: LoopState, response: ReviewResponse | None
+) -> tuple[LoopResult, LoopState]:
+    """Apply ``response`` if given; else pick a snapshot up where it stopped.
+
+    A snapshot already paused or finished is answered from the state itself:
+    re-entering the engine there would either do nothing or - for a pause
+    whose decision is still pending - wrongly continue without one. Returns
+    the result and the state it came from.
+    """
+    if response is None and (state.pending_review is not None or state.execution_state.is_terminal):
+        return _result_from_state(state), state
+    result = await engine.resume(state, response) if response is not None else await engine.resume(state)
+    return result, engine.state
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+    return value
+
+
+def result_summary(result: LoopResult) -> dict[str, Any]:
+    """What ``status --json`` shows of a finished run; the full state stays in the snapshot."""
+    plan = result.plan
+    return {
+        "status": result.status.name,
+        "execution_state": result.execution_state.value if result.execution_state else None,
+        "iterations": result.iterations,
+        "reason": result.reason,
+        "output": _jsonable(result.output),
+        "steps": {step.id: step.status.value for step in plan.steps} if plan else {},
+    }

@@ -1,0 +1,319 @@
+"""Human checkpoints: when a loop stops to ask, what it asks, and recording the answer.
+
+``HumanCheckpoint`` decides *when* (``should_pause``), turns the state into a
+``ReviewRequest`` (``present_for_review``) and records the ``ReviewResponse``
+(``record_decision``). It never runs the loop and never decides by itself:
+the engine applies decisions, and ``await_decision`` without a handler
+raises instead of approving.
+
+Everything that must survive a restart lives in ``LoopState``, not on this
+object: the checkpoint counter (ids never repeat within a run, across
+processes) and the reviewed causes (each trigger fires once per cause).
+Cause keys: ``failure:<id>`` (ON_FAILURE), ``major_failure:<id>``
+(ON_MAJOR_FAILURE, which also settles ``failure:<id>``), ``plan:<id>:v<n>``,
+``iteration:<n>``, ``cost:<threshold>``, ``external:<uuid>``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Union
+
+from .atomic import atomic_write_text
+from .errors import CheckpointError, ConfigurationError, NoDecisionHandlerError
+from .review import CheckpointTrigger, HumanDecision, ReviewRequest, ReviewResponse
+from .types import Failure, FailureStatus, LoopState
+
+__all__ = [
+    "CheckpointTrigger",
+    "HumanDecision",
+    "ReviewRequest",
+    "ReviewResponse",
+    "CheckpointConfig",
+    "CheckpointPresets",
+    "HumanCheckpoint",
+    "DecisionHandler",
+]
+
+#: Called with the request; returns the response, or an awaitable of it.
+DecisionHandler = Callable[[ReviewRequest], Union[ReviewResponse, Awaitable[ReviewResponse]]]
+
+
+@dataclass
+class CheckpointConfig:
+    """Which triggers are on, and where presented requests are written.
+
+    ``trigger_every_n_iterations`` fires at iterations n, 2n, ... (never 0);
+    ``trigger_cost_threshold`` fires once when ``context.budget.cost_used``
+    reaches it. External requests (``request_review``) work whenever
+    ``enabled`` is true.
+    """
+
+    enabled: bool = True
+    trigger_on_failure: bool = False
+    trigger_on_major_failure: bool = True
+    trigger_on_plan_complete: bool = False
+    trigger_every_n_iterations: int | None = None
+    trigger_cost_threshold: float | None = None
+    save_checkpoints: bool = True
+    checkpoint_dir: str | Path = ".loop_checkpoints"
+
+    def __post_init__(self) -> None:
+        n = self.trigger_every_n_iterations
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise ConfigurationError(f"trigger_every_n_iterations must be a positive int or None, got {n!r}")
+        cost = self.trigger_cost_threshold
+        if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost < 0):
+            raise ConfigurationError(f"trigger_cost_threshold must be a number >= 0 or None, got {cost!r}")
+        self.checkpoint_dir = Path(self.checkpoint_dir)
+
+
+class CheckpointPresets:
+    """Named configurations; each returns a fresh ``CheckpointConfig``."""
+
+    @staticmethod
+    def manual_only() -> CheckpointConfig:
+        """Stop only when someone calls ``request_review``."""
+        return CheckpointConfig(trigger_on_major_failure=False)
+
+    @staticmethod
+    def conservative() -> CheckpointConfig:
+        """Ask on every unrecovered failure and before declaring a plan done."""
+        return CheckpointConfig(trigger_on_failure=True, trigger_on_major_failure=True, trigger_on_plan_complete=True)
+
+    @staticmethod
+    def production(cost_threshold: float | None = None) -> CheckpointConfig:
+        """Run unattended; ask only when a failure would end the run (or spend passes a limit)."""
+        return CheckpointConfig(trigger_on_major_failure=True, trigger_cost_threshold=cost_threshold)
+
+    @staticmethod
+    def disabled() -> CheckpointConfig:
+        return CheckpointConfig(enabled=False, save_checkpoints=False)
+
+
+#: Order of ``should_pause``: the most serious reason to stop wins.
+_PRIORITY = (
+    CheckpointTrigger.ON_MAJOR_FAILURE,
+    CheckpointTrigger.ON_FAILURE,
+    CheckpointTrigger.ON_EXTERNAL_REQUEST,
+    CheckpointTrigger.ON_COST_THRESHOLD,
+    CheckpointTrigger.ON_PLAN_COMPLETE,
+    CheckpointTrigger.ON_ITERATION_BOUNDARY,
+)
+
+
+def _is_major(failure: Failure) -> bool:
+    """A failure the loop cannot get past by itself: the run would end FAILED on it."""
+    if failure.status is FailureStatus.RECOVERED:
+        return False
+    return failure.status in (FailureStatus.TERMINAL, FailureStatus.RECOVERY_FAILED) or not failure.can_recover()
+
+
+class HumanCheckpoint:
+    """Decides when a loop asks a human, and records what was asked and answered.
+
+    ``now`` is injectable so tests and replays control request timestamps.
+    """
+
+    def __init__(
+        self,
+        config: CheckpointConfig | None = None,
+        decision_handler: DecisionHandler | None = None,
+        *,
+        now: Callable[[], datetime] = datetime.now,
+    ) -> None:
+        self.config = config if config is not None else CheckpointConfig()
+        self.decision_handler = decision_handler
+        self._now = now
+        self._external: list[tuple[str, str]] = []  # (cause key, reason), oldest first
+        self._anonymous_prefix = f"run-{uuid.uuid4().hex[:12]}"
+
+    # --- when -----------------------------------------------------------------
+
+    def request_review(self, reason: str) -> str:
+        """Ask for a review at the next check; returns the cause key it will settle."""
+        cause = f"external:{uuid.uuid4().hex}"
+        self._external.append((cause, reason))
+        return cause
+
+    def should_pause(self, state: LoopState) -> CheckpointTrigger | None:
+        """The trigger that wants a human now, or None. Does not change ``state``."""
+        if not self.config.enabled:
+            return None
+        for trigger in _PRIORITY:
+            if self._pending_cause(state, trigger) is not None:
+                return trigger
+        return None
+
+    def _pending_cause(self, state: LoopState, trigger: CheckpointTrigger) -> tuple[str, dict[str, Any]] | None:
+        """The first unreviewed cause for ``trigger`` with its context, if the trigger is on."""
+        config, reviewed = self.config, set(state.reviewed_causes)
+        if trigger is CheckpointTrigger.ON_FAILURE and config.trigger_on_failure:
+            for failure in state.failures:
+                cause = f"failure:{failure.failure_id}"
+                if failure.status is not FailureStatus.RECOVERED and cause not in reviewed:
+                    return cause, _failure_context(failure)
+        elif trigger is CheckpointTrigger.ON_MAJOR_FAILURE and config.trigger_on_major_failure:
+            for failure in state.failures:
+                cause = f"major_failure:{failure.failure_id}"
+                if _is_major(failure) and cause not in reviewed:
+                    return cause, _failure_context(failure)
+        elif trigger is CheckpointTrigger.ON_PLAN_COMPLETE and config.trigger_on_plan_complete:
+            plan = state.current_plan
+            if plan is not None and plan.is_complete():
+                cause = f"plan:{plan.id}:v{plan.version}"
+                if cause not in reviewed:
+                    return cause, {"plan_id": plan.id, "plan_version": plan.version}
+        elif trigger is CheckpointTrigger.ON_ITERATION_BOUNDARY and config.trigger_every_n_iterations:
+            n = config.trigger_every_n_iterations
+            boundary = (state.current_iteration // n) * n
+            cause = f"iteration:{boundary}"
+            if boundary > 0 and cause not in reviewed:
+                return cause, {"iteration_boundary": boundary}
+        elif trigger is CheckpointTrigger.ON_COST_THRESHOLD and config.trigger_cost_threshold is not None:
+            cost = state.context.budget.cost_used if state.context is not None else 0.0
+            cause = f"cost:{config.trigger_cost_threshold}"
+            if cost >= config.trigger_cost_threshold and cause not in reviewed:
+                return cause, {"cost_used": cost, "cost_threshold": config.trigger_cost_threshold}
+        elif trigger is CheckpointTrigger.ON_EXTERNAL_REQUEST:
+            for cause, reason in self._external:
+                if cause not in reviewed:
+                    return cause, {"reason": reason}
+        return None
+
+    # --- what -----------------------------------------------------------------
+
+    def present_for_review(
+        self, state: LoopState, trigger: CheckpointTrigger, proposed_action: str = "Escalate to human"
+    ) -> ReviewRequest:
+        """Turn the state into a request, mark its cause reviewed and open it on the state.
+
+        Writes ``<checkpoint_dir>/<trace>_<checkpoint_id>.md`` and ``.json``
+        when ``save_checkpoints`` is on, never over an earlier record.
+        """
+        pending = self._pending_cause(state, trigger)
+        cause, context = pending if pending is not None else ("", {})
+        state.checkpoint_counter += 1
+        request = ReviewRequest(
+            checkpoint_id=f"checkpoint_{state.checkpoint_counter:04d}",
+            trigger=trigger,
+            state_summary=_summary(state),
+            proposed_action=proposed_action,
+            context={"goal": state.context.goal, **context} if state.context else context,
+            timestamp=self._now(),
+            cause=cause,
+        )
+        if cause:
+            state.reviewed_causes.append(cause)
+            if cause.startswith("major_failure:"):
+                plain = "failure:" + cause.removeprefix("major_failure:")
+                if plain not in state.reviewed_causes:
+                    state.reviewed_causes.append(plain)
+            self._external = [(c, r) for c, r in self._external if c != cause]
+        state.pending_review = request
+        if self.config.save_checkpoints:
+            base = self._record_base(state, request.checkpoint_id)
+            atomic_write_text(base.with_suffix(".json"), request.to_json())
+            atomic_write_text(base.with_suffix(".md"), request.to_markdown())
+        return request
+
+    def _record_base(self, state: LoopState, checkpoint_id: str) -> Path:
+        """A fresh file stem: another run that reused this trace id keeps its records."""
+        directory = Path(self.config.checkpoint_dir)
+        stem = f"{state.trace_id or self._anonymous_prefix}_{checkpoint_id}"
+        base, n = directory / stem, 1
+        while base.with_suffix(".json").exists() or base.with_suffix(".md").exists():
+            n += 1
+            base = directory / f"{stem}-{n}"
+        return base
+
+    # --- the answer -----------------------------------------------------------
+
+    async def await_decision(self, request: ReviewRequest) -> ReviewResponse:
+        """Ask ``decision_handler`` (sync or async); never approve without one."""
+        if self.decision_handler is None:
+            raise NoDecisionHandlerError(
+                f"checkpoint {request.checkpoint_id} needs a human decision but no decision_handler is set; "
+                "pass HumanCheckpoint(config, decision_handler=...) or stop here and resume the run with "
+                "engine.resume(state, ReviewResponse(...)) once someone has decided"
+            )
+        response = self.decision_handler(request)
+        if inspect.isawaitable(response):
+            response = await response
+        if not isinstance(response, ReviewResponse):
+            raise CheckpointError(
+                f"decision_handler returned {type(response).__name__}, expected a ReviewResponse "
+                f"for {request.checkpoint_id}"
+            )
+        if response.checkpoint_id != request.checkpoint_id:
+            raise CheckpointError(
+                f"decision_handler answered {response.checkpoint_id!r} but was asked about {request.checkpoint_id!r}"
+            )
+        return response
+
+    def record_decision(self, state: LoopState, response: ReviewResponse) -> None:
+        """Append the decision to the state; close the open review unless it is PAUSE.
+
+        Refuses (``ValueError``) an answer to a review other than the open one.
+        Saves ``<trace>_<checkpoint_id>.response.json`` when ``save_checkpoints`` is on.
+        """
+        open_review = state.pending_review
+        if open_review is not None and response.checkpoint_id != open_review.checkpoint_id:
+            raise ValueError(
+                f"response is for {response.checkpoint_id!r} but the open review is "
+                f"{open_review.checkpoint_id!r}; answer the open review"
+            )
+        text = response.to_json()  # refuses non-JSON modifications before anything changes
+        state.decisions.append(response)
+        if response.decision is not HumanDecision.PAUSE:
+            state.pending_review = None
+        if self.config.save_checkpoints:
+            stem = f"{state.trace_id or self._anonymous_prefix}_{response.checkpoint_id}"
+            base, n = Path(self.config.checkpoint_dir) / stem, 1
+            while (base.parent / f"{base.name}.response.json").exists():
+                n += 1
+                base = base.parent / f"{stem}-{n}"
+            atomic_write_text(base.parent / f"{base.name}.response.json", text)
+
+
+def _failure_context(failure: Failure) -> dict[str, Any]:
+    return {
+        "failure_id": failure.failure_id,
+        "failure_type": failure.type.name,
+        "failure_status": failure.status.name,
+        "failure_message": failure.message,
+        "step_id": failure.step_id,
+        "recovery_attempts": failure.recovery_attempts,
+    }
+
+
+def _summary(state: LoopState) -> dict[str, Any]:
+    """The facts a reviewer needs first; the tutorial's three lead, in its order."""
+    summary: dict[str, Any] = {
+        "iteration": state.current_iteration,
+        "status": state.status.name,
+        "failures": len(state.failures),
+        "execution_state": state.execution_state.value,
+        "trace_id": state.trace_id,
+    }
+    plan = state.current_plan
+    if plan is not None:
+        done = sum(1 for s in plan.steps if s.is_completed())
+        summary["plan_progress"] = f"{done}/{len(plan.steps)} steps done"
+        if state.current_step is not None:
+            summary["current_step"] = f"{state.current_step.id}: {state.current_step.description}"
+    if state.context is not None:
+        b = state.context.budget
+        summary["cost_used"] = b.cost_used
+        summary["tokens_used"] = b.tokens_used
+    summary["unrecovered_failures"] = [
+        {"id": f.failure_id, "type": f.type.name, "status": f.status.name, "step": f.step_id, "message": f.message}
+        for f in state.failures
+        if f.status is not FailureStatus.RECOVERED
+    ]
+    return summary

@@ -1,0 +1,378 @@
+"""``LoopEngine``: plan -> act -> observe -> evaluate -> recover -> terminate.
+
+The engine drives ``LoopState`` through the transition table in
+``state_machine``; the concerns live in mixins: one step
+(``engine_steps``), failures and recovery (``engine_recovery``), human
+decisions (``engine_decisions``). This module holds the public API, the
+driving loop and the decisions taken at iteration boundaries.
+
+At each decision point the order is: terminator (TERMINATED, a COMPLETED
+verdict), plan complete (COMPLETED / PARTIALLY_COMPLETED), budget, max
+iterations (both TERMINATED with ``stop_reason``, a FAILED verdict), next
+runnable step. Completion is checked before the limits, so a plan finished
+on the last allowed iteration is COMPLETED. ``current_iteration`` counts
+iterations started (a step executed per iteration).
+
+Snapshots go to ``persistence.save(state, trace_id=state.trace_id)`` after
+planning, at the start of every iteration (step IN_PROGRESS), at every
+iteration boundary, after a human decision is recorded, and whenever the run
+stops (pause included).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from .components import PROTOCOLS, REQUIRED_METHODS, call_component
+from .config import LoopConfig
+from .engine_decisions import DecisionsMixin
+from .engine_recovery import RecoveryMixin
+from .engine_steps import StepsMixin
+from .errors import ComponentRegistrationError, ConfigurationError
+from .gates.base import GateRunner
+from .recovery import RecoveryRegistry, failure_proposal
+from .review import CheckpointTrigger, ReviewRequest, ReviewResponse
+from .state_machine import IN_ITERATION_STATES, derive_result_status, transition
+from .types import (
+    ComponentType,
+    ExecutionState,
+    FailureType,
+    LoopContext,
+    LoopResult,
+    LoopState,
+    Plan,
+    Step,
+    StepStatus,
+)
+
+__all__ = ["LoopEngine", "new_trace_id"]
+
+logger = logging.getLogger(__name__)
+S = ExecutionState
+
+
+def new_trace_id() -> str:
+    """``run-<utc yyyymmddHHMMSS>-<8 hex>``: sortable, and unique within a second."""
+    return f"run-{datetime.now(timezone.utc):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:8]}"
+
+
+class LoopEngine(StepsMixin, RecoveryMixin, DecisionsMixin):
+    """Runs one loop at a time; ``state`` is the run's complete, saveable state."""
+
+    def __init__(
+        self,
+        config: LoopConfig | None = None,
+        *,
+        checkpoint: Any = None,
+        persistence: Any = None,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
+        clock: Callable[[], float] | None = None,
+        rng: random.Random | None = None,
+        recovery_registry: RecoveryRegistry | None = None,
+    ) -> None:
+        if config is not None and not isinstance(config, LoopConfig):
+            raise ConfigurationError(f"config must be a LoopConfig, got {type(config).__name__}")
+        if persistence is not None and not callable(getattr(persistence, "save", None)):
+            raise ConfigurationError("persistence needs a save(state, trace_id=...) method, e.g. LoopStatePersistence")
+        self._config = config or LoopConfig()
+        self._checkpoint = checkpoint
+        self._persistence = persistence
+        self._sleep = sleep or asyncio.sleep
+        self._clock = clock or time.monotonic
+        self._rng = rng or random.Random()
+        self._registry = recovery_registry or RecoveryRegistry()
+        self._components: dict[ComponentType, Any] = {}
+        self._pre_gates = GateRunner()
+        self._post_gates = GateRunner()
+        self._state = LoopState()
+        self._clock_mark = 0.0
+
+    # ----------------------------------------------------------------- API
+    @property
+    def state(self) -> LoopState:
+        return self._state
+
+    @property
+    def config(self) -> LoopConfig:
+        return self._config
+
+    @property
+    def checkpoint(self) -> Any:
+        return self._checkpoint
+
+    def register_component(self, kind: ComponentType, component: Any, *, allow_replace: bool = False) -> None:
+        """Register one of the six components (or a VERIFIER) under its ComponentType."""
+        if not isinstance(kind, ComponentType):
+            match = next((k for k in ComponentType if isinstance(kind, str) and kind.lower() == k.value), None)
+            hint = f"ComponentType.{match.name}" if match else "a ComponentType member, e.g. ComponentType.PLANNER"
+            raise ComponentRegistrationError(f"component kind {kind!r} is not a ComponentType; use {hint}")
+        if kind in self._components and not allow_replace:
+            raise ComponentRegistrationError(
+                f"a {kind.value} is already registered ({type(self._components[kind]).__name__}); "
+                "pass allow_replace=True to replace it"
+            )
+        for method in REQUIRED_METHODS[kind]:
+            if not callable(getattr(component, method, None)):
+                raise ComponentRegistrationError(
+                    f"{type(component).__name__} cannot be registered as ComponentType.{kind.name}: "
+                    f"it has no {method}() method, which the {PROTOCOLS[kind].__name__} protocol requires; add it"
+                )
+        self._components[kind] = component
+
+    def add_gate(self, gate: Any, stage: str = "pre") -> None:
+        """Add a deterministic gate before the actor (``"pre"``) or on its output (``"post"``)."""
+        if not callable(getattr(gate, "check", None)):
+            raise ConfigurationError(f"{type(gate).__name__} is not a gate: it needs check(GateContext) -> GateResult")
+        if stage == "pre":
+            self._pre_gates.add(gate)
+        elif stage == "post":
+            self._post_gates.add(gate)
+        else:
+            raise ConfigurationError(f"gate stage {stage!r} is unknown; use 'pre' or 'post'")
+
+    async def run(self, context: LoopContext, trace_id: str | None = None) -> LoopResult:
+        """Run a fresh loop until it completes, fails, is terminated or pauses."""
+        if not isinstance(context, LoopContext):
+            raise TypeError(f"run() needs a LoopContext, got {type(context).__name__}")
+        self._require_actor()
+        now = datetime.now()
+        self._state = LoopState(context=context, trace_id=trace_id or new_trace_id(), started_at=now, updated_at=now)
+        self._clock_mark = self._clock()
+        await self._drive()
+        return self._result()
+
+    async def resume(self, state: LoopState, response: ReviewResponse | None = None) -> LoopResult:
+        """Continue a saved run: apply ``response`` to its open review, or carry on
+        where it stopped (a recorded but unapplied decision, an interrupted iteration).
+        """
+        if state.context is None:
+            raise ValueError(f"run {state.trace_id!r} has no context (goal, budget); it cannot be resumed")
+        self._require_actor()
+        self._state = state
+        self._clock_mark = self._clock()
+        if state.trace_id is None:
+            state.trace_id = new_trace_id()
+        if response is not None:
+            await self._accept(response)
+        elif state.execution_state is S.WAITING_FOR_HUMAN and state.pending_review is None and state.decisions:
+            self._apply(state.decisions[-1])
+        elif state.execution_state in IN_ITERATION_STATES:
+            self._abandon_iteration()
+        await self._drive()
+        return self._result()
+
+    # --------------------------------------------------------- the driver
+    async def _drive(self) -> None:
+        state = self._state
+        while True:
+            here = state.execution_state
+            if here.is_terminal or (here is S.WAITING_FOR_HUMAN and state.pending_review is not None):
+                return
+            if state.current_plan is None:
+                await self._plan()
+                continue
+            step = await self._decide()
+            if step is None:
+                continue
+            await self._iterate(step)
+            if state.execution_state is S.ITERATION_COMPLETE:
+                await self._boundary()
+
+    async def _plan(self) -> None:
+        state, context = self._state, self._context()
+        if state.execution_state is not S.PLANNING:
+            self._move(S.PLANNING)
+        planner = self._components.get(ComponentType.PLANNER)
+        if planner is None or not self._config.enable_planner:
+            plan = Plan(goal=context.goal, steps=[Step(id="step_1", description=context.goal)])
+        else:
+            try:
+                plan = await call_component(planner.create_plan, context.goal, dict(context.initial_context))
+                if not isinstance(plan, Plan):
+                    raise TypeError(f"create_plan returned {type(plan).__name__}; it must return a Plan")
+                plan.validate()
+            except Exception as exc:  # component boundary: a bad plan is a recorded failure
+                failure = self._fail_step(None, FailureType.PLANNING_FAILURE, f"planning failed: {exc}", "planner")
+                await self._give_up(failure)
+                return
+        state.current_plan = plan
+        failure = state.open_failure_for_step(None)
+        if failure is not None:  # planning succeeded after a human let it try again
+            failure.mark_recovered()
+        await self._boundary()
+
+    async def _decide(self) -> Step | None:
+        """At a decision point: stop (returns None) or return the next step to run."""
+        state, context = self._state, self._context()
+        terminator = self._components.get(ComponentType.TERMINATOR)
+        if terminator is not None:
+            try:
+                verdict = await call_component(terminator.should_terminate, state, context.goal, context)
+            except Exception as exc:  # component boundary
+                verdict = f"{type(exc).__name__}: {exc}"
+            if verdict is True:
+                self._stop(S.POLICY_TERMINATED, "terminator fired")
+                return None
+            if verdict is not False:
+                failure = self._fail_step(
+                    None, FailureType.EXECUTION_ERROR,
+                    f"terminator failed: should_terminate must return a bool, got {verdict!r}", "terminator",
+                )
+                await self._give_up(failure)
+                return None
+        plan = state.current_plan
+        assert plan is not None
+        if plan.is_complete():
+            partial = any(s.status is StepStatus.SKIPPED for s in plan.steps)
+            self._stop(S.PARTIALLY_COMPLETED if partial else S.COMPLETED, None)
+            return None
+        exhausted = context.budget.exhausted_reason()
+        if exhausted:
+            self._stop(S.BUDGET_EXHAUSTED, exhausted)
+            return None
+        if state.current_iteration >= self._config.max_iterations:
+            self._stop(S.BUDGET_EXHAUSTED, f"max iterations reached ({self._config.max_iterations})")
+            return None
+        step = plan.get_next_step()
+        if step is None:
+            waiting = [f"{s.id} ({s.status.value})" for s in plan.steps if not s.is_completed()]
+            failure = self._fail_step(
+                None, FailureType.PLANNING_FAILURE,
+                f"no runnable step: {', '.join(waiting) or 'the plan has no steps'}", "engine",
+            )
+            await self._give_up(failure)
+            return None
+        return step
+
+    async def _iterate(self, step: Step) -> None:
+        state = self._state
+        state.current_iteration += 1
+        step.status, step.start_time = StepStatus.IN_PROGRESS, datetime.now()
+        step.attempts += 1
+        state.current_step = step
+        self._move(S.ACTING)
+        self._save()
+        failure = await self._execute_step(step)
+        if failure is None:
+            self._step_passed(step)
+            self._move(S.ITERATION_COMPLETE)
+        else:
+            await self._recover(failure)
+
+    async def _boundary(self) -> None:
+        """Ask the checkpoint (if any) whether to stop here, else save and go on."""
+        self._tick()
+        if self._checkpoint is not None:
+            trigger = self._checkpoint.should_pause(self._state)
+            if trigger is not None:
+                request = self._checkpoint.present_for_review(
+                    self._state, trigger, proposed_action=self._boundary_proposal(trigger)
+                )
+                await self._pause(request, {"kind": "boundary"})
+                return
+        self._save()
+
+    def _boundary_proposal(self, trigger: CheckpointTrigger) -> str:
+        plan = self._state.current_plan
+        if trigger is CheckpointTrigger.ON_MAJOR_FAILURE or trigger is CheckpointTrigger.ON_FAILURE:
+            failure = next((f for f in reversed(self._state.failures) if f.is_open), None)
+            if failure is not None:
+                return failure_proposal(failure)
+        if plan is not None and plan.is_complete():
+            return "Finish the run: the plan is complete"
+        upcoming = plan.get_next_step() if plan is not None else None
+        return f"Continue with step {upcoming.id}: {upcoming.description}" if upcoming else "Continue the run"
+
+    async def _pause(self, request: ReviewRequest, pending: dict[str, Any]) -> None:
+        """Stop in WAITING_FOR_HUMAN; with a decision handler, get and apply the answer now."""
+        state = self._state
+        state.metadata["pending_action"] = pending
+        state.pending_review = request
+        self._move(S.WAITING_FOR_HUMAN)
+        handler = getattr(self._checkpoint, "decision_handler", None) if self._checkpoint is not None else None
+        if handler is None or self._checkpoint is None:
+            self._save()
+            return
+        response = await self._checkpoint.await_decision(request)
+        await self._accept(response)
+
+    # ------------------------------------------------------------ helpers
+    def _abandon_iteration(self) -> None:
+        """Resume after a crash mid-iteration: the unfinished step runs again."""
+        state = self._state
+        step = state.current_step
+        if state.execution_state is S.ACTING and step is not None and step.status is StepStatus.IN_PROGRESS:
+            state.current_iteration -= 1  # the iteration never finished; it runs again as the same one
+            step.attempts -= 1
+        if state.current_plan is not None:
+            for candidate in state.current_plan.steps:
+                if candidate.status in (StepStatus.IN_PROGRESS, StepStatus.RECOVERY_PENDING):
+                    candidate.status = StepStatus.RETRY_PENDING
+        self._move(S.ITERATION_COMPLETE)
+
+    def _stop(self, target: ExecutionState, reason: str | None) -> None:
+        state = self._state
+        state.stop_reason = reason
+        for action in state.recoveries:
+            if action.executed and action.success is None:
+                action.success = False  # the retried work never passed
+        self._move(target)
+        self._tick()
+        self._save()
+
+    def _move(self, target: ExecutionState) -> None:
+        source = self._state.execution_state
+        transition(self._state, target)
+        level = logging.INFO if self._config.verbose else logging.DEBUG
+        logger.log(level, "run %s: %s -> %s", self._state.trace_id, source.value, target.value)
+
+    def _tick(self) -> None:
+        """Charge the time since the last tick to the budget (injectable clock)."""
+        now = self._clock()
+        self._context().budget.time_used += max(0.0, now - self._clock_mark)
+        self._clock_mark = now
+
+    def _save(self) -> None:
+        if self._persistence is not None:
+            self._persistence.save(self._state, trace_id=self._state.trace_id)
+
+    def _context(self) -> LoopContext:
+        context = self._state.context
+        assert context is not None, "run() or resume() sets the context"
+        return context
+
+    def _require_actor(self) -> None:
+        if ComponentType.ACTOR not in self._components:
+            raise ConfigurationError(
+                "no actor registered; call engine.register_component(ComponentType.ACTOR, actor) before run()"
+            )
+
+    def _result(self) -> LoopResult:
+        state, context = self._state, self._context()
+        plan = state.current_plan
+        verifier_ran = self._config.enable_verification and ComponentType.VERIFIER in self._components
+        done = [s for s in plan.steps if s.status is StepStatus.VERIFIED_COMPLETED] if plan else []
+        return LoopResult(
+            status=derive_result_status(state),
+            output={s.id: s.output for s in done},
+            plan=plan,
+            iterations=state.current_iteration,
+            execution_time=context.budget.time_used,
+            token_usage=context.budget.tokens_used,
+            cost=context.budget.cost_used,
+            failures=list(state.failures),
+            recoveries=list(state.recoveries),
+            evaluations=list(state.evaluations),
+            verification_status=all(s.verification_passed for s in done) if verifier_ran else None,
+            execution_state=state.execution_state,
+            reason=state.stop_reason,
+            review_request=state.pending_review if state.execution_state is S.WAITING_FOR_HUMAN else None,
+            trace_id=state.trace_id,
+        )

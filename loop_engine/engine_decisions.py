@@ -1,0 +1,199 @@
+"""Applying a human's decision to a paused run, exactly once.
+
+``DecisionsMixin._accept`` checks the response belongs to the open review,
+checks a MODIFY before anything changes, then records the decision, clears
+``pending_review`` and saves *before* applying it. A process that dies after
+that save is resumed with ``resume(state)`` (no response): the decision is
+found in ``state.decisions`` and applied from the snapshot, never twice.
+
+Decisions, for the two kinds of pause (``state.metadata["pending_action"]``):
+
+- failure pause (a failure that would end the run, or a HUMAN_HANDOFF):
+  APPROVE and RETRY retry the failed step (or plan again when planning
+  failed); the failure is revived with its attempts reset to 0 - the human
+  grants a fresh allowance, and since its cause is already reviewed it will
+  not ask again for it. REJECT ends FAILED.
+- boundary pause (iteration boundary, plan complete, cost, external request):
+  APPROVE continues; RETRY re-runs the current step.
+
+MODIFY keys (``response.modifications``), applied in this order, then the
+run continues as for APPROVE:
+
+- ``context``: dict merged into ``state.context.initial_context``.
+- ``plan``: ``{"skip": [step ids], "add": [{"id", "description",
+  "dependencies"}]}``; skipped steps count as done (a plan finished with a
+  skip is PARTIALLY_COMPLETED), added steps are appended; plan version + 1.
+- ``step``: fields for the failed (else current) step: ``description``,
+  ``metadata`` (merged), ``output`` - a reviewer-supplied output completes
+  the step (VERIFIED_COMPLETED) and recovers its failure.
+
+REJECT ends FAILED with ``stop_reason`` = the feedback; PAUSE records the
+decision and keeps the run in WAITING_FOR_HUMAN with the review open.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import PlanValidationError
+from .review import HumanDecision, ReviewResponse
+from .types import ExecutionState, Failure, FailureStatus, Plan, Step, StepStatus
+
+__all__ = ["DecisionsMixin", "MODIFY_KEYS"]
+
+MODIFY_KEYS = ("context", "plan", "step")
+_STEP_KEYS = ("description", "metadata", "output")
+_PENDING = "pending_action"
+
+
+class DecisionsMixin:
+    async def _accept(self, response: ReviewResponse) -> None:
+        state = self.state
+        pending = state.pending_review
+        if pending is None:
+            raise ValueError(
+                f"run {state.trace_id!r} has no open review, so the response for "
+                f"{getattr(response, 'checkpoint_id', None)!r} cannot be applied; "
+                "call resume(state) without a response to continue it"
+            )
+        if response.checkpoint_id != pending.checkpoint_id:
+            raise ValueError(
+                f"response is for checkpoint {response.checkpoint_id!r} but run {state.trace_id!r} "
+                f"waits on checkpoint {pending.checkpoint_id!r}; answer the open review"
+            )
+        if not isinstance(response.decision, HumanDecision):
+            raise ValueError(f"response.decision must be a HumanDecision member, got {response.decision!r}")
+        if response.decision is HumanDecision.MODIFY:
+            self._check_modifications(response.modifications)
+        recorder = getattr(self.checkpoint, "record_decision", None)
+        if recorder is not None:
+            recorder(state, response)
+        else:
+            state.decisions.append(response)
+        if response.decision is not HumanDecision.PAUSE:
+            state.pending_review = None
+        self._save()
+        self._apply(response)
+
+    def _apply(self, response: ReviewResponse) -> None:
+        """Carry out a recorded decision; the run stays in WAITING_FOR_HUMAN unless rejected."""
+        state = self.state
+        decision = response.decision
+        if decision is HumanDecision.PAUSE:
+            return
+        pending: dict[str, Any] = state.metadata.pop(_PENDING, None) or {"kind": "boundary"}
+        failure = state.get_failure(pending["failure_id"]) if pending.get("kind") == "failure" else None
+        if decision is HumanDecision.REJECT:
+            if failure is not None:
+                failure.mark_terminal()
+            reviewer = response.reviewer or "a reviewer"
+            self._stop(ExecutionState.FAILED, response.feedback or f"rejected by {reviewer}")
+            return
+        if decision is HumanDecision.MODIFY:
+            target = self._modify_target(failure)
+            self._modify(response.modifications, target)
+            if failure is not None and (target is None or target.is_completed()):
+                failure.mark_recovered()
+                self._settle_recoveries(failure, success=True)
+                return
+        if failure is not None:
+            self._revive(failure)
+        elif decision is HumanDecision.RETRY and state.current_step is not None:
+            self._rerun(state.current_step)
+
+    def _revive(self, failure: Failure) -> None:
+        failure.status = FailureStatus.RECOVERY_IN_PROGRESS
+        failure.recoverable = True
+        failure.recovery_attempts = 0
+        plan = self.state.current_plan
+        step = plan.get_step(failure.step_id) if plan is not None and failure.step_id else None
+        if step is not None and not step.is_completed():
+            step.status = StepStatus.RETRY_PENDING
+
+    def _rerun(self, step: Step) -> None:
+        step.status = StepStatus.RETRY_PENDING
+        failure = self.state.open_failure_for_step(step.id)
+        if failure is not None:
+            failure.recovery_attempts = 0
+
+    def _modify_target(self, failure: Failure | None) -> Step | None:
+        plan = self.state.current_plan
+        if failure is not None:
+            return plan.get_step(failure.step_id) if plan is not None and failure.step_id else None
+        return self.state.current_step
+
+    def _check_modifications(self, modifications: Any) -> None:
+        """Refuse a MODIFY that cannot be applied, before anything is recorded."""
+        if not isinstance(modifications, dict) or not modifications:
+            raise ValueError(f"MODIFY needs a non-empty modifications dict with keys {MODIFY_KEYS}")
+        unknown = sorted(set(modifications) - set(MODIFY_KEYS))
+        if unknown:
+            raise ValueError(f"unknown modification key(s) {unknown}; use {MODIFY_KEYS}")
+        if "context" in modifications and not isinstance(modifications["context"], dict):
+            raise ValueError("modifications['context'] must be a dict merged into the initial context")
+        if "step" in modifications:
+            fields = modifications["step"]
+            if not isinstance(fields, dict) or set(fields) - set(_STEP_KEYS):
+                raise ValueError(f"modifications['step'] must be a dict with keys from {_STEP_KEYS}")
+            if "metadata" in fields and not isinstance(fields["metadata"], dict):
+                raise ValueError("modifications['step']['metadata'] must be a dict")
+            pending = self.state.metadata.get(_PENDING) or {}
+            failure = self.state.get_failure(pending.get("failure_id", ""))
+            if self._modify_target(failure) is None:
+                raise ValueError("modifications['step'] given but the run has no failed or current step to change")
+        if "plan" in modifications:
+            self._check_plan_changes(modifications["plan"])
+
+    def _check_plan_changes(self, changes: Any) -> None:
+        plan = self.state.current_plan
+        if plan is None or not isinstance(changes, dict) or set(changes) - {"skip", "add"}:
+            raise ValueError("modifications['plan'] must be {'skip': [ids], 'add': [steps]} on a run that has a plan")
+        skip, add = changes.get("skip", []), changes.get("add", [])
+        unknown = [s for s in skip if plan.get_step(s) is None] if isinstance(skip, list) else skip
+        if unknown:
+            raise PlanValidationError(f"cannot skip unknown step id(s) {unknown}; known ids: {[s.id for s in plan.steps]}")
+        candidate = Plan(id=plan.id, steps=[Step(id=s.id, dependencies=list(s.dependencies)) for s in plan.steps])
+        candidate.steps.extend(_new_step(spec) for spec in _as_list(add))
+        candidate.validate()
+
+    def _modify(self, modifications: dict[str, Any], target: Step | None) -> None:
+        state = self.state
+        if "context" in modifications and state.context is not None:
+            state.context.initial_context.update(modifications["context"])
+        if "plan" in modifications and state.current_plan is not None:
+            plan, changes = state.current_plan, modifications["plan"]
+            for step_id in changes.get("skip", []):
+                step = plan.get_step(step_id)
+                if step is not None and not step.is_completed():
+                    step.status = StepStatus.SKIPPED
+                    open_failure = state.open_failure_for_step(step_id)
+                    if open_failure is not None:
+                        open_failure.mark_recovered()
+                        open_failure.context["resolution"] = "skipped by reviewer"
+            plan.steps.extend(_new_step(spec) for spec in changes.get("add", []))
+            plan.version += 1
+        fields = modifications.get("step")
+        if fields and target is not None:
+            if "description" in fields:
+                target.description = str(fields["description"])
+            target.metadata.update(fields.get("metadata", {}))
+            if "output" in fields:
+                target.output = fields["output"]
+                target.status = StepStatus.VERIFIED_COMPLETED
+                target.metadata["output_source"] = "reviewer"
+
+
+def _as_list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise ValueError(f"modifications['plan']['add'] must be a list of steps, got {type(value).__name__}")
+    return value
+
+
+def _new_step(spec: Any) -> Step:
+    if not isinstance(spec, dict) or not isinstance(spec.get("id"), str) or not spec["id"]:
+        raise ValueError(f"an added step needs at least a string 'id', got {spec!r}")
+    return Step(
+        id=spec["id"],
+        description=str(spec.get("description", "")),
+        dependencies=list(spec.get("dependencies", [])),
+    )

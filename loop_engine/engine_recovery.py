@@ -1,0 +1,163 @@
+"""What the engine does with a Failure: recover it, give up, or ask a human.
+
+``RecoveryMixin`` asks the Recovery component for a ``RecoveryAction``,
+enforces the per-failure attempt cap (strategies that re-run work are
+refused once a failure is exhausted), records the action linked to its
+failure, runs the strategy's handler from the ``RecoveryRegistry`` and makes
+the state-machine move the handler asks for. Giving up is the one terminal
+decision that may be turned into a pause: a configured checkpoint is asked
+first (ON_MAJOR_FAILURE sees the failure marked TERMINAL).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .components import call_component
+from .config import LoopConfig
+from .errors import ConfigurationError
+from .recovery import DefaultRecoveryPolicy, HandlerResult, Next, RecoveryRegistry, failure_proposal
+from .types import (
+    ComponentType,
+    ExecutionState,
+    Failure,
+    LoopState,
+    Plan,
+    RecoveryAction,
+    RecoveryStrategy,
+    StepStatus,
+)
+
+__all__ = ["RecoveryMixin", "EngineRuntime"]
+
+#: Strategies that spend another attempt on the same problem.
+_RERUNS = frozenset({RecoveryStrategy.RETRY, RecoveryStrategy.BACKOFF, RecoveryStrategy.PLAN_REVISION})
+
+
+class EngineRuntime:
+    """The narrow view of the engine that recovery handlers get (``RecoveryRuntime``)."""
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+
+    @property
+    def state(self) -> LoopState:
+        return self._engine.state
+
+    @property
+    def config(self) -> LoopConfig:
+        return self._engine.config
+
+    @property
+    def checkpoint(self) -> Any:
+        return self._engine.checkpoint
+
+    async def sleep(self, seconds: float) -> None:
+        await self._engine._sleep(seconds)
+        self._engine._tick()
+
+    def random(self) -> float:
+        rng: random.Random = self._engine._rng
+        return rng.random()
+
+    def transition(self, target: ExecutionState) -> None:
+        self._engine._move(target)
+
+    async def revise_plan(self) -> Plan:
+        engine = self._engine
+        planner = engine._components.get(ComponentType.PLANNER)
+        if planner is None:
+            raise ConfigurationError("PLAN_REVISION needs a planner; register one with ComponentType.PLANNER")
+        state = engine.state
+        revised = await call_component(
+            planner.revise_plan, state.current_plan, list(state.observations), list(state.evaluations)
+        )
+        if not isinstance(revised, Plan):
+            raise TypeError(f"revise_plan returned {type(revised).__name__}; it must return a Plan")
+        return revised
+
+
+class RecoveryMixin:
+    _components: dict[ComponentType, Any]
+    _registry: RecoveryRegistry
+    _sleep: Callable[[float], Awaitable[None]]
+
+    def _recovery_policy(self) -> Any:
+        policy = self._components.get(ComponentType.RECOVERY)
+        if policy is not None:
+            return policy
+        return DefaultRecoveryPolicy(
+            escalate=self.checkpoint is not None,
+            circuit_breaker_threshold=self.config.circuit_breaker_threshold,
+        )
+
+    async def _recover(self, failure: Failure) -> None:
+        """From a failed step to the next place: boundary, human, or FAILED."""
+        state = self.state
+        self._move(ExecutionState.RECOVERING)
+        step = state.current_plan.get_step(failure.step_id) if state.current_plan and failure.step_id else None
+        if step is not None:
+            step.status = StepStatus.RECOVERY_PENDING
+        if not self.config.enable_recovery:
+            await self._give_up(failure, "recovery is disabled (LoopConfig.enable_recovery=False)")
+            return
+        try:
+            action = await call_component(self._recovery_policy().recover, failure, state, self._context())
+        except Exception as exc:  # component boundary
+            await self._give_up(failure, f"{failure.message}; recovery component raised {type(exc).__name__}: {exc}")
+            return
+        if action is None:
+            await self._give_up(failure, f"{failure.message} (recovery attempts exhausted)")
+            return
+        if not isinstance(action, RecoveryAction) or not isinstance(action.strategy, RecoveryStrategy):
+            await self._give_up(
+                failure, f"{failure.message}; recover() returned {type(action).__name__}, not a RecoveryAction"
+            )
+            return
+        action.failure_id = failure.failure_id
+        state.recoveries.append(action)
+        if action.strategy in _RERUNS and not failure.can_recover():
+            action.executed, action.success = False, False
+            action.reason = (
+                f"refused: failure {failure.failure_id} used {failure.recovery_attempts} of "
+                f"{failure.max_recovery_attempts} attempts"
+            )
+            await self._give_up(failure, f"{failure.message} (recovery attempts exhausted)")
+            return
+        failure.record_recovery_attempt(action.action_id)
+        handler = self._registry.get(action.strategy)
+        try:
+            result: HandlerResult = await handler.handle(action, failure, EngineRuntime(self))
+        except Exception as exc:  # handlers call components (revise_plan)
+            action.executed, action.success = True, False
+            await self._give_up(failure, f"{action.strategy.name} failed: {type(exc).__name__}: {exc}")
+            return
+        action.executed, action.success = True, result.success
+        if result.next is Next.CONTINUE:
+            self._move(ExecutionState.ITERATION_COMPLETE)
+        elif result.next is Next.WAIT_FOR_HUMAN:
+            assert result.review_request is not None, "a handler that waits must present a review"
+            await self._pause(result.review_request, _failure_pending(failure))
+        else:
+            await self._give_up(failure, result.reason)
+
+    async def _give_up(self, failure: Failure, reason: str | None = None) -> None:
+        """The terminal decision for ``failure``; a checkpoint may turn it into a pause."""
+        state = self.state
+        failure.mark_terminal()
+        step = state.current_plan.get_step(failure.step_id) if state.current_plan and failure.step_id else None
+        if step is not None and not step.is_completed():
+            step.status = StepStatus.FAILED
+        if self.checkpoint is not None:
+            trigger = self.checkpoint.should_pause(state)
+            if trigger is not None:
+                request = self.checkpoint.present_for_review(state, trigger, proposed_action=failure_proposal(failure))
+                await self._pause(request, _failure_pending(failure))
+                return
+        self._stop(ExecutionState.FAILED, reason or failure.message)
+
+
+def _failure_pending(failure: Failure) -> dict[str, Any]:
+    return {"kind": "failure", "failure_id": failure.failure_id, "step_id": failure.step_id}

@@ -1,0 +1,226 @@
+"""One iteration of the loop: gates, act, observe, evaluate, verify.
+
+``StepsMixin`` is the part of ``LoopEngine`` that runs a single step and turns
+whatever a component does wrong - raising, returning the wrong type, a gate
+or an evaluation saying no - into one recorded ``Failure`` per problem. This
+is the one place a broad ``except Exception`` is right: a component is user
+code, and its bugs must become Failures the recovery machinery can see
+rather than crash the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from .components import call_component
+from .gates.base import GateContext, GateResult, GateRunner
+from .types import (
+    ComponentType,
+    Evaluation,
+    ExecutionState,
+    Failure,
+    FailureType,
+    Observation,
+    Step,
+    StepStatus,
+)
+
+__all__ = ["StepsMixin"]
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _gate_evidence(results: list[GateResult]) -> dict[str, Any]:
+    return {"gates": [{**asdict(r), "severity": str(r.severity)} for r in results]}
+
+
+class StepsMixin:
+    """Runs one step; returns the ``Failure`` it met, or None when it passed."""
+
+    # Provided by LoopEngine.
+    _pre_gates: GateRunner
+    _post_gates: GateRunner
+    _components: dict[ComponentType, Any]
+
+    async def _execute_step(self, step: Step) -> Failure | None:
+        state, context = self.state, self._context()
+        if self._pre_gates.gates:
+            gate_context = GateContext(
+                output=None,
+                step_id=step.id,
+                step_description=step.description,
+                budget=context.budget,
+                metadata={"stage": "pre", **step.metadata},
+            )
+            failure = self._check_gates(self._pre_gates, gate_context, step, FailureType.EXECUTION_ERROR, "pre")
+            if failure is not None:
+                return failure
+
+        actor = self._components[ComponentType.ACTOR]
+        context.budget.steps_used += 1
+        try:
+            output = await call_component(actor.execute, step, list(state.observations), context)
+        except Exception as exc:  # component boundary: see module docstring
+            return self._fail_step(step, FailureType.EXECUTION_ERROR, f"actor raised {_describe(exc)}", "actor")
+        finally:
+            self._tick()
+        step.output = output
+        step.status = StepStatus.EXECUTED
+
+        if self._post_gates.gates:
+            gate_context = GateContext(
+                output=output,
+                step_id=step.id,
+                step_description=step.description,
+                budget=context.budget,
+                metadata={"stage": "post", **step.metadata},
+            )
+            failure = self._check_gates(self._post_gates, gate_context, step, FailureType.INVALID_OUTPUT, "post")
+            if failure is not None:
+                return failure
+
+        self._move(ExecutionState.OBSERVING)
+        failure = await self._observe(step, output)
+        if failure is not None:
+            return failure
+        failure = await self._evaluate(step)
+        if failure is not None:
+            return failure
+        return await self._verify(step)
+
+    def _check_gates(
+        self, runner: GateRunner, gate_context: GateContext, step: Step, kind: FailureType, stage: str
+    ) -> Failure | None:
+        try:
+            results = runner.run(gate_context)
+        except Exception as exc:  # a gate is user code too
+            return self._fail_step(step, kind, f"{stage}-gate raised {_describe(exc)}", f"{stage}_gate")
+        if GateRunner.passed(results):
+            return None
+        blocking = next(r for r in results if r.blocks)
+        return self._fail_step(
+            step,
+            kind,
+            f"{stage}-gate {blocking.gate_name} failed: {blocking.message}",
+            f"{stage}_gate",
+            _gate_evidence(results),
+        )
+
+    async def _observe(self, step: Step, output: Any) -> Failure | None:
+        observer = self._components.get(ComponentType.OBSERVER)
+        if observer is None or not self.config.enable_observer:
+            observation = Observation(content=output, source="actor", step_id=step.id)
+        else:
+            try:
+                observation = await call_component(observer.observe, output, step, self._context())
+            except Exception as exc:  # component boundary
+                return self._fail_step(step, FailureType.EXECUTION_ERROR, f"observer raised {_describe(exc)}", "observer")
+            if not isinstance(observation, Observation):
+                return self._fail_step(
+                    step,
+                    FailureType.INVALID_OUTPUT,
+                    f"observer returned {type(observation).__name__}; observe() must return an Observation",
+                    "observer",
+                )
+        if observation.step_id is None:
+            observation.step_id = step.id
+        self.state.observations.append(observation)
+        return None
+
+    async def _evaluate(self, step: Step) -> Failure | None:
+        evaluator = self._components.get(ComponentType.EVALUATOR)
+        if evaluator is None or not self.config.enable_evaluator:
+            step.status = StepStatus.EVALUATED
+            return None
+        self._move(ExecutionState.EVALUATING)
+        state, context = self.state, self._context()
+        try:
+            evaluation = await call_component(
+                evaluator.evaluate, state.current_plan, list(state.observations), context.goal, context
+            )
+        except Exception as exc:  # component boundary
+            return self._fail_step(step, FailureType.EXECUTION_ERROR, f"evaluator raised {_describe(exc)}", "evaluator")
+        if not isinstance(evaluation, Evaluation):
+            return self._fail_step(
+                step,
+                FailureType.INVALID_OUTPUT,
+                f"evaluator returned {type(evaluation).__name__}; evaluate() must return an Evaluation",
+                "evaluator",
+            )
+        if evaluation.step_id is None:
+            evaluation.step_id = step.id
+        state.evaluations.append(evaluation)
+        step.evaluation_passed = evaluation.passed is True
+        if not step.evaluation_passed:
+            step.status = StepStatus.EVALUATION_FAILED
+            return self._fail_step(
+                step,
+                FailureType.INVALID_OUTPUT,
+                f"evaluation rejected step {step.id}: {evaluation.feedback or 'no feedback'}",
+                "evaluator",
+                {"score": evaluation.score, "feedback": evaluation.feedback},
+            )
+        step.status = StepStatus.EVALUATED
+        return None
+
+    async def _verify(self, step: Step) -> Failure | None:
+        verifier = self._components.get(ComponentType.VERIFIER)
+        if verifier is None or not self.config.enable_verification:
+            return None  # no verifier: evaluated steps complete
+        self._move(ExecutionState.VERIFYING)
+        try:
+            verdict = await call_component(verifier.verify, step, list(self.state.observations), self._context())
+        except Exception as exc:  # component boundary
+            return self._fail_step(step, FailureType.EXECUTION_ERROR, f"verifier raised {_describe(exc)}", "verifier")
+        step.verification_passed = verdict is True
+        if not step.verification_passed:
+            step.status = StepStatus.VERIFICATION_FAILED
+            return self._fail_step(
+                step, FailureType.VERIFICATION_FAILED, f"verification rejected step {step.id} ({verdict!r})", "verifier"
+            )
+        return None
+
+    def _fail_step(
+        self,
+        step: Step | None,
+        kind: FailureType,
+        message: str,
+        source: str,
+        evidence: dict[str, Any] | None = None,
+    ) -> Failure:
+        """Record a problem, reusing the open Failure of the same step (one per problem)."""
+        state = self.state
+        step_id = step.id if step is not None else None
+        if step is not None:
+            step.end_time = datetime.now()
+            if step.status in (StepStatus.IN_PROGRESS, StepStatus.EXECUTED):
+                step.status = StepStatus.FAILED
+        failure = state.open_failure_for_step(step_id)
+        if failure is None:
+            failure = Failure(step_id=step_id, max_recovery_attempts=self.config.max_recovery_attempts)
+            state.failures.append(failure)
+        failure.type, failure.message, failure.source_component = kind, message, source
+        failure.evidence = dict(evidence or {})
+        failure.timestamp = datetime.now()
+        state.consecutive_failures += 1
+        self._settle_recoveries(failure, success=False)
+        return failure
+
+    def _step_passed(self, step: Step) -> None:
+        step.status = StepStatus.VERIFIED_COMPLETED
+        step.end_time = datetime.now()
+        self.state.consecutive_failures = 0
+        failure = self.state.open_failure_for_step(step.id)
+        if failure is not None:
+            failure.mark_recovered()
+            self._settle_recoveries(failure, success=True)
+
+    def _settle_recoveries(self, failure: Failure, *, success: bool) -> None:
+        """Give recoveries of ``failure`` still awaiting a verdict (retries) their outcome."""
+        for action in self.state.recoveries:
+            if action.failure_id == failure.failure_id and action.executed and action.success is None:
+                action.success = success

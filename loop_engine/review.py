@@ -1,0 +1,204 @@
+"""What a human is asked (``ReviewRequest``) and what comes back (``ReviewResponse``).
+
+These are stored records, not suspended coroutines: a request is written to
+disk and posted to Slack or GitHub, and the response may arrive days later
+in another process. Both therefore round-trip through plain JSON
+(``to_dict``/``from_dict``, ``to_json``/``from_json``), enums by name and
+times as ISO-8601. ``loop_engine.checkpoint`` re-exports everything here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from .jsonvalue import decode_datetime, decode_enum, json_copy
+from .markdown import escape_cell, escape_inline
+
+__all__ = ["CheckpointTrigger", "HumanDecision", "ReviewRequest", "ReviewResponse"]
+
+
+class CheckpointTrigger(Enum):
+    """Why a run stopped to ask; ``print()`` shows ``CheckpointTrigger.ON_MAJOR_FAILURE``."""
+
+    ON_FAILURE = "on_failure"
+    ON_MAJOR_FAILURE = "on_major_failure"
+    ON_PLAN_COMPLETE = "on_plan_complete"
+    ON_ITERATION_BOUNDARY = "on_iteration_boundary"
+    ON_COST_THRESHOLD = "on_cost_threshold"
+    ON_EXTERNAL_REQUEST = "on_external_request"
+
+
+class HumanDecision(Enum):
+    APPROVE = "approve"
+    REJECT = "reject"
+    RETRY = "retry"
+    MODIFY = "modify"
+    PAUSE = "pause"
+
+
+def _require(data: Any, key: str, kind: type | tuple[type, ...], record: str) -> Any:
+    if not isinstance(data, dict):
+        raise ValueError(f"{record}: expected a JSON object, got {type(data).__name__}")
+    if key not in data:
+        raise ValueError(f"{record}: missing key {key!r}")
+    value = data[key]
+    if not isinstance(value, kind):
+        raise ValueError(f"{record}.{key}: expected {kind}, got {type(value).__name__}")
+    return value
+
+
+def _loads_object(text: str | bytes, record: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{record}: not valid JSON ({exc})") from None
+
+
+#: state_summary keys shown first, in the tutorial's order, then any others.
+_SUMMARY_HEAD = ("iteration", "status", "failures")
+
+
+@dataclass
+class ReviewRequest:
+    """One question put to a human; ``cause`` is the reviewed-cause key it settles."""
+
+    checkpoint_id: str
+    trigger: CheckpointTrigger
+    state_summary: dict[str, Any] = field(default_factory=dict)
+    proposed_action: str = ""
+    context: dict[str, Any] = field(default_factory=dict)
+    timestamp: datetime = field(default_factory=datetime.now)
+    cause: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        where = f"review request {self.checkpoint_id!r}"
+        return {
+            "checkpoint_id": self.checkpoint_id,
+            "trigger": self.trigger.name,
+            "state_summary": json_copy(self.state_summary, f"{where} state_summary"),
+            "proposed_action": self.proposed_action,
+            "context": json_copy(self.context, f"{where} context"),
+            "timestamp": self.timestamp.isoformat(),
+            "cause": self.cause,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ReviewRequest:
+        record = "review request"
+        return cls(
+            checkpoint_id=_require(data, "checkpoint_id", str, record),
+            trigger=decode_enum(CheckpointTrigger, _require(data, "trigger", str, record), f"{record}.trigger"),
+            state_summary=dict(_require(data, "state_summary", dict, record)),
+            proposed_action=_require(data, "proposed_action", str, record),
+            context=dict(_require(data, "context", dict, record)),
+            timestamp=decode_datetime(_require(data, "timestamp", str, record), f"{record}.timestamp"),  # type: ignore[arg-type]
+            cause=data.get("cause", ""),
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> ReviewRequest:
+        return cls.from_dict(_loads_object(text, "review request"))
+
+    def to_markdown(self) -> str:
+        """The request as a human reads it in Slack, a GitHub comment or a terminal.
+
+        All text that came from the loop is escaped, so a failure message can
+        neither break the layout nor smuggle in HTML (e.g. a fake review marker).
+        """
+        lines = [
+            f"# Human Checkpoint: {escape_inline(self.checkpoint_id)}",
+            "",
+            f"**Triggered by:** {self.trigger.name}",
+            f"**Time:** {self.timestamp.isoformat()}",
+            f"**Proposed Action:** {escape_inline(self.proposed_action)}",
+            "",
+            "## State Summary",
+            "",
+        ]
+        tables: list[tuple[str, list[dict[str, Any]]]] = []
+        keys = [k for k in _SUMMARY_HEAD if k in self.state_summary]
+        keys += [k for k in self.state_summary if k not in _SUMMARY_HEAD]
+        for key in keys:
+            value = self.state_summary[key]
+            if isinstance(value, list) and value and all(isinstance(row, dict) for row in value):
+                tables.append((key, value))
+                continue
+            lines.append(f"- **{_label(key)}:** {escape_inline(_plain(value))}")
+        for key, rows in tables:
+            lines += ["", f"## {_label(key)}", "", *_table(rows)]
+        if self.context:
+            lines += ["", "## Context", "", "| Key | Value |", "|---|---|"]
+            lines += [f"| {escape_cell(k)} | {escape_cell(_plain(v))} |" for k, v in self.context.items()]
+        return "\n".join(lines) + "\n"
+
+
+@dataclass
+class ReviewResponse:
+    """A human's answer to one checkpoint; ``modifications`` are JSON values for MODIFY."""
+
+    checkpoint_id: str
+    decision: HumanDecision
+    feedback: str = ""
+    modifications: dict[str, Any] = field(default_factory=dict)
+    reviewer: str = ""
+    timestamp: datetime = field(default_factory=datetime.now)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "checkpoint_id": self.checkpoint_id,
+            "decision": self.decision.name,
+            "feedback": self.feedback,
+            "modifications": json_copy(self.modifications, f"review response {self.checkpoint_id!r} modifications"),
+            "reviewer": self.reviewer,
+            "timestamp": self.timestamp.isoformat(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ReviewResponse:
+        record = "review response"
+        return cls(
+            checkpoint_id=_require(data, "checkpoint_id", str, record),
+            decision=decode_enum(HumanDecision, _require(data, "decision", str, record), f"{record}.decision"),
+            feedback=_require(data, "feedback", str, record),
+            modifications=dict(_require(data, "modifications", dict, record)),
+            reviewer=_require(data, "reviewer", str, record),
+            timestamp=decode_datetime(_require(data, "timestamp", str, record), f"{record}.timestamp"),  # type: ignore[arg-type]
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> ReviewResponse:
+        return cls.from_dict(_loads_object(text, "review response"))
+
+
+def _label(key: str) -> str:
+    return escape_inline(key.replace("_", " ").title())
+
+
+def _plain(value: Any) -> str:
+    """Unescaped display text: strings as they are, other values as compact JSON."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "-"
+    return json.dumps(value, ensure_ascii=False, default=repr)
+
+
+def _table(rows: list[dict[str, Any]]) -> list[str]:
+    columns: list[str] = []
+    for row in rows:
+        columns += [k for k in row if k not in columns]
+    out = ["| " + " | ".join(_label(c) for c in columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        cells = (escape_cell(_plain(row.get(c))) for c in columns)
+        out.append("| " + " | ".join(cells) + " |")
+    return out

@@ -1,0 +1,195 @@
+"""The command grammar, table by table."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from adapters.commands import (
+    HELP_TEXT,
+    Command,
+    CommandError,
+    decision_from_word,
+    parse_assignments,
+    parse_command,
+    parse_comment,
+)
+from loop_engine.checkpoint import HumanDecision
+
+A, R, T, M, P = (HumanDecision.APPROVE, HumanDecision.REJECT, HumanDecision.RETRY,
+                 HumanDecision.MODIFY, HumanDecision.PAUSE)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("approve", Command(A)),
+        ("APPROVE triage-17", Command(A, "triage-17")),
+        ("lgtm triage-17 ship it", Command(A, "triage-17", "ship it")),
+        ("Yes", Command(A)),
+        ("approve looks fine", Command(A, None, "looks fine")),
+        ("/approve triage-17", Command(A, "triage-17")),
+        ("<@U0BOT> approve", Command(A)),
+        ("<@U0BOT|loopbot> lgtm nice", Command(A, None, "nice")),
+        ("reject triage-17 labels are wrong", Command(R, "triage-17", "labels are wrong")),
+        ("deny too risky", Command(R, None, "too risky")),
+        ("No nope", Command(R, None, "nope")),
+        ("retry", Command(T)),
+        ("retry demo-3 use the cache", Command(T, "demo-3", "use the cache")),
+        ("modify demo-3 items=5", Command(M, "demo-3", "items=5", {"items": 5})),
+        ("modify a=x b=true", Command(M, None, "a=x b=true", {"a": "x", "b": True})),
+        ("modify context.repo=octo/ops", Command(M, None, "context.repo=octo/ops", {"context": {"repo": "octo/ops"}})),
+        ('modify note="two words"', Command(M, None, 'note="two words"', {"note": "two words"})),
+        ('modify x-1 ```json\n{"items": 2}\n```', Command(M, "x-1", '```json\n{"items": 2}\n```', {"items": 2})),
+        ("modify\n```yaml\nitems: 2\nlabels: [a, b]\n```", Command(M, None, "```yaml\nitems: 2\nlabels: [a, b]\n```",
+                                                                 {"items": 2, "labels": ["a", "b"]})),
+        ("pause", Command(P)),
+        ("pause triage-17 2h", Command(P, "triage-17", "2h", pause_for=timedelta(hours=2))),
+        ("PAUSE 1d", Command(P, None, "1d", pause_for=timedelta(days=1))),
+        ("pause 1h30m", Command(P, None, "1h30m", pause_for=timedelta(hours=1, minutes=30))),
+        ("status", Command("status")),
+        ("status Triage-17", Command("status", "Triage-17")),
+        ("help", Command("help")),
+        ("", Command("help")),
+        ("   ", Command("help")),
+    ],
+)
+def test_parse_command(text: str, expected: Command) -> None:
+    assert parse_command(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("aprove triage-17", 'unknown command "aprove" - did you mean "approve"?'),
+        ("rejct x", 'unknown command "rejct" - did you mean "reject"?'),
+        ("frobnicate", 'unknown command "frobnicate"\n'),
+        ("reject", "reject needs a reason"),
+        ("reject triage-17", "reject needs a reason"),
+        ("deny", "deny needs a reason"),
+        ("modify", "modify needs at least one key=value"),
+        ("modify triage-17", "modify needs at least one key=value"),
+        ("modify items", 'modify expects key=value, got "items"'),
+        ("modify =3", 'modify expects key=value, got "=3"'),
+        ("modify a..b=3", 'modify expects key=value, got "a..b=3"'),
+        ("modify a=1 a.b=2", 'conflicts with an earlier value for "a"'),
+        ('modify note="open', "check the quotes"),
+        ("modify ```json\n[1]\n```", "must hold a mapping"),
+        ("modify ```json\n{oops\n```", "not valid JSON"),
+        ("modify ```yaml\na: [\n```", "not valid YAML"),
+        ("modify a=1 ```json\n{}\n```", "not both"),
+        ("pause later", 'pause takes a duration like "2h"'),
+        ("pause 0h", "longer than zero"),
+        ("pause 30m1h", 'pause takes a duration like "2h"'),
+        ("status everything please", "status takes at most a review id"),
+        ("!!", '"!!" is not a command'),
+    ],
+)
+def test_parse_command_errors(text: str, message: str) -> None:
+    result = parse_command(text)
+    assert isinstance(result, CommandError)
+    assert message in str(result)
+
+
+def test_unknown_verb_error_carries_usage() -> None:
+    result = parse_command("aprove")
+    assert isinstance(result, CommandError)
+    assert HELP_TEXT in str(result)
+
+
+def test_help_lists_every_verb_and_alias() -> None:
+    for word in ("approve", "lgtm", "yes", "reject", "deny", "no", "retry", "modify", "pause", "status", "help"):
+        assert word in HELP_TEXT
+
+
+@pytest.mark.parametrize(
+    ("word", "decision"),
+    [("approve", A), ("LGTM", A), ("yes", A), ("reject", R), ("Deny", R), ("no", R),
+     ("retry", T), ("modify", M), (" pause ", P)],
+)
+def test_decision_from_word(word: str, decision: HumanDecision) -> None:
+    assert decision_from_word(word) is decision
+
+
+@pytest.mark.parametrize(
+    ("word", "message"),
+    [("aprove", 'unknown decision "aprove" - did you mean "approve"?'),
+     ("rejekt", 'did you mean "reject"?'),
+     ("status", 'unknown decision "status"'),
+     ("help", 'unknown decision "help"'),
+     ("xyzzy", 'unknown decision "xyzzy"\n')],
+)
+def test_decision_from_word_errors(word: str, message: str) -> None:
+    with pytest.raises(CommandError) as info:
+        decision_from_word(word)
+    assert message in str(info.value)
+
+
+def test_parse_assignments_for_cli_set() -> None:
+    assert parse_assignments(["items=3", "context.tag=x", "plan.skip=[\"s1\"]"]) == {
+        "items": 3, "context": {"tag": "x"}, "plan": {"skip": ["s1"]},
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("/approve", [Command(A)]),
+        ("Looks good to me.\n\n/LGTM ship it\n", [Command(A, None, "ship it")]),
+        ("/approve triage-17\r\nthanks", [Command(A, "triage-17")]),
+        ("  /retry with more context", [Command(T, None, "with more context")]),
+        ("/reject wrong labels", [Command(R, None, "wrong labels")]),
+        ("/pause 2h", [Command(P, None, "2h", pause_for=timedelta(hours=2))]),
+        ("/status", [Command("status")]),
+        ("/approve\n/lgtm", [Command(A)]),
+        ("/status\n/approve", [Command("status"), Command(A)]),
+        ("/modify items=2 context.tag=x", [Command(M, None, "items=2 context.tag=x", {"items": 2, "context": {"tag": "x"}})]),
+        ("/modify\n\n```json\n{\"items\": 2}\n```\n", [Command(M, None, "```json\n{\"items\": 2}\n```", {"items": 2})]),
+        ("/modify demo-1\n```yaml\nitems: 4\n```", [Command(M, "demo-1", "```yaml\nitems: 4\n```", {"items": 4})]),
+        # never commands: prose, quotes, fenced code, HTML comments, indented code, paths
+        ("I will /approve later", []),
+        ("> /approve\n> quoted from above", []),
+        ("```\n/approve\n```", []),
+        ("~~~~\n/reject no\n```\n/reject still code\n~~~~", []),
+        ("<!-- /approve -->", []),
+        ("<!--\n/approve\n-->\nplain text", []),
+        ("<!-- loopbot:review=demo-1 -->\n# Human Checkpoint", []),
+        ("    /approve", []),
+        ("/usr/bin/env is a path", []),
+        ("", []),
+        ("```\ncode\n```\n/approve after the block", [Command(A, None, "after the block")]),
+    ],
+)
+def test_parse_comment(body: str, expected: list[Command]) -> None:
+    assert parse_comment(body) == expected
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("/approve\n/reject no way", "contradictory decisions (/approve and /reject)"),
+        ("/retry\n/pause", "contradictory decisions (/pause and /retry)"),
+        ("/aprove", 'did you mean "approve"?'),
+        ("/reject", "reject needs a reason"),
+        ("/modify", "modify needs at least one key=value"),
+    ],
+)
+def test_parse_comment_errors(body: str, message: str) -> None:
+    with pytest.raises(CommandError) as info:
+        parse_comment(body)
+    assert message in str(info.value)
+
+
+def test_pause_grammar_agrees_with_bot_durations() -> None:
+    """adapters may not import bot, so the two duration parsers must agree by test."""
+    from bot.durations import parse_duration
+
+    for text in ("90s", "30m", "2h", "1d", "1h30m", "2w", "1d2h3m4s"):
+        command = parse_command(f"pause {text}")
+        assert isinstance(command, Command)
+        assert command.pause_for == parse_duration(text)
+    for text in ("30m1h", "0m", "1x", "h"):
+        assert isinstance(parse_command(f"pause {text}"), CommandError)
+        with pytest.raises(ValueError):
+            parse_duration(text)

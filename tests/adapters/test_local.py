@@ -1,0 +1,143 @@
+"""The local channel: one markdown file per review, the decide lines, updates, idempotence."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from adapters.channel import Channel, ChannelError, MessageRef, ReviewPost
+from adapters.local import LocalChannel, answer_lines
+from loop_engine.checkpoint import CheckpointTrigger, ReviewRequest
+
+
+def make_post(review_id: str = "demo-1", **overrides: object) -> ReviewPost:
+    request = ReviewRequest(
+        checkpoint_id="checkpoint_0001",
+        trigger=CheckpointTrigger.ON_EXTERNAL_REQUEST,
+        state_summary={"iteration": 2, "status": "PAUSED", "failures": 0},
+        proposed_action="Apply 3 labels",
+        timestamp=datetime(2026, 1, 2, 9, 0, 0),
+    )
+    fields: dict[str, object] = {"review_id": review_id, "loop": "demo", "run_id": "demo-run-1",
+                                 "request": request, "answer_hint": "", "reviewers_hint": "local:alice"}
+    fields.update(overrides)
+    return ReviewPost(**fields)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def channel(tmp_path: Path) -> LocalChannel:
+    return LocalChannel(tmp_path / "reviews")
+
+
+def test_is_a_channel(channel: LocalChannel) -> None:
+    assert isinstance(channel, Channel)
+    assert channel.name == "local"
+
+
+def test_post_request_writes_the_request_and_every_decide_line(channel: LocalChannel) -> None:
+    ref = channel.post_request(make_post())
+    text = (channel.directory / "demo-1.md").read_text(encoding="utf-8")
+    assert "# Human Checkpoint: checkpoint_0001" in text
+    assert "**Proposed Action:** Apply 3 labels" in text
+    assert "local:alice" in text
+    for line in (
+        "loopbot decide demo-1 approve",
+        'loopbot decide demo-1 reject --feedback "reason"',
+        "loopbot decide demo-1 retry",
+        "loopbot decide demo-1 modify --set key=value",
+        "loopbot decide demo-1 pause",
+    ):
+        assert f"\n{line}\n" in text
+    assert ref == MessageRef("local", {"review_id": "demo-1", "file": "demo-1.md"})
+    assert MessageRef.from_dict(ref.to_dict()) == ref
+
+
+def test_post_request_logs_the_file_and_the_approve_line(channel: LocalChannel, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="adapters.local"):
+        channel.post_request(make_post())
+    [record] = [r for r in caplog.records if r.levelno == logging.INFO]
+    message = record.getMessage()
+    assert str(channel.directory / "demo-1.md") in message
+    assert message.endswith("loopbot decide demo-1 approve")
+
+
+def test_decide_command_prefix_is_configurable(tmp_path: Path) -> None:
+    channel = LocalChannel(tmp_path, decide_command="loopbot decide --config my.yaml")
+    channel.post_request(make_post())
+    assert "loopbot decide --config my.yaml demo-1 approve" in (tmp_path / "demo-1.md").read_text()
+    assert answer_lines("x-1")[0] == "loopbot decide x-1 approve"
+
+
+def test_answer_hint_is_shown(channel: LocalChannel) -> None:
+    channel.post_request(make_post(answer_hint="Or answer in the Slack thread."))
+    assert "Or answer in the Slack thread." in (channel.directory / "demo-1.md").read_text()
+
+
+def test_post_request_is_idempotent(channel: LocalChannel) -> None:
+    first = channel.post_request(make_post())
+    content = (channel.directory / "demo-1.md").read_bytes()
+    second = channel.post_request(make_post())
+    assert first == second
+    assert (channel.directory / "demo-1.md").read_bytes() == content
+    assert sorted(p.name for p in channel.directory.iterdir()) == ["demo-1.md"]
+
+
+def test_post_update_appends_once_in_order(channel: LocalChannel) -> None:
+    post = make_post()
+    ref = channel.post_request(post)
+    channel.post_update(ref, post, "Reminder: still waiting")
+    channel.post_update(ref, post, "Decided: APPROVE by local:alice at 2026-01-02T10:00:00\nnote: fine")
+    channel.post_update(ref, post, "Decided: APPROVE by local:alice at 2026-01-02T10:00:00\nnote: fine")  # repeat after a crash
+    text = (channel.directory / "demo-1.md").read_text()
+    updates = text.split("## Updates\n", 1)[1]
+    assert updates == (
+        "\n- Reminder: still waiting\n"
+        "- Decided: APPROVE by local:alice at 2026-01-02T10:00:00\n  note: fine\n"
+    )
+    assert text.count("## Updates") == 1
+    assert "loopbot decide demo-1 approve" in text
+
+
+def test_post_update_recreates_a_missing_file(channel: LocalChannel) -> None:
+    post = make_post()
+    channel.post_update(MessageRef("local", {"review_id": "demo-1"}), post, "timed out after 24h: default reject")
+    text = (channel.directory / "demo-1.md").read_text()
+    assert "# Human Checkpoint: checkpoint_0001" in text
+    assert text.endswith("- timed out after 24h: default reject\n")
+
+
+def test_post_update_refuses_another_channels_ref(channel: LocalChannel) -> None:
+    with pytest.raises(ChannelError, match="cannot update a 'slack' message"):
+        channel.post_update(MessageRef("slack", {"ts": "1"}), make_post(), "x")
+
+
+def test_escalation_is_written_and_logged_as_warning(channel: LocalChannel, caplog: pytest.LogCaptureFixture) -> None:
+    post = make_post()
+    channel.post_request(post)
+    with caplog.at_level(logging.WARNING, logger="adapters.local"):
+        ref = channel.post_escalation(post, "no decision after 8h")
+    assert ref == MessageRef("local", {"review_id": "demo-1", "file": "demo-1.md"})
+    assert "- Escalated: no decision after 8h" in (channel.directory / "demo-1.md").read_text()
+    assert "loopbot decide demo-1 approve" in caplog.records[-1].getMessage()
+
+
+@pytest.mark.parametrize("bad", ["../x-1", "a/b-1", "", ".hidden-1"])
+def test_unsafe_review_ids_are_refused(channel: LocalChannel, bad: str) -> None:
+    with pytest.raises(ChannelError, match="cannot name a file"):
+        channel.post_request(make_post(review_id=bad))
+
+
+def test_unwritable_directory_raises_channel_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(ChannelError, match="cannot write review file"):
+        LocalChannel(blocker).post_request(make_post())
+
+
+@pytest.mark.parametrize("raw", [{}, {"channel": "local"}, {"channel": 1, "data": {}}, {"channel": "x", "data": []}, None])
+def test_message_ref_from_dict_refuses_malformed(raw: object) -> None:
+    with pytest.raises(ValueError, match="message reference"):
+        MessageRef.from_dict(raw)  # type: ignore[arg-type]

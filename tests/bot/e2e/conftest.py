@@ -1,0 +1,182 @@
+"""Drive real ``loopbot`` processes on a temp state dir.
+
+``Bot`` starts ``loopbot serve`` with port 0 and waits until the serve lock
+names the bound port and /healthz answers; ``cli`` runs one command to
+completion. Everything waits on a condition with a deadline, never a bare sleep.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from bot.store.lock import ServeLock
+
+LOOPBOT = [str(Path(sys.executable).with_name("loopbot"))]
+if not Path(LOOPBOT[0]).exists():  # not installed as a script: run the module
+    LOOPBOT = [sys.executable, "-m", "bot.cli"]
+
+
+def wait_for(condition: Callable[[], Any], *, timeout: float = 15.0, what: str = "condition") -> Any:
+    """Poll ``condition`` until it returns something truthy; fail naming ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def demo_loop(name: str = "demo", **extra: Any) -> dict[str, Any]:
+    loop: dict[str, Any] = {"name": name, "pattern": "demo", "review": {"reviewers": {"local": ["alice", "bob", "carol"]}}}
+    for key, value in extra.items():
+        if key == "review":
+            loop["review"].update(value)
+        else:
+            loop[key] = value
+    return loop
+
+
+class Workspace:
+    """A config file plus its state dir, and helpers to run loopbot against them."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.state_dir = root / "state"
+        self.config_path = root / "config.yaml"
+        self.env = {**os.environ, "LOOPBOT_CONFIG": str(self.config_path), "LOOPBOT_USER": "alice"}
+        self.env.pop("PORT", None)
+        self.bots: list[Bot] = []
+
+    def write_config(self, loops: list[dict[str, Any]], **top: Any) -> None:
+        config = {
+            "state_dir": str(self.state_dir),
+            "server": {"port": 0, "host": "127.0.0.1"},
+            "scheduler": {"poll_interval": 0.1},
+            "loops": loops,
+            **top,
+        }
+        self.config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
+
+    def cli(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*LOOPBOT, *args], env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=60, cwd=self.root
+        )
+
+    def status(self) -> dict[str, Any]:
+        done = self.cli("status", "--json")
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        return next((r for r in self.status()["runs"] if r["id"] == run_id), None)
+
+    def review(self, review_id: str) -> dict[str, Any] | None:
+        return next((r for r in self.status()["reviews"] if r["id"] == review_id), None)
+
+    def wait_run(self, run_id: str, status: str, timeout: float = 15.0) -> dict[str, Any]:
+        def reached() -> dict[str, Any] | None:
+            run = self.run(run_id)
+            return run if run and run["status"] == status else None
+
+        return wait_for(reached, timeout=timeout, what=f"run {run_id} to be {status}")
+
+    def wait_open_review(self, loop: str = "demo", timeout: float = 15.0) -> dict[str, Any]:
+        def found() -> dict[str, Any] | None:
+            return next((r for r in self.status()["reviews"] if r["loop"] == loop and r["status"] == "open"), None)
+
+        return wait_for(found, timeout=timeout, what=f"an open review of loop {loop}")
+
+    def fingerprint(self) -> dict[str, str]:
+        """Every file under the state dir (except the health probe) and a hash of its content."""
+        result = {}
+        for path in sorted(self.state_dir.rglob("*")):
+            if path.is_file() and path.name != ".healthz":
+                result[str(path.relative_to(self.state_dir))] = hashlib.sha256(path.read_bytes()).hexdigest()
+        return result
+
+    def serve(self) -> Bot:
+        bot = Bot(self)
+        self.bots.append(bot)
+        bot.start()
+        return bot
+
+
+class Bot:
+    """One ``loopbot serve`` subprocess."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.ws = workspace
+        self.proc: subprocess.Popen[str] | None = None
+        self.port: int | None = None
+        self.log_path = workspace.root / f"serve-{len(workspace.bots)}.log"
+
+    def start(self) -> None:
+        self._log = open(self.log_path, "w", encoding="utf-8")
+        self.proc = subprocess.Popen(
+            [*LOOPBOT, "serve"], env=self.ws.env, stdout=self._log, stderr=subprocess.STDOUT, text=True, cwd=self.ws.root
+        )
+        self.port = wait_for(self._bound_port, timeout=20, what=f"serve to bind a port (log: {self.log()})")
+        wait_for(self._healthy, timeout=10, what="/healthz to answer 200")
+
+    def _bound_port(self) -> int | None:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"serve exited with {self.proc.returncode}:\n{self.log()}")
+        info = ServeLock.holder(self.ws.state_dir)
+        if info and info.get("pid") == self.proc.pid and info.get("port"):
+            return int(info["port"])
+        return None
+
+    def _healthy(self) -> bool:
+        try:
+            return httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def healthz(self) -> httpx.Response:
+        return httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=5)
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8") if self.log_path.exists() else ""
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def terminate(self, timeout: float = 10.0) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=timeout)
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        if hasattr(self, "_log"):
+            self._log.close()
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Iterator[Workspace]:
+    workspace = Workspace(tmp_path)
+    try:
+        yield workspace
+    finally:
+        for bot in workspace.bots:
+            bot.close()

@@ -1,0 +1,340 @@
+"""The review rules as tables with an explicit ``now``."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from bot.reviews import (
+    Outcome,
+    Review,
+    Reviewers,
+    ReviewPolicy,
+    ReviewPolicyError,
+    Vote,
+    authorize,
+    cast_vote,
+    decide_by_timeout,
+    due_actions,
+    mark_applied,
+)
+from loop_engine.checkpoint import HumanDecision
+
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+A, R, RT, M, P = (
+    HumanDecision.APPROVE,
+    HumanDecision.REJECT,
+    HumanDecision.RETRY,
+    HumanDecision.MODIFY,
+    HumanDecision.PAUSE,
+)
+
+
+def make_review(**policy: object) -> Review:
+    return Review(
+        id="triage-17",
+        loop="triage",
+        run_id="triage-run-3",
+        checkpoint_id="checkpoint_0001",
+        request={"checkpoint_id": "checkpoint_0001"},
+        policy=ReviewPolicy(**policy),  # type: ignore[arg-type]
+        created_at=T0,
+    )
+
+
+def vote(voter: str, decision: HumanDecision, feedback: str = "", **kw: object) -> Vote:
+    return Vote(voter=voter, decision=decision, feedback=feedback, **kw)  # type: ignore[arg-type]
+
+
+# (policy, votes in order, expected accepted flags, expected final decision or None, decided_by)
+TALLY = [
+    ("one approve decides", {}, [("local:a", A, "")], [True], A, ["local:a"]),
+    ("2 of M: one approve leaves it open", {"approvals_required": 2}, [("local:a", A, "")], [True], None, None),
+    (
+        "2 distinct approvals decide",
+        {"approvals_required": 2},
+        [("local:a", A, ""), ("local:b", A, "")],
+        [True, True],
+        A,
+        ["local:a", "local:b"],
+    ),
+    (
+        "same person twice counts once",
+        {"approvals_required": 2},
+        [("local:a", A, ""), ("local:a", A, "again")],
+        [True, True],
+        None,
+        None,
+    ),
+    (
+        "same person, other case, counts once",
+        {"approvals_required": 2},
+        [("local:alice", A, ""), ("local:ALICE", A, "")],
+        [True, True],
+        None,
+        None,
+    ),
+    (
+        "reject vetoes after an approval",
+        {"approvals_required": 2},
+        [("local:a", A, ""), ("local:b", R, "wrong labels")],
+        [True, True],
+        R,
+        ["local:b"],
+    ),
+    ("reject needs a reason", {}, [("local:a", R, "  ")], [False], None, None),
+    ("retry decides at once", {"approvals_required": 3}, [("local:a", RT, "try again")], [True], RT, ["local:a"]),
+    ("modify without changes refused", {}, [("local:a", M, "")], [False], None, None),
+    (
+        "a replaced vote no longer counts",
+        {"approvals_required": 2},
+        [("local:a", A, ""), ("local:a", P, "1h"), ("local:b", A, "")],
+        [True, True, True],
+        None,
+        None,
+    ),
+    (
+        "first outcome wins; later votes refused",
+        {},
+        [("local:a", A, ""), ("local:b", R, "too late")],
+        [True, False],
+        A,
+        ["local:a"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "policy", "votes", "accepted", "decision", "decided_by"), TALLY, ids=[t[0] for t in TALLY])
+def test_tally(name, policy, votes, accepted, decision, decided_by) -> None:
+    review = make_review(**policy)
+    results = [cast_vote(review, vote(v, d, f), now=T0 + timedelta(minutes=i)) for i, (v, d, f) in enumerate(votes)]
+    assert [r.accepted for r in results] == accepted
+    if decision is None:
+        assert review.outcome is None and review.status == "open"
+    else:
+        assert review.outcome is not None and review.status == "decided"
+        assert review.outcome.decision is decision
+        assert review.outcome.decided_by == decided_by
+        assert not review.outcome.timed_out
+
+
+def test_the_deciding_vote_returns_the_outcome_and_only_it() -> None:
+    review = make_review(approvals_required=2)
+    first = cast_vote(review, vote("local:a", A), now=T0)
+    assert first.outcome is None and "1 of 2" in first.message
+    second = cast_vote(review, vote("local:b", A, "looks right"), now=T0 + timedelta(minutes=1))
+    assert second.outcome is review.outcome
+    assert second.outcome is not None and second.outcome.feedback == "local:b: looks right"
+
+
+def test_late_vote_is_told_who_decided_and_when() -> None:
+    review = make_review()
+    cast_vote(review, vote("local:alice", R, "no"), now=T0)
+    before = review.to_dict()
+    late = cast_vote(review, vote("local:bob", A), now=T0 + timedelta(hours=1))
+    assert not late.accepted
+    assert f"already decided by local:alice at {T0.isoformat()}" in late.message
+    assert review.to_dict() == before
+
+
+def test_modify_carries_the_changes() -> None:
+    review = make_review()
+    result = cast_vote(review, vote("local:a", M, "smaller", modifications={"items": 2}), now=T0)
+    assert result.outcome is not None and result.outcome.modifications == {"items": 2}
+    response = result.outcome.to_response("checkpoint_0001")
+    assert response.decision is M and response.modifications == {"items": 2}
+    assert response.reviewer == "local:a" and response.checkpoint_id == "checkpoint_0001"
+
+
+AUTH = [
+    ("anyone when nothing is configured", Reviewers(), "slack:U1", None, True),
+    ("local name listed", Reviewers(local=["alice"]), "local:Alice", None, True),
+    ("local name not listed", Reviewers(local=["alice"]), "local:bob", None, False),
+    ("channel without a list refuses", Reviewers(local=["alice"]), "slack:U1", None, False),
+    ("slack user listed", Reviewers(slack_users=["U1"]), "slack:U1", None, True),
+    ("slack group member", Reviewers(slack_groups=["S1"]), "slack:U2", lambda v: v == "slack:U2", True),
+    ("slack group without a check", Reviewers(slack_groups=["S1"]), "slack:U2", None, False),
+    ("github login any case", Reviewers(github_users=["Alice"]), "github:alice", None, True),
+    ("github permission check", Reviewers(github_min_permission="write"), "github:bob", lambda v: True, True),
+    ("github check says no", Reviewers(github_teams=["o/t"]), "github:bob", lambda v: False, False),
+    ("unqualified voter", Reviewers(), "alice", None, False),
+]
+
+
+@pytest.mark.parametrize(("name", "reviewers", "voter", "check", "allowed"), AUTH, ids=[a[0] for a in AUTH])
+def test_authorize(name, reviewers, voter, check, allowed) -> None:
+    assert (authorize(reviewers, voter, check) is None) is allowed
+
+
+def test_unauthorised_vote_is_refused_with_the_reason_and_changes_nothing() -> None:
+    review = make_review(reviewers=Reviewers(local=["alice"]))
+    before = review.to_dict()
+    result = cast_vote(review, vote("local:mallory", A), now=T0)
+    assert not result.accepted
+    assert "mallory is not a reviewer" in result.message and "alice" in result.message
+    assert review.to_dict() == before
+
+
+def test_timeout_voter_is_reserved() -> None:
+    assert not cast_vote(make_review(), vote("timeout", A), now=T0).accepted
+
+
+def test_duplicate_delivery_changes_nothing() -> None:
+    review = make_review(approvals_required=2)
+    assert cast_vote(review, vote("slack:U1", A, delivery_key="evt-1"), now=T0).accepted
+    before = review.to_dict()
+    again = cast_vote(review, vote("slack:U2", A, delivery_key="evt-1"), now=T0)
+    assert (again.accepted, again.message) == (False, "duplicate delivery")
+    assert review.to_dict() == before
+
+
+def test_duplicate_delivery_after_the_outcome_is_still_a_duplicate() -> None:
+    review = make_review()
+    cast_vote(review, vote("slack:U1", A, delivery_key="evt-1"), now=T0)
+    assert cast_vote(review, vote("slack:U1", A, delivery_key="evt-1"), now=T0).message == "duplicate delivery"
+
+
+PAUSES = [
+    ("duration in feedback", vote("local:a", P, "2h waiting on CI"), T0 + timedelta(hours=2)),
+    ("free text -> default 24h", vote("local:a", P, "later please"), T0 + timedelta(hours=24)),
+    ("no text -> default 24h", vote("local:a", P), T0 + timedelta(hours=24)),
+    ("explicit until", vote("local:a", P, modifications={"until": (T0 + timedelta(days=3)).isoformat()}), T0 + timedelta(days=3)),
+    ("until as datetime", vote("local:a", P, modifications={"until": T0 + timedelta(hours=5)}), T0 + timedelta(hours=5)),
+]
+
+
+@pytest.mark.parametrize(("name", "the_vote", "until"), PAUSES, ids=[p[0] for p in PAUSES])
+def test_pause_sets_paused_until_and_keeps_the_review_open(name, the_vote, until) -> None:
+    review = make_review()
+    result = cast_vote(review, the_vote, now=T0)
+    assert result.accepted and result.outcome is None
+    assert review.status == "open" and review.paused_until == until
+    Review.from_dict(review.to_dict())  # the stored vote stays JSON
+
+
+def test_bad_pause_until_is_refused() -> None:
+    result = cast_vote(make_review(), vote("local:a", P, modifications={"until": "next tuesday"}), now=T0)
+    assert not result.accepted and "not an ISO time" in result.message
+
+
+H = timedelta(hours=1)
+DEADLINES = {"remind_after": 2 * H, "escalate_after": 8 * H, "escalate_to": [{"slack": {"channel": "C0PAGER"}}], "decide_after": 24 * H}
+
+
+@pytest.mark.parametrize(
+    ("ticks", "expected"),
+    [
+        ([1 * H], [[]]),
+        ([2 * H], [["remind"]]),
+        ([2 * H, 3 * H], [["remind"], []]),
+        ([9 * H], [["remind", "escalate"]]),
+        ([2 * H, 8 * H, 9 * H], [["remind"], ["escalate"], []]),
+        ([25 * H], [["decide"]]),
+        ([2 * H, 24 * H], [["remind"], ["decide"]]),
+    ],
+)
+def test_due_actions_fire_once_each(ticks, expected) -> None:
+    review = make_review(**DEADLINES)
+    assert [due_actions(review, now=T0 + t) for t in ticks] == expected
+
+
+def test_pause_silences_deadlines_until_it_ends_and_restarts_the_clock() -> None:
+    review = make_review(**DEADLINES)
+    cast_vote(review, vote("local:a", P, "1d"), now=T0 + H)
+    assert due_actions(review, now=T0 + 20 * H) == []
+    assert due_actions(review, now=T0 + 25 * H) == []  # decide_after counts from the pause's end
+    assert due_actions(review, now=T0 + 25 * H + 2 * H) == ["remind"]
+    assert due_actions(review, now=T0 + 25 * H + 24 * H) == ["decide"]
+
+
+def test_no_actions_once_decided() -> None:
+    review = make_review(**DEADLINES)
+    cast_vote(review, vote("local:a", A), now=T0)
+    assert due_actions(review, now=T0 + 100 * H) == []
+
+
+@pytest.mark.parametrize(
+    ("default", "allow", "decision", "status"),
+    [("reject", False, R, "decided"), ("approve", True, A, "decided"), ("pause", False, P, "open")],
+)
+def test_decide_by_timeout_applies_the_default_and_says_it_timed_out(default, allow, decision, status) -> None:
+    review = make_review(decide_after=24 * H, default=default, allow_default_approve=allow)
+    outcome = decide_by_timeout(review, now=T0 + 24 * H)
+    assert outcome.decision is decision and outcome.timed_out
+    assert outcome.decided_by == ["timeout"]
+    assert "timed out after 1d" in outcome.feedback
+    assert review.status == status and review.timed_out_at == T0 + 24 * H
+    assert due_actions(review, now=T0 + 48 * H) == []
+    response = outcome.to_response("checkpoint_0001")
+    assert response.reviewer == "timeout" and "timed out" in response.feedback
+
+
+def test_after_a_timeout_late_votes_name_the_timeout() -> None:
+    review = make_review(decide_after=H)
+    decide_by_timeout(review, now=T0 + H)
+    late = cast_vote(review, vote("local:a", A), now=T0 + 2 * H)
+    assert not late.accepted and "already decided by timeout" in late.message and "timed out" in late.message
+
+
+def test_pause_default_keeps_the_review_decidable_by_a_person() -> None:
+    review = make_review(decide_after=H, default="pause")
+    decide_by_timeout(review, now=T0 + H)
+    assert cast_vote(review, vote("local:a", A), now=T0 + 2 * H).outcome is not None
+
+
+def test_decide_by_timeout_keeps_an_earlier_outcome() -> None:
+    review = make_review(decide_after=H)
+    cast_vote(review, vote("local:a", A), now=T0)
+    assert decide_by_timeout(review, now=T0 + 2 * H).decided_by == ["local:a"]
+
+
+def test_default_approve_needs_allow_default_approve() -> None:
+    with pytest.raises(ReviewPolicyError, match="allow_default_approve"):
+        ReviewPolicy(default="approve")
+    policy = ReviewPolicy(default="approve", allow_default_approve=True)
+    policy.allow_default_approve = False  # e.g. a hand-edited document
+    review = make_review()
+    review.policy = policy
+    with pytest.raises(ReviewPolicyError):
+        decide_by_timeout(review, now=T0)
+
+
+@pytest.mark.parametrize("bad", [{"approvals_required": 0}, {"default": "maybe"}])
+def test_bad_policies_are_refused(bad) -> None:
+    with pytest.raises(ReviewPolicyError):
+        ReviewPolicy(**bad)
+
+
+def test_mark_applied() -> None:
+    review = make_review()
+    with pytest.raises(ValueError, match="no outcome"):
+        mark_applied(review, now=T0)
+    cast_vote(review, vote("local:a", A), now=T0)
+    mark_applied(review, now=T0 + H)
+    assert review.status == "applied" and review.applied_at == T0 + H
+    assert not cast_vote(review, vote("local:b", A), now=T0 + 2 * H).accepted
+
+
+def test_round_trip_keeps_everything() -> None:
+    review = make_review(approvals_required=2, reviewers=Reviewers(local=["a", "b"]), **DEADLINES)
+    cast_vote(review, vote("local:a", A, "ok", delivery_key="k1"), now=T0)
+    cast_vote(review, vote("local:b", P, "2h"), now=T0)
+    review.posts.append({"channel": "local", "data": {"path": "x.md"}})
+    due_actions(review, now=T0 + 30 * H)
+    data = review.to_dict()
+    assert data["format"] == 1
+    again = Review.from_dict(data)
+    assert again.to_dict() == data and again == review
+
+
+def test_newer_format_refused() -> None:
+    data = make_review().to_dict()
+    data["format"] = 99
+    with pytest.raises(ValueError, match="format 99"):
+        Review.from_dict(data)
+
+
+def test_outcome_round_trip() -> None:
+    outcome = Outcome(A, ["local:a"], T0, feedback="x")
+    assert Outcome.from_dict(outcome.to_dict()) == outcome
