@@ -36,6 +36,7 @@ __all__ = [
     "Command",
     "CommandError",
     "Verb",
+    "VerbSpec",
     "VERBS",
     "HELP_TEXT",
     "parse_command",
@@ -72,7 +73,9 @@ _DURATION_UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes", "s":
 
 
 @dataclass(frozen=True)
-class _VerbSpec:
+class VerbSpec:
+    """One verb of the grammar: what it decides, the words that name it, and its help line."""
+
     verb: Verb
     names: tuple[str, ...]
     usage: str
@@ -80,24 +83,30 @@ class _VerbSpec:
 
 
 # --- The verbs, with the help text beside them ----------------------------------
-VERBS: tuple[_VerbSpec, ...] = (
-    _VerbSpec(HumanDecision.APPROVE, ("approve", "lgtm", "yes"), "approve [review-id] [note]",
-              "approve the proposed action (aliases: lgtm, yes)"),
-    _VerbSpec(HumanDecision.REJECT, ("reject", "deny", "no"), "reject [review-id] <reason>",
-              "reject it and end the run; a reason is required (aliases: deny, no)"),
-    _VerbSpec(HumanDecision.RETRY, ("retry",), "retry [review-id] [hint]",
-              "run the step again, optionally with a hint"),
-    _VerbSpec(HumanDecision.MODIFY, ("modify",), "modify [review-id] key=value ...",
-              "change the run's inputs, then continue (or give a fenced ```json / ```yaml block)"),
-    _VerbSpec(HumanDecision.PAUSE, ("pause",), "pause [review-id] [duration]",
-              "keep it waiting and silence reminders for a while, e.g. 2h or 1d (default 24h)"),
-    _VerbSpec("status", ("status",), "status [review-id]", "show open reviews and runs"),
-    _VerbSpec("help", ("help",), "help", "show this help"),
+VERBS: tuple[VerbSpec, ...] = (
+    VerbSpec(HumanDecision.APPROVE, ("approve", "lgtm", "yes"), "approve [review-id] [note]",
+             "approve the proposed action (aliases: lgtm, yes)"),
+    VerbSpec(HumanDecision.REJECT, ("reject", "deny", "no"), "reject [review-id] <reason>",
+             "reject it and end the run; a reason is required (aliases: deny, no)"),
+    VerbSpec(HumanDecision.RETRY, ("retry",), "retry [review-id] [hint]",
+             "run the step again, optionally with a hint"),
+    VerbSpec(HumanDecision.MODIFY, ("modify",), "modify [review-id] key=value ...",
+             "change the run, then continue: context.KEY=VALUE, step.description=..., plan.skip=[...] "
+             "(or one fenced ```json / ```yaml block)"),
+    VerbSpec(HumanDecision.PAUSE, ("pause",), "pause [review-id] [duration]",
+             "keep it waiting and silence reminders for a while, e.g. 2h or 1d (default 24h)"),
+    VerbSpec("status", ("status",), "status [review-id]", "show open reviews and runs"),
+    VerbSpec("help", ("help",), "help", "show this help"),
 )
 
-HELP_TEXT = "Commands (case-insensitive):\n" + "\n".join(f"  {spec.usage:<36} {spec.help}" for spec in VERBS)
+HELP_TEXT = (
+    "Commands (case-insensitive):\n"
+    + "\n".join(f"  {spec.usage:<36} {spec.help}" for spec in VERBS)
+    + "\nIn Slack: /loopbot <command> <review-id> ..., or @loopbot <command> in the review's thread."
+    + "\nOn GitHub: a comment line starting with /<command>, e.g. /approve."
+)
 
-_BY_NAME: dict[str, _VerbSpec] = {name: spec for spec in VERBS for name in spec.names}
+_BY_NAME: dict[str, VerbSpec] = {name: spec for spec in VERBS for name in spec.names}
 _DECISION_NAMES = [name for spec in VERBS if isinstance(spec.verb, HumanDecision) for name in spec.names]
 
 

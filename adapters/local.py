@@ -79,9 +79,10 @@ class LocalChannel:
         if post.reviewers_hint:
             lines.append(f"- **Who can answer:** {post.reviewers_hint}")
         lines += ["", post.request.to_markdown().rstrip(), "", "## How to answer", ""]
-        if post.answer_hint:
+        answers = answer_lines(post.review_id, self.decide_command)
+        if post.answer_hint and post.answer_hint.strip() not in answers:
             lines += [post.answer_hint, ""]
-        lines += ["```sh", *answer_lines(post.review_id, self.decide_command), "```", ""]
+        lines += ["```sh", *answers, "```", ""]
         return "\n".join(lines)
 
     def _write(self, path: Path, text: str) -> None:

@@ -74,7 +74,7 @@ class Runner:
         """Create the run record, or None when the loop's one slot is taken (overlap: skip)."""
         loop_config = self._catalog.loop_config(loop)
         active = self._active_run(loop)
-        if active is not None and getattr(loop_config, "overlap", "skip") != "allow":
+        if active is not None and loop_config.overlap != "allow":
             waiting = f" on review {active.review_id}" if active.review_id else ""
             log.info(
                 "skipped a %s run of loop %s: run %s is still %s%s (overlap: skip)",
@@ -191,13 +191,8 @@ class Runner:
         return review
 
     def _targets(self, loop: str, key: str) -> list[Any]:
-        review_block = getattr(self._catalog.loop_config(loop), "review", None)
-        if review_block is None:
-            return []
-        if key == "escalate_to":
-            timeout = getattr(review_block, "timeout", None)
-            return list(getattr(timeout, "escalate_to", None) or []) if timeout else []
-        return list(getattr(review_block, key, None) or [])
+        review = self._catalog.loop_config(loop).review
+        return list(review.timeout.escalate_to if key == "escalate_to" else review.post_to)
 
     def _post(self, review: Review) -> None:
         refs = self._desk.post(review, self._targets(review.loop, "post_to"))

@@ -9,15 +9,13 @@ checkpoint stops the run instead of blocking a thread), and pick between
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loop_engine.checkpoint import CheckpointConfig, CheckpointPresets, HumanCheckpoint, ReviewResponse
+from loop_engine.checkpoint import CheckpointConfig, HumanCheckpoint, ReviewResponse
 from loop_engine.engine import LoopEngine
 from loop_engine.state_machine import derive_result_status
 from loop_engine.serialization import state_to_dict
@@ -25,6 +23,7 @@ from loop_engine.types import LoopContext, LoopResult, LoopState, LoopStatus
 
 from bot.config import BotConfig, LoopConfig
 from bot.patterns import LoopSpec, get_pattern, load_factory
+from bot.reviews import ReviewPolicy
 from bot.store.base import Store
 
 __all__ = [
@@ -32,6 +31,7 @@ __all__ = [
     "SnapshotSink",
     "LoopCatalog",
     "checkpoint_config_for",
+    "review_policy_for",
     "continue_run",
     "result_summary",
 ]
@@ -59,25 +59,22 @@ class SnapshotSink:
         self._store.save_snapshot(self._run_id, state_to_dict(state))
 
 
-def _as_dict(block: Any) -> dict[str, Any]:
-    """Config blocks may arrive as pydantic models or plain mappings."""
-    if block is None:
-        return {}
-    if isinstance(block, Mapping):
-        return dict(block)
-    dump = getattr(block, "model_dump", None)
-    if dump is not None:
-        return {k: v for k, v in dump(exclude_none=True).items()}
-    raise TypeError(f"cannot read a checkpoint block of type {type(block).__name__}")
-
-
 def checkpoint_config_for(loop: LoopConfig, state_dir: Path) -> CheckpointConfig:
-    """The loop's ``checkpoint`` block (a preset and/or fields); records go under ``state_dir``."""
-    fields = _as_dict(getattr(loop, "checkpoint", None))
-    preset = fields.pop("preset", None)
-    base = getattr(CheckpointPresets, preset)() if preset else CheckpointConfig()
-    fields.setdefault("checkpoint_dir", str(Path(state_dir) / "checkpoints"))
-    return dataclasses.replace(base, **fields)
+    """The loop's ``checkpoint`` block (a preset and/or fields); records go under ``state_dir``.
+
+    Without a block the engine's defaults apply (ask when a failure would end
+    the run). The request files land in ``state_dir/checkpoints`` unless the
+    block names a ``checkpoint_dir``: never in whatever directory serve was started from.
+    """
+    block = loop.checkpoint
+    config = block.to_checkpoint_config() if block is not None else CheckpointConfig()
+    if block is None or "checkpoint_dir" not in (block.model_extra or {}):
+        config.checkpoint_dir = Path(state_dir) / "checkpoints"
+    return config
+
+
+def review_policy_for(loop: LoopConfig) -> ReviewPolicy:
+    return loop.review.to_policy()
 
 
 @dataclass
@@ -108,7 +105,7 @@ class LoopCatalog:
         if name not in self._loops:
             loop = self.loop_config(name)
             builder = get_pattern(loop.pattern) if loop.pattern else load_factory(loop.factory)
-            self._loops[name] = _Loop(loop, builder(dict(loop.options or {})))
+            self._loops[name] = _Loop(loop, builder(dict(loop.options)))
         return self._loops[name]
 
     def new_engine(self, name: str, run_id: str, store: Store) -> LoopEngine:

@@ -33,46 +33,90 @@ class NotJSONSerialisableError(PersistenceError, TypeError):
     """A value that must be stored is not a JSON value; the message says where."""
 
 
-def json_copy(value: Any, where: str) -> Any:
+#: Where a value sits, for the error message: a string, or parts joined lazily
+#: (e.g. ``("step", "s1", "output")`` -> "step 's1' output") so that the
+#: success path - every save - never formats a location.
+Where = str | tuple[str, str, str]
+
+_SCALARS = frozenset({str, int, bool, type(None)})
+
+
+class _Refused(Exception):
+    """Internal: carries the path (innermost first) up to ``json_copy``."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.path: list[str] = []
+
+
+def json_copy(value: Any, where: Where) -> Any:
     """A deep copy of ``value`` if it is a JSON value, else an error naming ``where``.
 
     Copying while checking costs one walk either way, and keeps the stored
     document from sharing mutable containers with a live state.
     """
-    kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
+    if type(value) in _SCALARS:
         return value
-    if kind is float:
-        if not math.isfinite(value):
-            raise NotJSONSerialisableError(f"{where}: {value!r} is not a JSON number; store it as a string or None")
+    try:
+        return _copy(value)
+    except _Refused as exc:
+        place = where if isinstance(where, str) else f"{where[0]} {where[1]!r} {where[2]}"
+        raise NotJSONSerialisableError(f"{place}{''.join(reversed(exc.path))}: {exc.problem}") from None
+
+
+def _copy(value: Any) -> Any:
+    kind = type(value)
+    if kind in _SCALARS:
         return value
     if kind is dict:
         out = {}
         for key, item in value.items():
             if type(key) is not str:
-                raise NotJSONSerialisableError(
-                    f"{where}: key {key!r} of type {type(key).__name__} would come back as a string; use str keys"
+                raise _Refused(
+                    f"key {key!r} of type {type(key).__name__} would come back as a string; use str keys"
                 )
-            out[key] = json_copy(item, f"{where}[{key!r}]")
+            if type(item) in _SCALARS:
+                out[key] = item
+                continue
+            try:
+                out[key] = _copy(item)
+            except _Refused as exc:
+                exc.path.append(f"[{key!r}]")
+                raise
         return out
     if kind is list:
-        return [json_copy(item, f"{where}[{index}]") for index, item in enumerate(value)]
-    return _json_copy_subclass(value, where)
+        items = []
+        for index, item in enumerate(value):
+            if type(item) in _SCALARS:
+                items.append(item)
+                continue
+            try:
+                items.append(_copy(item))
+            except _Refused as exc:
+                exc.path.append(f"[{index}]")
+                raise
+        return items
+    if kind is float:
+        if not math.isfinite(value):
+            raise _Refused(f"{value!r} is not a JSON number; store it as a string or None")
+        return value
+    return _copy_subclass(value)
 
 
-def _json_copy_subclass(value: Any, where: str) -> Any:
+def _copy_subclass(value: Any) -> Any:
     """The slow path: subclasses of JSON types (str enums, OrderedDict) and refusals."""
     if isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
-        return json_copy(float(value), where)
+        return _copy(float(value))
     if isinstance(value, Mapping):
-        return json_copy(dict(value), where)
+        return _copy(dict(value))
     if isinstance(value, list):
-        return json_copy(list(value), where)
+        return _copy(list(value))
     hint = "; use a list" if isinstance(value, (tuple, set, frozenset)) else ""
-    raise NotJSONSerialisableError(
-        f"{where}: object of type {type(value).__name__} is not JSON-serialisable{hint} "
+    raise _Refused(
+        f"object of type {type(value).__name__} is not JSON-serialisable{hint} "
         "(store dicts, lists, strings, numbers, booleans or None)"
     )
 

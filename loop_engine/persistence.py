@@ -12,7 +12,8 @@ failures, observations and the rest come back empty.
 Every write goes through ``atomic_write_text`` (temp file, fsync, rename,
 directory fsync; UTF-8). A save never lists the state directory: the last
 ``max_history`` snapshots of a trace are kept as ``history/<trace>/<seq>``
-and a save deletes exactly the one that fell out, so saving costs the same
+(hard links to the file each save wrote) and a save deletes exactly the
+one that fell out, so saving costs the same
 with ten runs stored or ten thousand, and never touches another run's files.
 One process saves a given trace at a time.
 """
@@ -20,6 +21,7 @@ One process saves a given trace at a time.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -27,7 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .atomic import atomic_write_text
+from .atomic import atomic_write_bytes, atomic_write_text, fsync_directory
 from .errors import ConfigurationError, CorruptStateError, PersistenceError, SchemaVersionError
 from .jsonvalue import decode_datetime, decode_enum
 from .markdown import parse_audit_header, render_state_markdown
@@ -140,13 +142,18 @@ class LoopStatePersistence:
             text = render_state_markdown(state, trace_id)
         atomic_write_text(path, text, durable=self.config.durable)
         if self.config.max_history:
-            self._write_history(trace_id, text)
+            self._keep_history(trace_id, path)
         return path
 
     def _history_dir(self, trace_id: str) -> Path:
         return self.state_dir / "history" / trace_id
 
-    def _write_history(self, trace_id: str, text: str) -> None:
+    def _keep_history(self, trace_id: str, path: Path) -> None:
+        """Hard-link the file just written as the next snapshot, and drop the oldest.
+
+        A link shares the bytes that were already written and fsynced, so a
+        snapshot costs a directory entry, not a second copy of the state.
+        """
         directory, keep = self._history_dir(trace_id), self.config.max_history
         ext = _EXTENSIONS[self.config.format]
         last = self._last_seq.get(trace_id)
@@ -159,7 +166,16 @@ class LoopStatePersistence:
         else:
             stale = [last + 1 - keep]
         seq = last + 1
-        atomic_write_text(directory / f"{seq:08d}{ext}", text, durable=self.config.durable)
+        snapshot = directory / f"{seq:08d}{ext}"
+        directory.mkdir(parents=True, exist_ok=True)
+        snapshot.unlink(missing_ok=True)  # left by an earlier object that lost count
+        try:
+            os.link(path, snapshot)
+        except OSError:  # a filesystem without hard links: pay for a copy
+            atomic_write_bytes(snapshot, path.read_bytes(), durable=self.config.durable)
+        else:
+            if self.config.durable:
+                fsync_directory(directory)
         self._last_seq[trace_id] = seq
         for old in stale:
             if old > 0:

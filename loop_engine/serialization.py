@@ -12,6 +12,7 @@ after loading). The encoders are written out per class rather than using
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from .errors import CorruptStateError
@@ -40,22 +41,21 @@ __all__ = ["SCHEMA_VERSION", "state_to_dict", "state_from_dict"]
 #: Bump when the shape of ``state_to_dict`` changes; older readers refuse newer documents.
 SCHEMA_VERSION = 1
 
-_ts = encode_datetime
-
 
 # --- encoding -----------------------------------------------------------------
 
 
-def _step(step: Step, where: str) -> dict[str, Any]:
+def _step(step: Step, kind: str = "step") -> dict[str, Any]:
+    start, end = step.start_time, step.end_time
     return {
         "id": step.id,
         "description": step.description,
         "dependencies": list(step.dependencies),
-        "status": step.status.name,
-        "output": json_copy(step.output, f"{where} output"),
-        "start_time": _ts(step.start_time),
-        "end_time": _ts(step.end_time),
-        "metadata": json_copy(step.metadata, f"{where} metadata"),
+        "status": step.status._name_,
+        "output": json_copy(step.output, (kind, step.id, "output")),
+        "start_time": None if start is None else start.isoformat(),
+        "end_time": None if end is None else end.isoformat(),
+        "metadata": json_copy(step.metadata, (kind, step.id, "metadata")),
         "evaluation_passed": step.evaluation_passed,
         "verification_passed": step.verification_passed,
         "attempts": step.attempts,
@@ -66,8 +66,8 @@ def _plan(plan: Plan) -> dict[str, Any]:
     return {
         "id": plan.id,
         "goal": plan.goal,
-        "steps": [_step(s, f"step {s.id!r}") for s in plan.steps],
-        "context": json_copy(plan.context, f"plan {plan.id!r} context"),
+        "steps": [_step(s) for s in plan.steps],
+        "context": json_copy(plan.context, ("plan", plan.id, "context")),
         "created_at": plan.created_at.isoformat(),
         "version": plan.version,
     }
@@ -81,55 +81,53 @@ def _current_step(state: LoopState) -> dict[str, Any] | None:
         for index, candidate in enumerate(state.current_plan.steps):
             if candidate is step:
                 return {"plan_index": index}
-    return {"step": _step(step, f"current step {step.id!r}")}
+    return {"step": _step(step, "current step")}
 
 
 def _observation(obs: Observation, index: int) -> dict[str, Any]:
-    where = f"observation {index}"
     return {
         "timestamp": obs.timestamp.isoformat(),
-        "content": json_copy(obs.content, f"{where} content"),
+        "content": json_copy(obs.content, ("observation", index, "content")),
         "source": obs.source,
         "step_id": obs.step_id,
-        "metadata": json_copy(obs.metadata, f"{where} metadata"),
+        "metadata": json_copy(obs.metadata, ("observation", index, "metadata")),
     }
 
 
 def _evaluation(ev: Evaluation, index: int) -> dict[str, Any]:
     return {
-        "score": json_copy(ev.score, f"evaluation {index} score"),
+        "score": json_copy(ev.score, ("evaluation", index, "score")),
         "passed": ev.passed,
         "feedback": ev.feedback,
-        "metrics": json_copy(ev.metrics, f"evaluation {index} metrics"),
+        "metrics": json_copy(ev.metrics, ("evaluation", index, "metrics")),
         "timestamp": ev.timestamp.isoformat(),
         "step_id": ev.step_id,
     }
 
 
 def _failure(f: Failure) -> dict[str, Any]:
-    where = f"failure {f.failure_id!r}"
     return {
-        "type": f.type.name,
+        "type": f.type._name_,
         "message": f.message,
         "step_id": f.step_id,
         "recoverable": f.recoverable,
-        "context": json_copy(f.context, f"{where} context"),
+        "context": json_copy(f.context, ("failure", f.failure_id, "context")),
         "timestamp": f.timestamp.isoformat(),
         "failure_id": f.failure_id,
-        "status": f.status.name,
+        "status": f.status._name_,
         "recovery_attempts": f.recovery_attempts,
         "max_recovery_attempts": f.max_recovery_attempts,
         "recovery_action_ids": list(f.recovery_action_ids),
         "source_component": f.source_component,
-        "evidence": json_copy(f.evidence, f"{where} evidence"),
+        "evidence": json_copy(f.evidence, ("failure", f.failure_id, "evidence")),
     }
 
 
 def _recovery(r: RecoveryAction) -> dict[str, Any]:
     return {
-        "strategy": r.strategy.name,
-        "params": json_copy(r.params, f"recovery {r.action_id!r} params"),
-        "estimated_success": json_copy(r.estimated_success, f"recovery {r.action_id!r} estimated_success"),
+        "strategy": r.strategy._name_,
+        "params": json_copy(r.params, ("recovery", r.action_id, "params")),
+        "estimated_success": json_copy(r.estimated_success, ("recovery", r.action_id, "estimated_success")),
         "action_id": r.action_id,
         "failure_id": r.failure_id,
         "timestamp": r.timestamp.isoformat(),
@@ -183,8 +181,8 @@ def state_to_dict(state: LoopState) -> dict[str, Any]:
         "context": _context(state.context),
         "trace_id": state.trace_id,
         "stop_reason": state.stop_reason,
-        "started_at": _ts(state.started_at),
-        "updated_at": _ts(state.updated_at),
+        "started_at": encode_datetime(state.started_at),
+        "updated_at": encode_datetime(state.updated_at),
         "transitions": [[source, target] for source, target in state.transitions],
         "checkpoint_counter": state.checkpoint_counter,
         "reviewed_causes": list(state.reviewed_causes),
@@ -195,6 +193,24 @@ def state_to_dict(state: LoopState) -> dict[str, Any]:
 
 
 # --- decoding -----------------------------------------------------------------
+# Plain dict lookups by member name: EnumType.__getitem__ and Enum.__hash__ are
+# Python-level and showed up in profiles of large states.
+_STEP_STATUS = dict(StepStatus.__members__)
+_FAILURE_TYPE = dict(FailureType.__members__)
+_FAILURE_STATUS = dict(FailureStatus.__members__)
+_STRATEGY = dict(RecoveryStrategy.__members__)
+
+
+def _member(table: dict[str, Any], name: Any, label: str) -> Any:
+    try:
+        return table[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"{label}: {name!r} is not one of {', '.join(table)}") from None
+
+
+def _dt(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
 
 
 def _step_from(d: dict[str, Any]) -> Step:
@@ -202,10 +218,10 @@ def _step_from(d: dict[str, Any]) -> Step:
         id=d["id"],
         description=d["description"],
         dependencies=list(d["dependencies"]),
-        status=decode_enum(StepStatus, d["status"], "step status"),
+        status=_member(_STEP_STATUS, d["status"], "step status"),
         output=d["output"],
-        start_time=decode_datetime(d["start_time"], "step start_time"),
-        end_time=decode_datetime(d["end_time"], "step end_time"),
+        start_time=_dt(d["start_time"]),
+        end_time=_dt(d["end_time"]),
         metadata=d["metadata"],
         evaluation_passed=d["evaluation_passed"],
         verification_passed=d["verification_passed"],
@@ -219,14 +235,14 @@ def _plan_from(d: dict[str, Any]) -> Plan:
         goal=d["goal"],
         steps=[_step_from(s) for s in d["steps"]],
         context=d["context"],
-        created_at=decode_datetime(d["created_at"], "plan created_at"),  # type: ignore[arg-type]
+        created_at=datetime.fromisoformat(d["created_at"]),
         version=d["version"],
     )
 
 
 def _observation_from(d: dict[str, Any]) -> Observation:
     return Observation(
-        timestamp=decode_datetime(d["timestamp"], "observation timestamp"),  # type: ignore[arg-type]
+        timestamp=datetime.fromisoformat(d["timestamp"]),
         content=d["content"],
         source=d["source"],
         step_id=d["step_id"],
@@ -240,21 +256,21 @@ def _evaluation_from(d: dict[str, Any]) -> Evaluation:
         passed=d["passed"],
         feedback=d["feedback"],
         metrics=d["metrics"],
-        timestamp=decode_datetime(d["timestamp"], "evaluation timestamp"),  # type: ignore[arg-type]
+        timestamp=datetime.fromisoformat(d["timestamp"]),
         step_id=d["step_id"],
     )
 
 
 def _failure_from(d: dict[str, Any]) -> Failure:
     return Failure(
-        type=decode_enum(FailureType, d["type"], "failure type"),
+        type=_member(_FAILURE_TYPE, d["type"], "failure type"),
         message=d["message"],
         step_id=d["step_id"],
         recoverable=d["recoverable"],
         context=d["context"],
-        timestamp=decode_datetime(d["timestamp"], "failure timestamp"),  # type: ignore[arg-type]
+        timestamp=datetime.fromisoformat(d["timestamp"]),
         failure_id=d["failure_id"],
-        status=decode_enum(FailureStatus, d["status"], "failure status"),
+        status=_member(_FAILURE_STATUS, d["status"], "failure status"),
         recovery_attempts=d["recovery_attempts"],
         max_recovery_attempts=d["max_recovery_attempts"],
         recovery_action_ids=list(d["recovery_action_ids"]),
@@ -265,12 +281,12 @@ def _failure_from(d: dict[str, Any]) -> Failure:
 
 def _recovery_from(d: dict[str, Any]) -> RecoveryAction:
     return RecoveryAction(
-        strategy=decode_enum(RecoveryStrategy, d["strategy"], "recovery strategy"),
+        strategy=_member(_STRATEGY, d["strategy"], "recovery strategy"),
         params=d["params"],
         estimated_success=d["estimated_success"],
         action_id=d["action_id"],
         failure_id=d["failure_id"],
-        timestamp=decode_datetime(d["timestamp"], "recovery timestamp"),  # type: ignore[arg-type]
+        timestamp=datetime.fromisoformat(d["timestamp"]),
         executed=d["executed"],
         success=d["success"],
         reason=d["reason"],

@@ -308,3 +308,28 @@ def test_interval_forms(interval: object) -> None:
 def test_bad_schedules(schedule: Schedule, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         build_trigger(schedule, "UTC")
+
+
+def test_works_with_the_real_config(started, tmp_path: Path) -> None:
+    from bot.config import load_config
+
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "timezone: Europe/Berlin\n"
+        "scheduler: {misfire_grace_time: 600}\n"
+        "loops:\n"
+        "  - {name: weekdays, pattern: demo, schedule: {cron: '0 9 * * 1-5', timezone: America/New_York}}\n"
+        "  - {name: often, pattern: demo, schedule: {interval: 90s}}\n"
+        "  - {name: manual, pattern: demo}\n",
+        encoding="utf-8",
+    )
+    config = load_config(path, environ={})
+    loop_scheduler = started(config)
+    weekdays = loop_scheduler.apscheduler.get_job("loop:weekdays")
+    often = loop_scheduler.apscheduler.get_job("loop:often")
+    assert loop_scheduler.apscheduler.get_job("loop:manual") is None
+    assert weekdays.trigger.timezone == ZoneInfo("America/New_York")
+    assert weekdays.next_run_time.astimezone(ZoneInfo("America/New_York")).weekday() < 5  # Monday-Friday
+    assert often.trigger.interval == timedelta(seconds=90)
+    assert often.trigger.timezone == ZoneInfo("Europe/Berlin")
+    assert often.misfire_grace_time == 600

@@ -53,12 +53,16 @@ class RecordingPersistence:
 
 
 def flaky_actor(bad: dict[str, int]) -> Callable[..., Any]:
-    """Returns "bad" for the first ``bad[step_id]`` attempts of a step, else "good"."""
+    """Returns "bad" for the first ``bad[step_id]`` attempts of a step, else "good".
+
+    Decided by ``step.attempts`` (part of the saved state), so a resumed run in
+    a fresh engine behaves as the uninterrupted one would.
+    """
     calls: dict[str, int] = {}
 
     def act(step: Any, observations: Any, context: Any) -> str:
         calls[step.id] = calls.get(step.id, 0) + 1
-        return "bad" if calls[step.id] <= bad.get(step.id, 0) else "good"
+        return "bad" if step.attempts <= bad.get(step.id, 0) else "good"
 
     act.calls = calls  # type: ignore[attr-defined]
     return act

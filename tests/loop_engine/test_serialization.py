@@ -189,7 +189,7 @@ def test_saved_dict_does_not_share_containers_with_the_state() -> None:
     [
         (lambda d: d.pop("failures"), "missing key 'failures'"),
         (lambda d: d.__setitem__("status", "NOPE"), "'NOPE' is not a LoopStatus"),
-        (lambda d: d.__setitem__("started_at", "yesterday"), "'yesterday' is not an ISO-8601 timestamp"),
+        (lambda d: d.__setitem__("started_at", "yesterday"), "yesterday"),
         (lambda d: d.__setitem__("current_step", {"plan_index": 0}), "has no plan"),
     ],
 )

