@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from adapters.commands import CommandError, decision_from_word, parse_assignments
-from adapters.local import LocalChannel
 
 from bot.config import BotConfig, ConfigError, load_config
 from bot.logging import RedactingFilter, setup_logging
@@ -118,7 +117,7 @@ def cmd_serve(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
 
 
 def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
-    from bot.posting import ReviewDesk
+    from bot.posting import ReviewDesk, local_channel
     from bot.runner import Runner
     from bot.worker import LoopCatalog, UnknownLoopError
 
@@ -139,7 +138,7 @@ def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
         return EXIT_OK
     try:
         setup_logging(secrets=_secrets(config))
-        local = LocalChannel(state_dir / "reviews", decide_command=_decide_command(path))
+        local = local_channel(state_dir, _decide_command(path))
         runner = Runner(config, store, ReviewDesk({"local": local}), catalog=catalog)
         run = runner.run_foreground(args.loop)
     finally:

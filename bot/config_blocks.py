@@ -73,7 +73,7 @@ def check_timezone(name: str) -> str:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False)
+    model_config = ConfigDict(extra="forbid")
 
 
 class ServerConfig(_Model):

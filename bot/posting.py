@@ -9,16 +9,26 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from adapters.channel import Channel, ChannelError, MessageRef, ReviewPost
+from adapters.local import LocalChannel
 from loop_engine.checkpoint import ReviewRequest
 
 from bot.reviews import Review
 
-__all__ = ["ReviewDesk", "review_post", "outcome_text"]
+__all__ = ["ReviewDesk", "review_post", "outcome_text", "local_channel", "LOCAL_REVIEWS_DIR"]
 
 log = logging.getLogger(__name__)
+
+#: Where the local channel writes ``<review id>.md`` under ``state_dir`` (the store keeps its own JSON apart).
+LOCAL_REVIEWS_DIR = "local-reviews"
+
+
+def local_channel(state_dir: Path, decide_command: str = "loopbot decide") -> LocalChannel:
+    """The always-on channel of a bot on ``state_dir``; serve and `run` must agree on its folder."""
+    return LocalChannel(Path(state_dir) / LOCAL_REVIEWS_DIR, decide_command=decide_command)
 
 
 def review_post(review: Review) -> ReviewPost:

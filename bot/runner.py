@@ -214,10 +214,11 @@ class Runner:
         with self._lock:
             if self._stopping or review.run_id in self._busy:
                 return False
-            self._spawn(review.run_id, lambda: self._apply(review.id))
+            self._spawn(review.run_id, lambda: self.apply_outcome(review.id))
             return True
 
-    def _apply(self, review_id: str) -> None:
+    def apply_outcome(self, review_id: str) -> None:
+        """Resume the run of a decided review in this thread (apply_decided runs it in a worker)."""
         review = self._store.get_review(review_id)
         if review.status != "decided" or review.outcome is None:
             return
@@ -279,15 +280,21 @@ class Runner:
 
     # -- shutdown ------------------------------------------------------------------
 
-    def shutdown(self, timeout: float = 8.0) -> bool:
-        """Start nothing new; wait up to ``timeout`` s for workers; True if all finished."""
+    def join(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the current workers; True if none is left running."""
         with self._lock:
-            self._stopping = True
             threads = list(self._busy.values())
         deadline = time.monotonic() + timeout
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        alive = [t.name for t in threads if t.is_alive()]
-        if alive:
-            log.warning("stopping with %s unfinished; they continue from their snapshots at the next start", alive)
-        return not alive
+        return not any(t.is_alive() for t in threads)
+
+    def shutdown(self, timeout: float = 8.0) -> bool:
+        """Start nothing new; wait up to ``timeout`` s for workers; True if all finished."""
+        with self._lock:
+            self._stopping = True
+            names = [t.name for t in self._busy.values()]
+        if self.join(timeout):
+            return True
+        log.warning("stopping with %s unfinished; they continue from their snapshots at the next start", names)
+        return False

@@ -32,11 +32,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
-from adapters.local import LocalChannel
 from loop_engine.atomic import atomic_write_text
 
 from bot.config import BotConfig
-from bot.posting import ReviewDesk
+from bot.posting import ReviewDesk, local_channel
 from bot.runner import Runner
 from bot.scheduler import LoopScheduler
 from bot.service import Service
@@ -123,7 +122,7 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
     try:
         sock = bind_socket(config.server.host, config.server.port)
         store = FileStore(state_dir)
-        desk = ReviewDesk({"local": LocalChannel(state_dir / "reviews", decide_command=decide_command)})
+        desk = ReviewDesk({"local": local_channel(state_dir, decide_command)})
         runner = Runner(config, store, desk)
         service = Service(store, runner)
         http = HttpServer(create_app(store, state_dir), sock)

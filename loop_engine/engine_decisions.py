@@ -149,7 +149,9 @@ class DecisionsMixin:
         if plan is None or not isinstance(changes, dict) or set(changes) - {"skip", "add"}:
             raise ValueError("modifications['plan'] must be {'skip': [ids], 'add': [steps]} on a run that has a plan")
         skip, add = changes.get("skip", []), changes.get("add", [])
-        unknown = [s for s in skip if plan.get_step(s) is None] if isinstance(skip, list) else skip
+        if not isinstance(skip, list):
+            raise ValueError(f"modifications['plan']['skip'] must be a list of step ids, got {type(skip).__name__}")
+        unknown = [s for s in skip if plan.get_step(s) is None]
         if unknown:
             raise PlanValidationError(f"cannot skip unknown step id(s) {unknown}; known ids: {[s.id for s in plan.steps]}")
         candidate = Plan(id=plan.id, steps=[Step(id=s.id, dependencies=list(s.dependencies)) for s in plan.steps])

@@ -137,11 +137,10 @@ class RecoveryMixin:
         action.executed, action.success = True, result.success
         if result.next is Next.CONTINUE:
             self._move(ExecutionState.ITERATION_COMPLETE)
-        elif result.next is Next.WAIT_FOR_HUMAN:
-            assert result.review_request is not None, "a handler that waits must present a review"
+        elif result.next is Next.WAIT_FOR_HUMAN and result.review_request is not None:
             await self._pause(result.review_request, _failure_pending(failure))
-        else:
-            await self._give_up(failure, result.reason)
+        else:  # FAIL, or a handler that wanted a human but presented no review
+            await self._give_up(failure, result.reason or f"{action.strategy.name} could not recover")
 
     async def _give_up(self, failure: Failure, reason: str | None = None) -> None:
         """The terminal decision for ``failure``; a checkpoint may turn it into a pause."""

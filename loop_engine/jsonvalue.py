@@ -4,7 +4,8 @@ Step outputs, observation contents, metadata and review contexts are typed
 ``Any`` because components put whatever they like there. Stored state must
 come back *equal*, so anything that JSON would silently change (a tuple that
 returns as a list, an int key that returns as a str, NaN that is not equal to
-itself) or cannot hold at all (an object) is refused at save time with the
+itself, an integer too big for 64 bits that a JSON reader turns into a
+float) or cannot hold at all (an object) is refused at save time with the
 place it was found - never turned into ``str()``.
 """
 
@@ -38,7 +39,10 @@ class NotJSONSerialisableError(PersistenceError, TypeError):
 #: success path - every save - never formats a location.
 Where = str | tuple[str, str, str]
 
-_SCALARS = frozenset({str, int, bool, type(None)})
+_SCALARS = frozenset({str, bool, type(None)})
+#: The integers every JSON reader we use keeps exact (orjson stores up to
+#: unsigned 64 bits and would read anything larger back as a float).
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
 
 class _Refused(Exception):
@@ -56,7 +60,7 @@ def json_copy(value: Any, where: Where) -> Any:
     Copying while checking costs one walk either way, and keeps the stored
     document from sharing mutable containers with a live state.
     """
-    if type(value) in _SCALARS:
+    if type(value) in _SCALARS or (type(value) is int and _INT_MIN <= value <= _INT_MAX):
         return value
     try:
         return _copy(value)
@@ -69,6 +73,10 @@ def _copy(value: Any) -> Any:
     kind = type(value)
     if kind in _SCALARS:
         return value
+    if kind is int:
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise _Refused(f"integer {value} does not fit in 64 bits; store it as a string")
+        return value
     if kind is dict:
         out = {}
         for key, item in value.items():
@@ -76,7 +84,8 @@ def _copy(value: Any) -> Any:
                 raise _Refused(
                     f"key {key!r} of type {type(key).__name__} would come back as a string; use str keys"
                 )
-            if type(item) in _SCALARS:
+            kind = type(item)
+            if kind in _SCALARS or (kind is int and _INT_MIN <= item <= _INT_MAX):
                 out[key] = item
                 continue
             try:
@@ -88,7 +97,8 @@ def _copy(value: Any) -> Any:
     if kind is list:
         items = []
         for index, item in enumerate(value):
-            if type(item) in _SCALARS:
+            kind = type(item)
+            if kind in _SCALARS or (kind is int and _INT_MIN <= item <= _INT_MAX):
                 items.append(item)
                 continue
             try:
@@ -106,7 +116,9 @@ def _copy(value: Any) -> Any:
 
 def _copy_subclass(value: Any) -> Any:
     """The slow path: subclasses of JSON types (str enums, OrderedDict) and refusals."""
-    if isinstance(value, (bool, int, str)):
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _copy(int(value))
+    if isinstance(value, (bool, str)):
         return value
     if isinstance(value, float):
         return _copy(float(value))

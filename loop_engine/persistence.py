@@ -9,18 +9,17 @@ it restores only the header fields listed in
 iteration, counters, stop reason, checkpoint counter, timestamps) - plan,
 failures, observations and the rest come back empty.
 
-Every write goes through ``atomic_write_text`` (temp file, fsync, rename,
-directory fsync; UTF-8). A save never lists the state directory: the last
+Every write goes through ``loop_engine.atomic`` (temp file, fsync, rename,
+directory fsync), always UTF-8. A save never lists the state directory: the last
 ``max_history`` snapshots of a trace are kept as ``history/<trace>/<seq>``
-(hard links to the file each save wrote) and a save deletes exactly the
-one that fell out, so saving costs the same
-with ten runs stored or ten thousand, and never touches another run's files.
+(hard links to the file each save wrote) and a save deletes exactly the one
+that fell out, so saving costs the same with ten runs stored or ten
+thousand, and never touches another run's files.
 One process saves a given trace at a time.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import uuid
@@ -29,7 +28,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .atomic import atomic_write_bytes, atomic_write_text, fsync_directory
+import orjson
+
+from .atomic import atomic_write_bytes, fsync_directory
 from .errors import ConfigurationError, CorruptStateError, PersistenceError, SchemaVersionError
 from .jsonvalue import decode_datetime, decode_enum
 from .markdown import parse_audit_header, render_state_markdown
@@ -137,10 +138,10 @@ class LoopStatePersistence:
         path = self.path_for(trace_id)
         if self.config.format == "json":
             document = {"schema_version": SCHEMA_VERSION, "state": state_to_dict(state)}
-            text = json.dumps(document, ensure_ascii=False, allow_nan=False)
+            data = orjson.dumps(document)  # UTF-8; ~10x faster than json.dumps on large states
         else:
-            text = render_state_markdown(state, trace_id)
-        atomic_write_text(path, text, durable=self.config.durable)
+            data = render_state_markdown(state, trace_id).encode("utf-8")
+        atomic_write_bytes(path, data, durable=self.config.durable)
         if self.config.max_history:
             self._keep_history(trace_id, path)
         return path
@@ -228,8 +229,8 @@ class LoopStatePersistence:
     @staticmethod
     def _from_json(path: Path, raw: bytes) -> LoopState:
         try:
-            document = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            document = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:  # also raised for invalid UTF-8
             raise CorruptStateError(
                 f"{path}: not a complete JSON state document ({exc}); it may be truncated - "
                 "restore a snapshot from the history directory or delete the file"

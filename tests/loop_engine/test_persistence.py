@@ -7,6 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+
+from tests.loop_engine.test_serialization import states
 
 import loop_engine.persistence as persistence_module
 from loop_engine.errors import ConfigurationError, CorruptStateError, SchemaVersionError
@@ -71,6 +74,14 @@ def test_json_save_load_restores_every_field(tmp_path: Path) -> None:
     loaded = p.load("demo-run-1")
     assert loaded == state
     assert loaded.current_step is loaded.current_plan.steps[1]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(state=states())
+def test_any_state_round_trips_through_the_store(tmp_path: Path, state: LoopState) -> None:
+    p = store(tmp_path, max_history=0, durable=False)
+    p.save(state, trace_id="h")
+    assert p.load("h") == state
 
 
 def test_document_carries_schema_version_and_is_utf8(tmp_path: Path) -> None:
@@ -148,13 +159,13 @@ def test_non_json_step_output_fails_at_save_naming_the_step_and_writes_nothing(t
 
 def test_writes_go_through_atomic_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, bool]] = []
-    real = persistence_module.atomic_write_text
+    real = persistence_module.atomic_write_bytes
 
-    def recording(path, text, *, durable=True):
+    def recording(path, data, *, durable=True):
         calls.append((Path(path).name, durable))
-        return real(path, text, durable=durable)
+        return real(path, data, durable=durable)
 
-    monkeypatch.setattr(persistence_module, "atomic_write_text", recording)
+    monkeypatch.setattr(persistence_module, "atomic_write_bytes", recording)
     store(tmp_path, max_history=0).save(LoopState(), trace_id="t")
     store(tmp_path, max_history=0, durable=False).save(LoopState(), trace_id="u")
     assert calls == [("loop_state_t.json", True), ("loop_state_u.json", False)]
@@ -257,6 +268,17 @@ def test_save_does_not_scan_the_state_directory(tmp_path: Path, monkeypatch: pyt
         p.save(LoopState(current_iteration=i), trace_id="t")
     monkeypatch.undo()
     assert len(p.list_history("t")) == 2
+
+
+def test_history_without_hard_links_falls_back_to_a_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_links(src, dst):
+        raise OSError("links not supported here")
+
+    monkeypatch.setattr(os, "link", no_links)
+    p = store(tmp_path, max_history=2)
+    for i in range(3):
+        p.save(LoopState(current_iteration=i), trace_id="t")
+    assert [p.load_path(x).current_iteration for x in p.list_history("t")] == [1, 2]
 
 
 def test_max_history_zero_keeps_no_history(tmp_path: Path) -> None:

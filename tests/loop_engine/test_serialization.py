@@ -42,7 +42,7 @@ def roundtrip(state: LoopState) -> LoopState:
 text = st.text(max_size=12)
 ids = st.text(alphabet="abcdef0123456789_-", min_size=1, max_size=8)
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | text,
+    st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**64 - 1) | st.floats(allow_nan=False, allow_infinity=False) | text,
     lambda children: st.lists(children, max_size=3) | st.dictionaries(text, children, max_size=3),
     max_leaves=8,
 )
@@ -166,6 +166,7 @@ class Foo:
         (LoopState(observations=[Observation(content=(1, 2))]), "observation 0 content: object of type tuple"),
         (LoopState(metadata={1: "x"}), "state metadata: key 1 of type int"),
         (LoopState(metadata={"x": float("nan")}), "state metadata['x']: nan is not a JSON number"),
+        (LoopState(metadata={"x": [2**64]}), "state metadata['x'][0]: integer 18446744073709551616 does not fit in 64 bits"),
         (LoopState(failures=[Failure(failure_id="f1", evidence={"e": {1, 2}})]), "failure 'f1' evidence['e']"),
         (LoopState(context=LoopContext(initial_context={"when": datetime(2026, 1, 1)})), "context initial_context['when']"),
     ],

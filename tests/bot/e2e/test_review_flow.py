@@ -15,7 +15,7 @@ def test_run_on_start_pauses_and_decide_completes_it(ws: Workspace) -> None:
     review = ws.wait_open_review()
     run_id = review["run"]
     assert ws.run(run_id)["status"] == "waiting"
-    assert (ws.state_dir / "reviews" / f"{review['id']}.md").is_file()
+    assert (ws.state_dir / "local-reviews" / f"{review['id']}.md").is_file()
     wait_for(lambda: f"loopbot decide {review['id']} approve" in bot.log(), what="the decide line in the log")
 
     done = ws.cli("decide", review["id"], "approve")
@@ -27,7 +27,7 @@ def test_run_on_start_pauses_and_decide_completes_it(ws: Workspace) -> None:
     assert ws.review(review["id"])["status"] == "applied"
     health = bot.healthz().json()
     assert health["status"] == "ok" and health["runs"] == {"completed": 1} and health["open_reviews"] == 0
-    assert "APPROVE by local:alice" in (ws.state_dir / "reviews" / f"{review['id']}.md").read_text()
+    assert "APPROVE by local:alice" in (ws.state_dir / "local-reviews" / f"{review['id']}.md").read_text()
 
 
 def test_interval_schedule_fires_a_run(ws: Workspace) -> None:
@@ -71,7 +71,7 @@ def test_foreground_run_pauses_then_decide_and_serve_complete_it(ws: Workspace) 
     assert done.returncode == 0, done.stderr
     assert "run demo-run-1: waiting" in done.stdout
     assert "loopbot decide demo-1 approve" in done.stdout
-    assert (ws.state_dir / "reviews" / "demo-1.md").is_file()
+    assert (ws.state_dir / "local-reviews" / "demo-1.md").is_file()
 
     assert ws.cli("decide", "demo-1", "approve").returncode == 0
     assert ws.run("demo-run-1")["status"] == "waiting"  # nobody applies it until a server runs

@@ -15,7 +15,7 @@ from bot.store import AlreadyRunningError, ServeLock
 ROOT = Path(__file__).resolve().parents[3]
 
 HOLDER = """
-import sys, time
+import sys
 from bot.store import ServeLock
 ServeLock(sys.argv[1]).acquire(port=8123)
 print("locked", flush=True)

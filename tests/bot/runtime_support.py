@@ -1,0 +1,88 @@
+"""Shared pieces for the runner/service/server/CLI tests: a config on disk, a recording channel, a clock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from adapters.channel import MessageRef, ReviewPost
+from bot.config import BotConfig, load_config
+from bot.posting import ReviewDesk
+from bot.runner import Runner
+from bot.store import FileStore
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+
+
+class FakeClock:
+    """A settable ``now`` for deadline tests."""
+
+    def __init__(self, start: datetime = T0) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
+
+
+@dataclass
+class RecordingChannel:
+    """A ``Channel`` that records every call; tests assert on the records."""
+
+    name: str = "local"
+    calls: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def post_request(self, post: ReviewPost) -> MessageRef:
+        self.calls.append(("post", post.review_id, post.answer_hint))
+        return MessageRef(self.name, {"review_id": post.review_id})
+
+    def post_update(self, ref: MessageRef, post: ReviewPost, text: str) -> None:
+        self.calls.append(("update", post.review_id, text))
+
+    def post_escalation(self, post: ReviewPost, text: str) -> MessageRef:
+        self.calls.append(("escalate", post.review_id, text))
+        return MessageRef(self.name, {"review_id": post.review_id, "escalation": True})
+
+    def kinds(self) -> list[str]:
+        return [kind for kind, _, _ in self.calls]
+
+
+def write_config(root: Path, loops: list[dict[str, Any]], **top: Any) -> Path:
+    path = root / "config.yaml"
+    data = {"state_dir": str(root / "state"), "server": {"port": 0}, "loops": loops, **top}
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def demo(name: str = "demo", **extra: Any) -> dict[str, Any]:
+    loop: dict[str, Any] = {"name": name, "pattern": "demo", "review": {"reviewers": {"local": ["alice", "bob"]}}}
+    review = extra.pop("review", {})
+    loop["review"].update(review)
+    loop.update(extra)
+    return loop
+
+
+@dataclass
+class Bench:
+    """A configured runner on a temp state dir, with its store, channel and clock."""
+
+    config: BotConfig
+    store: FileStore
+    channel: RecordingChannel
+    clock: FakeClock
+    runner: Runner
+
+
+def bench(root: Path, loops: list[dict[str, Any]], store: FileStore | None = None) -> Bench:
+    config = load_config(write_config(root, loops), environ={})
+    store = store or FileStore(config.state_dir)
+    channel = RecordingChannel()
+    clock = FakeClock()
+    runner = Runner(config, store, ReviewDesk({"local": channel}), clock=clock)
+    return Bench(config, store, channel, clock, runner)

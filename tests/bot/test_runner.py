@@ -1,0 +1,188 @@
+"""The runner: pause -> review stored then posted; outcome -> resume exactly once; recovery; overlap."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.reviews import Vote, cast_vote
+from bot.store import FileStore
+from bot.worker import UnknownLoopError
+from loop_engine.checkpoint import HumanDecision
+from loop_engine.serialization import state_from_dict
+
+from .runtime_support import T0, Bench, bench, demo
+
+
+class Crash(BaseException):
+    """Stands in for kill -9: not an Exception, so no boundary turns it into a result."""
+
+
+class CrashingStore(FileStore):
+    """Dies on the n-th snapshot save, after it was written (the process is gone, the file is there)."""
+
+    def __init__(self, root: Path, crash_on_save: int) -> None:
+        super().__init__(root)
+        self.saves = 0
+        self.crash_on_save = crash_on_save
+
+    def save_snapshot(self, run_id: str, snapshot: dict[str, Any]) -> None:
+        super().save_snapshot(run_id, snapshot)
+        self.saves += 1
+        if self.saves == self.crash_on_save:
+            raise Crash(f"killed after save {self.saves}")
+
+
+def vote(b: Bench, review_id: str, decision: HumanDecision, who: str = "alice", feedback: str = "") -> None:
+    result = b.store.update_review(
+        review_id, lambda r: cast_vote(r, Vote(f"local:{who}", decision, feedback=feedback), now=T0)
+    )
+    assert result.accepted, result.message
+
+
+def paused(tmp_path: Path, **loop: Any) -> tuple[Bench, str, str]:
+    b = bench(tmp_path, [demo(**loop)])
+    run = b.runner.run_foreground("demo")
+    assert run is not None and run.status == "waiting"
+    assert run.review_id is not None
+    return b, run.id, run.review_id
+
+
+def test_a_pause_stores_the_review_then_posts_it(tmp_path: Path) -> None:
+    b, run_id, review_id = paused(tmp_path)
+    review = b.store.get_review(review_id)
+    assert (review.id, review.run_id, review.status) == ("demo-1", run_id, "open")
+    assert review.checkpoint_id == "checkpoint_0001"
+    assert review.request["checkpoint_id"] == review.checkpoint_id
+    assert review.policy.reviewers.local == ["alice", "bob"]
+    assert b.channel.calls == [("post", "demo-1", "loopbot decide demo-1 approve")]
+    assert review.posts == [{"channel": "local", "data": {"review_id": "demo-1"}}]
+    assert b.store.get_run(run_id).review_id == "demo-1"
+
+
+def test_approve_resumes_to_completion_and_marks_the_review_applied(tmp_path: Path) -> None:
+    b, run_id, review_id = paused(tmp_path)
+    vote(b, review_id, HumanDecision.APPROVE)
+    b.runner.apply_outcome(review_id)
+
+    run = b.store.get_run(run_id)
+    assert run.status == "completed" and run.reason is None
+    assert run.result is not None and run.result["steps"] == {
+        "collect": "verified_completed", "propose": "verified_completed",
+        "apply": "verified_completed", "report": "verified_completed",
+    }
+    review = b.store.get_review(review_id)
+    assert review.status == "applied" and review.applied_at is not None
+    assert b.channel.calls[-1][0] == "update" and "APPROVE by local:alice" in b.channel.calls[-1][2]
+
+
+def test_reject_ends_the_run_rejected_with_the_reason(tmp_path: Path) -> None:
+    b, run_id, review_id = paused(tmp_path)
+    vote(b, review_id, HumanDecision.REJECT, feedback="wrong labels")
+    b.runner.apply_outcome(review_id)
+    run = b.store.get_run(run_id)
+    assert (run.status, run.reason) == ("rejected", "wrong labels")
+
+
+def test_apply_in_a_worker_thread(tmp_path: Path) -> None:
+    b, run_id, review_id = paused(tmp_path)
+    assert b.runner.apply_decided(review_id) is False  # still open: nothing to apply
+    vote(b, review_id, HumanDecision.APPROVE)
+    assert b.runner.apply_decided(review_id) is True
+    assert b.runner.join(10)
+    assert b.store.get_run(run_id).status == "completed"
+    assert b.runner.apply_decided(review_id) is False  # applied: never twice
+
+
+def test_a_decision_recorded_before_a_crash_is_not_applied_twice(tmp_path: Path) -> None:
+    b, run_id, review_id = paused(tmp_path)
+    vote(b, review_id, HumanDecision.APPROVE)
+    crashing = bench(tmp_path, [demo()], store=CrashingStore(b.config.state_dir, crash_on_save=1))
+    with pytest.raises(Crash):
+        crashing.runner.apply_outcome(review_id)  # dies right after the engine saved the decision
+    state = state_from_dict(b.store.load_snapshot(run_id))
+    assert [d.decision for d in state.decisions] == [HumanDecision.APPROVE] and state.pending_review is None
+    assert b.store.get_review(review_id).status == "decided"
+
+    restarted = bench(tmp_path, [demo()])
+    restarted.runner.recover()  # the run is "running" with a decided review: left to apply_decided
+    assert restarted.runner.join(10)
+    assert restarted.runner.apply_decided(review_id)
+    assert restarted.runner.join(10)
+    assert b.store.get_run(run_id).status == "completed"
+    final = state_from_dict(b.store.load_snapshot(run_id))
+    assert [d.decision for d in final.decisions] == [HumanDecision.APPROVE]
+    assert b.store.get_review(review_id).status == "applied"
+
+
+def test_a_run_killed_mid_iteration_continues_from_its_snapshot(tmp_path: Path) -> None:
+    b = bench(tmp_path, [demo()], store=CrashingStore(tmp_path / "state", crash_on_save=3))
+    with pytest.raises(Crash):
+        b.runner.run_foreground("demo")
+    run = b.store.get_run("demo-run-1")
+    assert run.status == "running" and run.review_id is None
+
+    restarted = bench(tmp_path, [demo()])
+    restarted.runner.recover()
+    assert restarted.runner.join(10)
+    run = restarted.store.get_run("demo-run-1")
+    assert run.status == "waiting" and run.review_id == "demo-1"
+    assert [r.id for r in restarted.store.list_reviews()] == ["demo-1"]
+
+
+def test_recovery_finds_a_review_stored_before_the_crash_instead_of_opening_another(tmp_path: Path) -> None:
+    b, run_id, review_id = paused(tmp_path)
+
+    def crashed_before_update(run: Any) -> None:
+        run.status, run.review_id = "running", None
+
+    b.store.update_run(run_id, crashed_before_update)
+    restarted = bench(tmp_path, [demo()])
+    restarted.runner.recover()
+    assert restarted.runner.join(10)
+    assert [r.id for r in restarted.store.list_reviews()] == [review_id]
+    run = restarted.store.get_run(run_id)
+    assert (run.status, run.review_id) == ("waiting", review_id)
+    assert restarted.channel.calls == []  # already posted before the crash: not posted twice
+
+
+def test_recovery_reposts_a_waiting_review_that_was_never_posted(tmp_path: Path) -> None:
+    b, run_id, review_id = paused(tmp_path)
+    b.store.update_review(review_id, lambda r: r.posts.clear())
+    restarted = bench(tmp_path, [demo()])
+    restarted.runner.recover()
+    assert restarted.channel.kinds() == ["post"]
+    assert b.store.get_review(review_id).posts
+
+
+def test_overlap_skip_names_the_active_run(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    b, run_id, review_id = paused(tmp_path)
+    with caplog.at_level(logging.INFO, logger="bot.runner"):
+        assert b.runner.request_run("demo", trigger="schedule") is None
+    assert f"run {run_id} is still waiting on review {review_id}" in caplog.text
+    assert len(b.store.list_runs()) == 1
+
+
+def test_overlap_allow_starts_another_run(tmp_path: Path) -> None:
+    b, run_id, _ = paused(tmp_path, overlap="allow")
+    second = b.runner.request_run("demo", trigger="schedule")
+    assert second == "demo-run-2"
+    assert b.runner.join(10)
+    assert b.store.get_run(second).status == "waiting"
+    assert [r.id for r in b.store.list_reviews()] == ["demo-1", "demo-2"]
+
+
+def test_unknown_loop_suggests_the_close_name(tmp_path: Path) -> None:
+    b = bench(tmp_path, [demo()])
+    with pytest.raises(UnknownLoopError, match='did you mean "demo"'):
+        b.runner.run_foreground("dmeo")
+
+
+def test_shutdown_refuses_new_runs(tmp_path: Path) -> None:
+    b = bench(tmp_path, [demo()])
+    assert b.runner.shutdown(timeout=1) is True
+    assert b.runner.request_run("demo", trigger="schedule") is None
+    assert b.store.list_runs() == []
