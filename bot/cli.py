@@ -114,6 +114,9 @@ def cmd_serve(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     except AlreadyRunningError as err:
         _err(str(err))
         return EXIT_LOCKED
+    except OSError as err:  # the port is taken, or the state dir cannot be created
+        _err(f"cannot serve on {config.server.host}:{config.server.port} with state_dir {config.state_dir}: {err}")
+        return EXIT_FAILED
 
 
 def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:

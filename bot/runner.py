@@ -61,10 +61,6 @@ class Runner:
         self._busy: dict[str, threading.Thread] = {}  # run id -> its worker
         self._stopping = False
 
-    @property
-    def catalog(self) -> LoopCatalog:
-        return self._catalog
-
     # -- starting runs -------------------------------------------------------------
 
     def _active_run(self, loop: str) -> RunRecord | None:
@@ -119,7 +115,7 @@ class Runner:
     # -- worker threads ------------------------------------------------------------
 
     def _spawn(self, run_id: str, job: Callable[[], None]) -> None:
-        """Run ``job`` in a worker thread unless ``run_id`` already has one (caller holds the lock)."""
+        """Run ``job`` in a worker thread for ``run_id`` (the caller holds the lock and checked it is free)."""
         thread = threading.Thread(target=self._work, args=(run_id, job), name=f"run:{run_id}", daemon=True)
         self._busy[run_id] = thread
         thread.start()
@@ -133,10 +129,6 @@ class Runner:
         finally:
             with self._lock:
                 self._busy.pop(run_id, None)
-
-    def is_busy(self, run_id: str) -> bool:
-        with self._lock:
-            return run_id in self._busy
 
     # -- settling a result ---------------------------------------------------------
 

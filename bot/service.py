@@ -17,7 +17,7 @@ from typing import Any
 
 from bot.reviews import Review, decide_by_timeout, due_actions
 from bot.runner import Runner, utcnow
-from bot.store.base import Store
+from bot.store.base import Store, StoreError
 
 __all__ = ["Service", "RUN_REQUEST"]
 
@@ -95,7 +95,7 @@ class Service:
         while not self._stop.is_set():
             try:
                 self.tick()
-            except OSError as err:  # the state dir vanished or filled up: keep trying, /healthz says 503
+            except (OSError, StoreError) as err:  # state dir gone, disk full, a corrupt document: /healthz says 503
                 log.error("tick failed, retrying in %.1fs: %s", interval, err)
             self._stop.wait(interval)
 

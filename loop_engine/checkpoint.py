@@ -111,7 +111,9 @@ def _is_major(failure: Failure) -> bool:
     """A failure the loop cannot get past by itself: the run would end FAILED on it."""
     if failure.status is FailureStatus.RECOVERED:
         return False
-    return failure.status in (FailureStatus.TERMINAL, FailureStatus.RECOVERY_FAILED) or not failure.can_recover()
+    # Used-up attempts alone are not major: the last retry may still be running
+    # and pass. The engine marks a failure TERMINAL before it would end the run.
+    return failure.status in (FailureStatus.TERMINAL, FailureStatus.RECOVERY_FAILED) or not failure.recoverable
 
 
 class HumanCheckpoint:

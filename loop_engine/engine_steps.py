@@ -10,6 +10,7 @@ rather than crash the run.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
@@ -56,7 +57,7 @@ class StepsMixin:
                 budget=context.budget,
                 metadata={"stage": "pre", **step.metadata},
             )
-            failure = self._check_gates(self._pre_gates, gate_context, step, FailureType.EXECUTION_ERROR, "pre")
+            failure = await self._check_gates(self._pre_gates, gate_context, step, FailureType.EXECUTION_ERROR, "pre")
             if failure is not None:
                 return failure
 
@@ -79,7 +80,7 @@ class StepsMixin:
                 budget=context.budget,
                 metadata={"stage": "post", **step.metadata},
             )
-            failure = self._check_gates(self._post_gates, gate_context, step, FailureType.INVALID_OUTPUT, "post")
+            failure = await self._check_gates(self._post_gates, gate_context, step, FailureType.INVALID_OUTPUT, "post")
             if failure is not None:
                 return failure
 
@@ -92,11 +93,12 @@ class StepsMixin:
             return failure
         return await self._verify(step)
 
-    def _check_gates(
+    async def _check_gates(
         self, runner: GateRunner, gate_context: GateContext, step: Step, kind: FailureType, stage: str
     ) -> Failure | None:
         try:
-            results = runner.run(gate_context)
+            # Tool gates block on subprocesses; keep the event loop free while they run.
+            results = await asyncio.to_thread(runner.run, gate_context)
         except Exception as exc:  # a gate is user code too
             return self._fail_step(step, kind, f"{stage}-gate raised {_describe(exc)}", f"{stage}_gate")
         if GateRunner.passed(results):

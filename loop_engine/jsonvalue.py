@@ -37,7 +37,7 @@ class NotJSONSerialisableError(PersistenceError, TypeError):
 #: Where a value sits, for the error message: a string, or parts joined lazily
 #: (e.g. ``("step", "s1", "output")`` -> "step 's1' output") so that the
 #: success path - every save - never formats a location.
-Where = str | tuple[str, str, str]
+Where = str | tuple[str, object, str]
 
 _SCALARS = frozenset({str, bool, type(None)})
 #: The integers every JSON reader we use keeps exact (orjson stores up to
@@ -60,8 +60,11 @@ def json_copy(value: Any, where: Where) -> Any:
     Copying while checking costs one walk either way, and keeps the stored
     document from sharing mutable containers with a live state.
     """
-    if type(value) in _SCALARS or (type(value) is int and _INT_MIN <= value <= _INT_MAX):
+    kind = type(value)
+    if kind in _SCALARS or (kind is int and _INT_MIN <= value <= _INT_MAX):
         return value
+    if not value and (kind is dict or kind is list):
+        return kind()  # the common empty metadata/context: no walk needed
     try:
         return _copy(value)
     except _Refused as exc:

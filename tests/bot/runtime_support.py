@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -16,6 +18,18 @@ from bot.runner import Runner
 from bot.store import FileStore
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+
+
+def wait_for(condition: Callable[[], Any], *, timeout: float = 15.0, what: str = "condition") -> Any:
+    """Poll ``condition`` until it returns something truthy; fail naming ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
 
 
 class FakeClock:
@@ -79,8 +93,8 @@ class Bench:
     runner: Runner
 
 
-def bench(root: Path, loops: list[dict[str, Any]], store: FileStore | None = None) -> Bench:
-    config = load_config(write_config(root, loops), environ={})
+def bench(root: Path, loops: list[dict[str, Any]], store: FileStore | None = None, **top: Any) -> Bench:
+    config = load_config(write_config(root, loops, **top), environ={})
     store = store or FileStore(config.state_dir)
     channel = RecordingChannel()
     clock = FakeClock()

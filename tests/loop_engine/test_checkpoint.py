@@ -117,9 +117,14 @@ def test_failure_reviewed_as_minor_asks_again_when_it_becomes_terminal() -> None
     assert cp.should_pause(state) is None
 
 
-def test_exhausted_recovery_is_major() -> None:
+def test_last_retry_in_flight_is_not_major_until_given_up() -> None:
+    """Attempts used up while the last retry still runs: asking now would be premature."""
     failure = Failure(failure_id="f1", recovery_attempts=3, max_recovery_attempts=3, status=FailureStatus.RECOVERY_IN_PROGRESS)
+    assert checkpoint().should_pause(LoopState(failures=[failure])) is None
+    failure.status = FailureStatus.RECOVERY_FAILED
     assert checkpoint().should_pause(LoopState(failures=[failure])) is CheckpointTrigger.ON_MAJOR_FAILURE
+    unrecoverable = Failure(failure_id="f3", recoverable=False)
+    assert checkpoint().should_pause(LoopState(failures=[unrecoverable])) is CheckpointTrigger.ON_MAJOR_FAILURE
     assert checkpoint().should_pause(LoopState(failures=[Failure(failure_id="f2")])) is None
 
 

@@ -13,8 +13,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,21 +23,13 @@ import yaml
 
 from bot.store.lock import ServeLock
 
+from ..runtime_support import wait_for
+
+__all__ = ["Workspace", "Bot", "demo_loop", "wait_for"]
+
 LOOPBOT = [str(Path(sys.executable).with_name("loopbot"))]
 if not Path(LOOPBOT[0]).exists():  # not installed as a script: run the module
     LOOPBOT = [sys.executable, "-m", "bot.cli"]
-
-
-def wait_for(condition: Callable[[], Any], *, timeout: float = 15.0, what: str = "condition") -> Any:
-    """Poll ``condition`` until it returns something truthy; fail naming ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def demo_loop(name: str = "demo", **extra: Any) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 
 import pytest
@@ -60,3 +61,13 @@ def test_sigterm_exits_zero_quickly(ws: Workspace) -> None:
     assert bot.terminate(timeout=10) == 0
     assert time.monotonic() - started < 10
     assert "loopbot stopped" in bot.log()
+
+
+def test_healthz_turns_503_when_the_state_dir_is_removed(ws: Workspace) -> None:
+    ws.write_config([demo_loop()])
+    bot = ws.serve()
+    assert bot.healthz().json() == {"status": "ok", "runs": {}, "open_reviews": 0}
+    shutil.rmtree(ws.state_dir)
+    response = bot.healthz()
+    assert response.status_code == 503 and "missing" in response.json()["error"]
+    assert bot.terminate(timeout=10) == 0

@@ -1,0 +1,73 @@
+"""/healthz: counts while the store works, 503 naming the problem when it does not."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from starlette.routing import Route
+from starlette.responses import PlainTextResponse
+from starlette.testclient import TestClient
+
+from bot.server import bind_socket, create_app, health
+
+from .runtime_support import bench, demo
+
+
+def test_healthz_counts_runs_by_status_and_open_reviews(tmp_path: Path) -> None:
+    b = bench(tmp_path, [demo()])
+    b.runner.run_foreground("demo")
+    client = TestClient(create_app(b.store, b.config.state_dir))
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "runs": {"waiting": 1}, "open_reviews": 1}
+
+
+def test_healthz_is_503_when_the_state_dir_is_gone(tmp_path: Path) -> None:
+    b = bench(tmp_path, [demo()])
+    b.runner.run_foreground("demo")
+    client = TestClient(create_app(b.store, b.config.state_dir))
+    shutil.rmtree(b.config.state_dir)
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    assert response.json()["status"] == "unavailable" and "missing" in response.json()["error"]
+    assert not b.config.state_dir.exists()  # the probe never recreates it
+
+
+def test_healthz_is_503_when_a_document_is_corrupt(tmp_path: Path) -> None:
+    b = bench(tmp_path, [demo()])
+    b.runner.run_foreground("demo")
+    (b.config.state_dir / "runs" / "demo-run-1.json").write_text("{torn", encoding="utf-8")
+    code, body = health(b.store, b.config.state_dir)
+    assert code == 503 and "demo-run-1.json" in body["error"]
+
+
+def test_healthz_is_503_when_the_state_dir_cannot_be_written(tmp_path: Path) -> None:
+    b = bench(tmp_path, [demo()])
+    state_dir = b.config.state_dir
+    state_dir.mkdir(parents=True)
+    blocker = state_dir / ".healthz"
+    blocker.mkdir()  # a directory where the probe file goes: the write fails even for root
+    (blocker / "keep").write_text("x")
+    code, body = health(b.store, state_dir)
+    assert code == 503 and "store unusable" in body["error"]
+
+
+def test_channel_routes_plug_in_through_extra_routes(tmp_path: Path) -> None:
+    b = bench(tmp_path, [demo()])
+
+    async def events(request: object) -> PlainTextResponse:
+        return PlainTextResponse("slack")
+
+    app = create_app(b.store, b.config.state_dir, extra_routes=[Route("/slack/events", events, methods=["POST"])])
+    client = TestClient(app)
+    assert client.post("/slack/events").text == "slack"
+    assert client.post("/github/webhook").status_code == 404  # nothing mounted unless configured
+
+
+def test_bind_socket_with_port_zero_reports_the_real_port() -> None:
+    sock = bind_socket("127.0.0.1", 0)
+    try:
+        assert sock.getsockname()[0] == "127.0.0.1" and sock.getsockname()[1] > 0
+    finally:
+        sock.close()
