@@ -26,7 +26,7 @@ from bot.config import BotConfig
 from bot.posting import ReviewDesk, outcome_text
 from bot.reviews import Review, mark_applied
 from bot.store.base import RunRecord, Store
-from bot.worker import LoopCatalog, continue_run, result_summary, review_policy_for
+from bot.worker import LoopCatalog, UnknownLoopError, continue_run, result_summary, review_policy_for
 
 __all__ = ["Runner", "ACTIVE_STATUSES", "utcnow"]
 
@@ -123,6 +123,9 @@ class Runner:
     def _work(self, run_id: str, job: Callable[[], None]) -> None:
         try:
             job()
+        except UnknownLoopError as err:  # the loop left the config while a run of it was unfinished
+            log.error("run %s cannot continue: %s", run_id, err)
+            self._store.update_run(run_id, lambda r: self._finish(r, "failed", str(err)))
         except Exception as err:  # the worker boundary: record the crash on the run, keep the bot up
             log.exception("run %s stopped by an internal error", run_id)
             self._store.update_run(run_id, lambda r: self._finish(r, "failed", f"internal error: {err!r}"))
@@ -183,7 +186,11 @@ class Runner:
         return review
 
     def _targets(self, loop: str, key: str) -> list[Any]:
-        review = self._catalog.loop_config(loop).review
+        """The loop's configured targets; a loop gone from the config still has the local channel."""
+        try:
+            review = self._catalog.loop_config(loop).review
+        except UnknownLoopError:
+            return []
         return list(review.timeout.escalate_to if key == "escalate_to" else review.post_to)
 
     def _post(self, review: Review) -> None:

@@ -129,6 +129,7 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
         http.install_signal_handlers()
         lock.update(port=http.port)
         log.info("loopbot serving on http://%s:%d (pid %d, state_dir %s)", config.server.host, http.port, os.getpid(), state_dir)
+        log.info("config:\n%s", config.summary())
         runner.recover()
         scheduler = LoopScheduler(config, state_dir, lambda name: runner.request_run(name, trigger="schedule"))
         scheduler.start()

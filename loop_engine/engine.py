@@ -25,9 +25,8 @@ import asyncio
 import logging
 import random
 import time
-import uuid
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from .components import PROTOCOLS, REQUIRED_METHODS, call_component
@@ -41,6 +40,7 @@ from .recovery import RecoveryRegistry, failure_proposal
 from .review import CheckpointTrigger, ReviewRequest, ReviewResponse
 from .state_machine import IN_ITERATION_STATES, derive_result_status, transition
 from .types import (
+    new_trace_id,
     ComponentType,
     ExecutionState,
     FailureType,
@@ -52,15 +52,10 @@ from .types import (
     StepStatus,
 )
 
-__all__ = ["LoopEngine", "new_trace_id"]
+__all__ = ["LoopEngine"]
 
 logger = logging.getLogger(__name__)
 S = ExecutionState
-
-
-def new_trace_id() -> str:
-    """``run-<utc yyyymmddHHMMSS>-<8 hex>``: sortable, and unique within a second."""
-    return f"run-{datetime.now(timezone.utc):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:8]}"
 
 
 class LoopEngine(StepsMixin, RecoveryMixin, DecisionsMixin):

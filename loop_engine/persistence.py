@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -35,13 +34,12 @@ from .errors import ConfigurationError, CorruptStateError, PersistenceError, Sch
 from .jsonvalue import decode_datetime, decode_enum
 from .markdown import parse_audit_header, render_state_markdown
 from .serialization import SCHEMA_VERSION, state_from_dict, state_to_dict
-from .types import ExecutionState, LoopState, LoopStatus
+from .types import ExecutionState, LoopState, LoopStatus, new_trace_id
 
 __all__ = [
     "PersistenceConfig",
     "LoopStatePersistence",
     "StateNotFoundError",
-    "new_trace_id",
     "validate_trace_id",
 ]
 
@@ -52,12 +50,6 @@ _MAX_TRACE_ID = 128
 
 class StateNotFoundError(PersistenceError, FileNotFoundError):
     """No snapshot is stored for the trace id asked for."""
-
-
-def new_trace_id(now: datetime | None = None) -> str:
-    """A readable, sortable, unique run id: time for people, a uuid part for uniqueness."""
-    stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
-    return f"run-{stamp}-{uuid.uuid4().hex[:12]}"
 
 
 def validate_trace_id(trace_id: Any) -> str:

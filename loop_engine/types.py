@@ -39,12 +39,19 @@ __all__ = [
     "LoopResult",
     "LoopState",
     "new_id",
+    "new_trace_id",
 ]
 
 
 def new_id() -> str:
     """A short random id; 12 hex digits keep collisions out of any one run."""
     return uuid.uuid4().hex[:12]
+
+
+def new_trace_id(now: datetime | None = None) -> str:
+    """A readable, sortable, unique run id: time for people, a uuid part for uniqueness."""
+    stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+    return f"run-{stamp}-{new_id()}"
 
 
 class LoopStatus(Enum):

@@ -186,3 +186,14 @@ def test_shutdown_refuses_new_runs(tmp_path: Path) -> None:
     assert b.runner.shutdown(timeout=1) is True
     assert b.runner.request_run("demo", trigger="schedule") is None
     assert b.store.list_runs() == []
+
+
+def test_a_run_whose_loop_left_the_config_fails_with_the_reason(tmp_path: Path) -> None:
+    b, run_id, review_id = paused(tmp_path)
+    vote(b, review_id, HumanDecision.APPROVE)
+    renamed = bench(tmp_path, [demo("other")])
+    renamed.runner.recover()  # waiting run of an unknown loop: no crash, nothing to post
+    assert renamed.runner.apply_decided(review_id)
+    assert renamed.runner.join(10)
+    run = renamed.store.get_run(run_id)
+    assert run.status == "failed" and 'unknown loop "demo"' in (run.reason or "")

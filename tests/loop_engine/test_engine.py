@@ -127,7 +127,7 @@ async def test_default_trace_id_is_unique_and_timestamped() -> None:
     for _ in range(3):
         engine = make_engine(["a"])
         result = await engine.run(LoopContext(goal="g"))
-        assert re.fullmatch(r"run-\d{14}-[0-9a-f]{8}", result.trace_id or "")
+        assert re.fullmatch(r"run-\d{8}-\d{6}-[0-9a-f]{12}", result.trace_id or "")
         assert engine.state.trace_id == result.trace_id
         ids.add(result.trace_id)
     assert len(ids) == 3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from loop_engine.config import LoopConfig
 from loop_engine.review import CheckpointTrigger, HumanDecision
-from loop_engine.types import ComponentType, ExecutionState, FailureStatus, LoopContext, LoopStatus
+from loop_engine.types import ComponentType, ExecutionState, FailureStatus, LoopContext, LoopStatus, RecoveryStrategy
 
 from .loops import RecordingPersistence, checkpoint, decide, flaky_actor, make_engine
 
@@ -36,6 +36,24 @@ async def test_terminal_failure_asks_before_failing_when_major_failure_is_on() -
     assert result.review_request.trigger is CheckpointTrigger.ON_MAJOR_FAILURE
     assert result.failures[0].status is FailureStatus.TERMINAL
     assert ("recovering", "waiting_for_human") in engine.state.transitions
+
+
+async def test_a_retry_that_passes_on_its_last_attempt_is_not_interrupted() -> None:
+    """Two bad attempts then a good one, within max_recovery_attempts=3: no human needed."""
+    engine = make_engine(["a"], act=flaky_actor({"step_1": 3}), checkpoint=checkpoint(trigger_on_major_failure=True))
+    result = await engine.run(LoopContext(goal="g"))
+    assert result.status is LoopStatus.COMPLETED and result.review_request is None
+    assert engine.state.checkpoint_counter == 0
+    assert [f.status for f in result.failures] == [FailureStatus.RECOVERED]
+    assert result.failures[0].recovery_attempts == 3
+
+
+async def test_a_failure_past_its_last_attempt_asks_before_failing() -> None:
+    engine = make_engine(["a"], act=flaky_actor({"step_1": 4}), checkpoint=checkpoint(trigger_on_major_failure=True))
+    result = await engine.run(LoopContext(goal="g"))
+    assert result.status is LoopStatus.PAUSED
+    assert result.review_request.trigger is CheckpointTrigger.ON_MAJOR_FAILURE
+    assert [r.strategy for r in result.recoveries] == [RecoveryStrategy.RETRY] * 3 + [RecoveryStrategy.HUMAN_HANDOFF]
 
 
 async def test_without_major_failure_trigger_the_run_fails() -> None:

@@ -18,11 +18,11 @@ from loop_engine.persistence import (
     LoopStatePersistence,
     PersistenceConfig,
     StateNotFoundError,
-    new_trace_id,
     validate_trace_id,
 )
 from loop_engine.review import CheckpointTrigger, HumanDecision, ReviewRequest, ReviewResponse
 from loop_engine.types import (
+    new_trace_id,
     Budget,
     ExecutionState,
     Failure,

@@ -53,14 +53,17 @@ def test_second_serve_names_the_holder(ws: Workspace) -> None:
     assert f"pid {bot.proc.pid}" in second.stderr
 
 
-def test_sigterm_exits_zero_quickly(ws: Workspace) -> None:
-    ws.write_config([demo_loop(run_on_start=True)])
+def test_sigterm_exits_zero_quickly_and_the_log_has_no_secrets(ws: Workspace) -> None:
+    token = "xoxb-5555-6666-secretsecret"
+    ws.env["SLACK_TOKEN"] = token
+    ws.write_config([demo_loop(run_on_start=True)], slack={"bot_token": "${SLACK_TOKEN}", "signing_secret": "sig-secret-77"})
     bot = ws.serve()
     ws.wait_open_review()
     started = time.monotonic()
     assert bot.terminate(timeout=10) == 0
     assert time.monotonic() - started < 10
-    assert "loopbot stopped" in bot.log()
+    assert "loopbot stopped" in bot.log() and "channels: local, slack" in bot.log()
+    assert token not in bot.log() and "sig-secret-77" not in bot.log()
 
 
 def test_healthz_turns_503_when_the_state_dir_is_removed(ws: Workspace) -> None:
