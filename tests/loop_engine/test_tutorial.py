@@ -19,9 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 PRELUDE = '''
 import asyncio
 
-from loop_engine.config import LoopConfig
-from loop_engine.engine import LoopEngine
-from loop_engine.types import ComponentType, LoopContext, Plan, Step
+from loop_engine import ComponentType, LoopConfig, LoopContext, LoopEngine, Plan, Step
 
 
 class Planner:
