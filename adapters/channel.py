@@ -25,15 +25,14 @@ class ChannelError(Exception):
 class ReviewPost:
     """What a channel shows for one review.
 
-    ``answer_hint`` says how to answer in words the bot chose (e.g. which
-    decide line or slash command); ``reviewers_hint`` says who may answer.
+    Each channel words its own way to answer (a decide line, buttons, a slash
+    command); ``reviewers_hint`` says who may answer.
     """
 
     review_id: str
     loop: str
     run_id: str
     request: ReviewRequest
-    answer_hint: str
     reviewers_hint: str = ""
 
 

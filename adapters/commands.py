@@ -32,6 +32,8 @@ import yaml
 
 from loop_engine.checkpoint import HumanDecision
 
+from .durations import parse_duration
+
 __all__ = [
     "Command",
     "CommandError",
@@ -66,10 +68,6 @@ _QUOTE = re.compile(r"\A {0,3}>")
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 #: A fenced block inside a modify command's text.
 _FENCED_BLOCK = re.compile(r"(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[\w-]*)[ \t]*\n(?P<body>.*?)\n[ \t]*(?P=fence)", re.DOTALL)
-#: Durations: the same grammar as bot.durations (adapters may not import bot).
-_DURATION_PART = re.compile(r"(\d+)([wdhms])")
-_DURATION = re.compile(r"(?:\d+[wdhms])+")
-_DURATION_UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
 
 
 @dataclass(frozen=True)
@@ -157,15 +155,10 @@ def decision_from_word(word: str) -> HumanDecision:
 
 
 def _parse_duration(text: str) -> timedelta:
-    cleaned = text.strip().lower()
-    parts = _DURATION_PART.findall(cleaned)
-    order = [("wdhms".index(unit)) for _, unit in parts]
-    if not _DURATION.fullmatch(cleaned) or order != sorted(set(order)):
-        raise CommandError(f'pause takes a duration like "2h", "1d" or "1h30m", not "{text}"\nusage: pause [review-id] [duration]')
-    delta = timedelta(**{_DURATION_UNITS[unit]: int(number) for number, unit in parts})
-    if delta <= timedelta(0):
-        raise CommandError(f'pause needs a duration longer than zero, not "{text}"')
-    return delta
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise CommandError(f"pause: {exc}\nusage: pause [review-id] [duration]") from exc
 
 
 def _set_path(target: dict[str, Any], key: str, value: Any) -> None:

@@ -79,10 +79,7 @@ class LocalChannel:
         if post.reviewers_hint:
             lines.append(f"- **Who can answer:** {post.reviewers_hint}")
         lines += ["", post.request.to_markdown().rstrip(), "", "## How to answer", ""]
-        answers = answer_lines(post.review_id, self.decide_command)
-        if post.answer_hint and post.answer_hint.strip() not in answers:
-            lines += [post.answer_hint, ""]
-        lines += ["```sh", *answers, "```", ""]
+        lines += ["```sh", *answer_lines(post.review_id, self.decide_command), "```", ""]
         return "\n".join(lines)
 
     def _write(self, path: Path, text: str) -> None:
@@ -94,11 +91,13 @@ class LocalChannel:
     def post_request(self, post: ReviewPost) -> MessageRef:
         """(Re)write the review file; the same review always gets the same file and ref."""
         path = self.path_for(post.review_id)
+        text = self._render(post)
         with self._lock:
-            self._write(path, self._render(post))
+            self._write(path, text)
+        # The whole review goes to the log too: on a terminal, that is where people look.
         self.log.info(
-            "review %s (loop %s, run %s) is waiting for a decision: %s - approve with: %s",
-            post.review_id, post.loop, post.run_id, path, answer_lines(post.review_id, self.decide_command)[0],
+            "review %s (loop %s, run %s) is waiting for a decision: %s\n\n%s\napprove with: %s",
+            post.review_id, post.loop, post.run_id, path, text, answer_lines(post.review_id, self.decide_command)[0],
         )
         return self._ref(post.review_id)
 

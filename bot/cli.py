@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     decide.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
                         help="a modification (repeatable); values are JSON when they parse")
     decide.add_argument("--as", dest="voter", metavar="NAME",
-                        help="who is voting (default: $LOOPBOT_USER, else the OS user)")
+                        help="who is voting (default: $LOOPBOT_USER, else $USER, else the OS user)")
     commands.add_parser("check", parents=[common], help="validate the config")
     return parser
 
@@ -166,7 +166,8 @@ def cmd_status(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
 
 
 def _voter_name(args: argparse.Namespace) -> str:
-    return args.voter or os.environ.get("LOOPBOT_USER") or getpass.getuser()
+    """--as, else $LOOPBOT_USER, else $USER (what the example config names), else the OS account."""
+    return args.voter or os.environ.get("LOOPBOT_USER") or os.environ.get("USER") or getpass.getuser()
 
 
 def cmd_decide(args: argparse.Namespace, config: BotConfig, path: Path) -> int:

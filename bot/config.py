@@ -37,7 +37,7 @@ from .config_blocks import (
     check_timezone,
     did_you_mean,
 )
-from .durations import format_duration
+from adapters.durations import format_duration
 
 __all__ = [
     "ConfigError",

@@ -19,7 +19,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, f
 from loop_engine.checkpoint import CheckpointConfig, CheckpointPresets
 from loop_engine.errors import ConfigurationError
 
-from .durations import parse_duration
+from adapters.durations import parse_duration
 from .reviews import Reviewers, ReviewPolicy
 
 __all__ = [

@@ -39,7 +39,6 @@ def review_post(review: Review) -> ReviewPost:
         loop=review.loop,
         run_id=review.run_id,
         request=ReviewRequest.from_dict(review.request),
-        answer_hint=f"loopbot decide {review.id} approve",
         reviewers_hint=(", ".join(local) if local else ""),
     )
 

@@ -21,7 +21,7 @@ from datetime import datetime
 
 from loop_engine.checkpoint import HumanDecision
 
-from .durations import format_duration, parse_duration
+from adapters.durations import format_duration, parse_duration
 from .review_records import (
     DEFAULT_PAUSE,
     REVIEW_FORMAT,

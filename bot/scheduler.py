@@ -28,7 +28,7 @@ from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from bot.durations import parse_duration
+from adapters.durations import parse_duration
 
 __all__ = ["LoopScheduler", "SchedulerError", "fire_loop", "build_trigger", "crontab_to_apscheduler", "JOB_PREFIX"]
 

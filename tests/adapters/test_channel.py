@@ -31,7 +31,7 @@ def test_message_ref_from_dict_refuses_malformed(raw: object) -> None:
 def test_review_post_defaults() -> None:
     request = ReviewRequest(checkpoint_id="checkpoint_0001", trigger=CheckpointTrigger.ON_PLAN_COMPLETE,
                             timestamp=datetime(2026, 1, 1))
-    post = ReviewPost("demo-1", "demo", "demo-run-1", request, "answer here")
+    post = ReviewPost("demo-1", "demo", "demo-run-1", request)
     assert post.reviewers_hint == ""
     with pytest.raises(AttributeError):
         post.review_id = "other"  # type: ignore[misc]

@@ -22,7 +22,7 @@ def make_post(review_id: str = "demo-1", **overrides: object) -> ReviewPost:
         timestamp=datetime(2026, 1, 2, 9, 0, 0),
     )
     fields: dict[str, object] = {"review_id": review_id, "loop": "demo", "run_id": "demo-run-1",
-                                 "request": request, "answer_hint": "", "reviewers_hint": "local:alice"}
+                                 "request": request, "reviewers_hint": "local:alice"}
     fields.update(overrides)
     return ReviewPost(**fields)  # type: ignore[arg-type]
 
@@ -69,13 +69,6 @@ def test_decide_command_prefix_is_configurable(tmp_path: Path) -> None:
     channel.post_request(make_post())
     assert "loopbot decide --config my.yaml demo-1 approve" in (tmp_path / "demo-1.md").read_text()
     assert answer_lines("x-1")[0] == "loopbot decide x-1 approve"
-
-
-def test_answer_hint_is_shown_unless_it_repeats_a_decide_line(channel: LocalChannel) -> None:
-    channel.post_request(make_post(answer_hint="Or answer in the Slack thread."))
-    assert "Or answer in the Slack thread." in (channel.directory / "demo-1.md").read_text()
-    channel.post_request(make_post(answer_hint="loopbot decide demo-1 approve"))
-    assert (channel.directory / "demo-1.md").read_text().count("loopbot decide demo-1 approve") == 1
 
 
 def test_post_request_is_idempotent(channel: LocalChannel) -> None:

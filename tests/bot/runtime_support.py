@@ -53,7 +53,7 @@ class RecordingChannel:
     calls: list[tuple[str, str, str]] = field(default_factory=list)
 
     def post_request(self, post: ReviewPost) -> MessageRef:
-        self.calls.append(("post", post.review_id, post.answer_hint))
+        self.calls.append(("post", post.review_id, post.request.checkpoint_id))
         return MessageRef(self.name, {"review_id": post.review_id})
 
     def post_update(self, ref: MessageRef, post: ReviewPost, text: str) -> None:

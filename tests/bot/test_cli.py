@@ -119,6 +119,17 @@ def test_decide_records_a_vote_and_says_who_applies_it(config: Path, capsys: pyt
     assert review.status == "decided" and review.votes[0].voter == "local:alice"
 
 
+def test_decide_votes_as_user_when_loopbot_user_is_unset(
+    config: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LOOPBOT_USER")
+    monkeypatch.setenv("USER", "bob")
+    cli(capsys, "run", "demo", "--config", str(config))
+    code, out, err = cli(capsys, "decide", "demo-1", "approve", "--config", str(config))
+    assert code == EXIT_OK, err
+    assert FileStore(config.parent / "state").get_review("demo-1").votes[0].voter == "local:bob"
+
+
 def test_decide_modify_with_set_values(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cli(capsys, "run", "demo", "--config", str(config))
     code, _, err = cli(capsys, "decide", "demo-1", "modify", "--set", "context.items=2", "--set", "note=ok",

@@ -142,6 +142,12 @@ def test_example_loads_with_an_empty_environment() -> None:
     assert policy.reviewers.local == ["you"] and policy.approvals_required == 1
 
 
+def test_example_names_the_person_at_the_terminal_as_its_reviewer() -> None:
+    """So the decide line `make run` prints is accepted without --as."""
+    (demo,) = load_config(ROOT / "config.example.yaml", {"USER": "alice"}).loops
+    assert demo.review.to_policy().reviewers.local == ["alice"]
+
+
 def test_example_documents_every_key() -> None:
     text = (ROOT / "config.example.yaml").read_text()
     for key in [

@@ -58,7 +58,7 @@ def test_a_pause_stores_the_review_then_posts_it(tmp_path: Path) -> None:
     assert review.checkpoint_id == "checkpoint_0001"
     assert review.request["checkpoint_id"] == review.checkpoint_id
     assert review.policy.reviewers.local == ["alice", "bob"]
-    assert b.channel.calls == [("post", "demo-1", "loopbot decide demo-1 approve")]
+    assert b.channel.calls == [("post", "demo-1", "checkpoint_0001")]
     assert review.posts == [{"channel": "local", "data": {"review_id": "demo-1"}}]
     assert b.store.get_run(run_id).review_id == "demo-1"
 

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from bot.durations import format_duration, parse_duration
+from adapters.durations import format_duration, parse_duration
 
 
 @pytest.mark.parametrize(
