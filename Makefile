@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 CONFIG ?= $(if $(wildcard config.yaml),config.yaml,config.example.yaml)
 
-.PHONY: run test bench soak clean
+.PHONY: run test lint bench soak clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not soak"
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check loop_engine adapters bot tests bench examples
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 from loop_engine.checkpoint import HumanDecision, ReviewRequest
@@ -37,7 +37,7 @@ ACTIVE_STATUSES = frozenset({"running", "waiting"})
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Runner:
@@ -126,7 +126,7 @@ class Runner:
         except UnknownLoopError as err:  # the loop left the config while a run of it was unfinished
             log.error("run %s cannot continue: %s", run_id, err)
             self._store.update_run(run_id, lambda r: self._finish(r, "failed", str(err)))
-        except Exception as err:  # the worker boundary: record the crash on the run, keep the bot up
+        except Exception:  # the worker boundary: record the crash on the run, keep the bot up
             log.exception("run %s stopped by an internal error", run_id)
             self._store.update_run(run_id, lambda r: self._finish(r, "failed", f"internal error: {err!r}"))
         finally:

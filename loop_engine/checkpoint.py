@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from .atomic import atomic_write_text
 from .errors import CheckpointError, ConfigurationError, NoDecisionHandlerError
@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 #: Called with the request; returns the response, or an awaitable of it.
-DecisionHandler = Callable[[ReviewRequest], Union[ReviewResponse, Awaitable[ReviewResponse]]]
+DecisionHandler = Callable[[ReviewRequest], ReviewResponse | Awaitable[ReviewResponse]]
 
 
 @dataclass

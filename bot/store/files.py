@@ -19,7 +19,7 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -66,7 +66,7 @@ class FileStore:
 
     def __init__(self, state_dir: str | os.PathLike[str], *, clock: Callable[[], datetime] | None = None) -> None:
         self.root = Path(state_dir)
-        self._clock = clock or (lambda: datetime.now(timezone.utc))
+        self._clock = clock or (lambda: datetime.now(UTC))
 
     def __repr__(self) -> str:
         return f"FileStore({str(self.root)!r})"

@@ -14,7 +14,7 @@ import fcntl
 import json
 import os
 import time
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +95,7 @@ class ServeLock:
                 os.close(fd)
                 raise AlreadyRunningError(self.path, info) from None
         self._fd = fd
-        self.info = {"pid": os.getpid(), "port": port, "started_at": datetime.now(timezone.utc).isoformat()}
+        self.info = {"pid": os.getpid(), "port": port, "started_at": datetime.now(UTC).isoformat()}
         self._write_info()
         return self.info
 

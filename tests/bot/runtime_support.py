@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from bot.posting import ReviewDesk
 from bot.runner import Runner
 from bot.store import FileStore
 
-T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 
 def wait_for(condition: Callable[[], Any], *, timeout: float = 15.0, what: str = "condition") -> Any:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 
 import pytest
 
@@ -21,7 +21,7 @@ from bot.reviews import (
 )
 from loop_engine.checkpoint import HumanDecision
 
-T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 A, R, RT, M, P = (
     HumanDecision.APPROVE,
     HumanDecision.REJECT,

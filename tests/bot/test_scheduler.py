@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -146,19 +146,19 @@ def test_jobs_of_loops_removed_or_unscheduled_are_removed(started, tmp_path: Pat
 def test_a_run_missed_while_down_fires_once_at_start(started, tmp_path: Path) -> None:
     config = Config(loops=[Loop("sweep", Schedule(interval="1h"))])
     started(config).stop()
-    set_next_run_time(tmp_path, "loop:sweep", datetime.now(timezone.utc) - timedelta(minutes=5))
+    set_next_run_time(tmp_path, "loop:sweep", datetime.now(UTC) - timedelta(minutes=5))
     recorder = Recorder()
     loop_scheduler = started(config, recorder)
     assert recorder.fired.wait(timeout=10), "the missed run did not fire at start"
     loop_scheduler.stop(wait=True)
     assert recorder.calls == ["sweep"]
-    assert stored_jobs(tmp_path)["loop:sweep"] > datetime.now(timezone.utc) + timedelta(minutes=50)
+    assert stored_jobs(tmp_path)["loop:sweep"] > datetime.now(UTC) + timedelta(minutes=50)
 
 
 def test_several_missed_runs_are_coalesced_into_one(started, tmp_path: Path) -> None:
     config = Config(loops=[Loop("tick", Schedule(interval="1m"))])
     started(config).stop()
-    set_next_run_time(tmp_path, "loop:tick", datetime.now(timezone.utc) - timedelta(minutes=30))
+    set_next_run_time(tmp_path, "loop:tick", datetime.now(UTC) - timedelta(minutes=30))
     recorder = Recorder()
     loop_scheduler = started(config, recorder)
     assert recorder.fired.wait(timeout=10)
@@ -183,7 +183,7 @@ class EventHandler(logging.Handler):
 def test_a_run_missed_beyond_the_grace_time_is_skipped_with_a_warning(started, tmp_path: Path) -> None:
     config = Config(loops=[Loop("sweep", Schedule(interval="1d"))], scheduler=SchedulerSettings(misfire_grace_time=60))
     started(config).stop()
-    set_next_run_time(tmp_path, "loop:sweep", datetime.now(timezone.utc) - timedelta(hours=2))
+    set_next_run_time(tmp_path, "loop:sweep", datetime.now(UTC) - timedelta(hours=2))
     handler = EventHandler("was missed by more than misfire_grace_time")
     logging.getLogger("bot.scheduler").addHandler(handler)
     try:
@@ -203,7 +203,7 @@ def test_stopping_or_failing_to_start_never_consumes_a_missed_run(tmp_path: Path
     first = LoopScheduler(config, tmp_path, Recorder())
     first.start()
     first.stop()
-    missed = datetime.now(timezone.utc) - timedelta(minutes=5)
+    missed = datetime.now(UTC) - timedelta(minutes=5)
     set_next_run_time(tmp_path, "loop:sweep", missed)
     recorder = Recorder()
     broken = LoopScheduler(Config(loops=[*config.loops, Loop("bad", Schedule(interval="soon"))]), tmp_path, recorder)
@@ -215,11 +215,11 @@ def test_stopping_or_failing_to_start_never_consumes_a_missed_run(tmp_path: Path
 
 def test_a_changed_schedule_starts_afresh(started, tmp_path: Path) -> None:
     started(Config(loops=[Loop("sweep", Schedule(interval="1h"))])).stop()
-    set_next_run_time(tmp_path, "loop:sweep", datetime.now(timezone.utc) - timedelta(minutes=5))
+    set_next_run_time(tmp_path, "loop:sweep", datetime.now(UTC) - timedelta(minutes=5))
     recorder = Recorder()
     loop_scheduler = started(Config(loops=[Loop("sweep", Schedule(interval="2h"))]), recorder)
     job = loop_scheduler.apscheduler.get_job("loop:sweep")
-    assert job.next_run_time > datetime.now(timezone.utc) + timedelta(minutes=110)
+    assert job.next_run_time > datetime.now(UTC) + timedelta(minutes=110)
     loop_scheduler.stop(wait=True)
     assert recorder.calls == []
 

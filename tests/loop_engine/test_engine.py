@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from loop_engine.components import CallableActor, ListPlanner, MaxIterationsTerminator
+from loop_engine.components import CallableActor, MaxIterationsTerminator
 from loop_engine.config import LoopConfig
 from loop_engine.engine import LoopEngine
 from loop_engine.errors import ConfigurationError

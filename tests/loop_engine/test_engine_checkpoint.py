@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from loop_engine.config import LoopConfig
 from loop_engine.review import CheckpointTrigger, HumanDecision
 from loop_engine.types import ComponentType, ExecutionState, FailureStatus, LoopContext, LoopStatus, RecoveryStrategy
 

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 from bot.reviews import Review, ReviewPolicy, Vote, cast_vote
@@ -37,7 +37,7 @@ def _review(review_id: str) -> Review:
         checkpoint_id="checkpoint_0001",
         request={"checkpoint_id": "checkpoint_0001"},
         policy=ReviewPolicy(approvals_required=VOTERS),
-        created_at=datetime.now(timezone.utc),
+        created_at=datetime.now(UTC),
     )
 
 
@@ -52,7 +52,7 @@ def votes_child(state_dir: str, start: int) -> None:
         except UnknownReviewError:
             store.put_review(_review(review_id))
         vote = Vote(f"local:v{k % VOTERS}", HumanDecision.APPROVE, delivery_key=f"k{k}")
-        result = store.update_review(review_id, lambda r: cast_vote(r, vote, now=datetime.now(timezone.utc)))
+        result = store.update_review(review_id, lambda r: cast_vote(r, vote, now=datetime.now(UTC)))
         print(f"ACK {k}", flush=True)
         if result.outcome is not None:
             print(f"DECIDED {review_id} {result.outcome.decided_at.isoformat()}", flush=True)

@@ -13,7 +13,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from bot.store import (
 from loop_engine.checkpoint import HumanDecision
 
 ROOT = Path(__file__).resolve().parents[3]
-T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 
 
 @dataclass
