@@ -67,7 +67,9 @@ _FENCE = re.compile(r"\A {0,3}(?P<fence>`{3,}|~{3,})\s*(?P<info>[\w-]*)")
 _QUOTE = re.compile(r"\A {0,3}>")
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 #: A fenced block inside a modify command's text.
-_FENCED_BLOCK = re.compile(r"(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[\w-]*)[ \t]*\n(?P<body>.*?)\n[ \t]*(?P=fence)", re.DOTALL)
+_FENCED_BLOCK = re.compile(
+    r"(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[\w-]*)[ \t]*\n(?P<body>.*?)\n[ \t]*(?P=fence)", re.DOTALL
+)
 
 
 @dataclass(frozen=True)
@@ -214,7 +216,9 @@ def _parse_modify(rest: str) -> dict[str, Any]:
     except ValueError as exc:
         raise CommandError(f"modify: {exc} (check the quotes)") from None
     if not tokens:
-        raise CommandError("modify needs at least one key=value (or a fenced ```json block)\nusage: modify [review-id] key=value ...")
+        raise CommandError(
+            "modify needs at least one key=value (or a fenced ```json block)\nusage: modify [review-id] key=value ..."
+        )
     return parse_assignments(tokens)
 
 

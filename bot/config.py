@@ -24,6 +24,7 @@ from .config_blocks import (
     Duration,
     GitHubConfig,
     GitHubTarget,
+    LocalTarget,
     LoopConfig,
     PostTarget,
     ReviewConfig,
@@ -49,6 +50,7 @@ __all__ = [
     "ScheduleConfig",
     "SlackTarget",
     "GitHubTarget",
+    "LocalTarget",
     "PostTarget",
     "ReviewersConfig",
     "TimeoutConfig",
@@ -103,7 +105,9 @@ class BotConfig(BaseModel):
             for where, target in targets:
                 for kind in ("slack", "github"):
                     if getattr(target, kind) is not None and getattr(self, kind) is None:
-                        raise ValueError(f"loops[{i}].review.{where}.{kind}: needs the top-level {kind}: block configured")
+                        raise ValueError(
+                            f"loops[{i}].review.{where}.{kind}: needs the top-level {kind}: block configured"
+                        )
         return self
 
     def loop(self, name: str) -> LoopConfig | None:
@@ -234,7 +238,10 @@ def _walk_types(annotation: Any) -> Iterator[Any]:
 
 def _explain(error: Any) -> tuple[str, str]:
     """(key path, message) for one pydantic error, in the words a config author needs."""
-    loc = tuple(part for part in error["loc"] if not (isinstance(part, str) and ("[" in part or part.startswith("function-"))))
+    def shown(part: Any) -> bool:  # drop pydantic's union/validator labels from the key path
+        return not (isinstance(part, str) and ("[" in part or part.startswith("function-")))
+
+    loc = tuple(part for part in error["loc"] if shown(part))
     kind, message = error["type"], error["msg"]
     if kind == "extra_forbidden":
         known = _known_keys(loc[:-1])
@@ -265,7 +272,9 @@ def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] | None 
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError([f"{name}: file not found; copy config.example.yaml to config.yaml or pass --config PATH"]) from None
+        raise ConfigError(
+            [f"{name}: file not found; copy config.example.yaml to config.yaml or pass --config PATH"]
+        ) from None
     except OSError as err:
         raise ConfigError([f"{name}: cannot read it ({err.strerror})"]) from None
     try:

@@ -31,6 +31,7 @@ __all__ = [
     "ScheduleConfig",
     "SlackTarget",
     "GitHubTarget",
+    "LocalTarget",
     "PostTarget",
     "ReviewersConfig",
     "TimeoutConfig",
@@ -166,16 +167,28 @@ class GitHubTarget(_Model):
     issue: int | None = Field(None, ge=1)
 
 
+class LocalTarget(_Model):
+    """The local channel takes no settings: its markdown files live under ``state_dir``."""
+
+
 class PostTarget(_Model):
-    """One place a review goes: ``{slack: {channel}}`` or ``{github: {repository, issue}}``."""
+    """One place a review goes: ``{slack: {channel}}``, ``{github: {repository, issue}}`` or ``{local: {}}``.
+
+    ``local`` lets a bot without Slack or GitHub escalate (a log warning and
+    an escalation section in the review's markdown file); the local channel
+    gets every review anyway.
+    """
 
     slack: SlackTarget | None = None
     github: GitHubTarget | None = None
+    local: LocalTarget | None = None
 
     @model_validator(mode="after")
     def _one(self) -> PostTarget:
-        if (self.slack is None) == (self.github is None):
-            raise ValueError("each target is exactly one of {slack: {channel: ...}} or {github: {repository: ...}}")
+        if sum(target is not None for target in (self.slack, self.github, self.local)) != 1:
+            raise ValueError(
+                "each target is exactly one of {slack: {channel: ...}}, {github: {repository: ...}} or {local: {}}"
+            )
         return self
 
 
@@ -270,7 +283,9 @@ class LoopConfig(_Model):
     @classmethod
     def _name(cls, value: str) -> str:
         if not _SLUG.match(value):
-            raise ValueError(f"{value!r} is not a loop name: use lower-case letters, digits, - and _ (e.g. daily-triage)")
+            raise ValueError(
+                f"{value!r} is not a loop name: use lower-case letters, digits, - and _ (e.g. daily-triage)"
+            )
         return value
 
     @field_validator("factory")

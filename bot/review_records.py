@@ -115,7 +115,10 @@ class Reviewers:
     @property
     def anyone(self) -> bool:
         return not any(
-            (self.local, self.slack_users, self.slack_groups, self.github_users, self.github_teams, self.github_min_permission)
+            (
+                self.local, self.slack_users, self.slack_groups,
+                self.github_users, self.github_teams, self.github_min_permission,
+            )
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -290,7 +293,9 @@ class Review:
     def from_dict(cls, data: dict[str, Any]) -> Review:
         version = data.get("format")
         if not isinstance(version, int) or version > REVIEW_FORMAT:
-            raise ValueError(f"review format {version!r} is not one this loopbot reads (up to {REVIEW_FORMAT}); upgrade loopbot")
+            raise ValueError(
+                f"review format {version!r} is not one this loopbot reads (up to {REVIEW_FORMAT}); upgrade loopbot"
+            )
         created_at = _dt(data["created_at"])
         assert created_at is not None
         return cls(

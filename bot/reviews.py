@@ -91,7 +91,10 @@ def authorize(reviewers: Reviewers, voter: str, is_member: MembershipCheck | Non
             return None
         if (reviewers.github_teams or reviewers.github_min_permission) and is_member is not None and is_member(voter):
             return None
-        return f"@{name} is not one of this loop's GitHub reviewers (review.reviewers.github_users / github_teams / github_min_permission)"
+        return (
+            f"@{name} is not one of this loop's GitHub reviewers "
+            "(review.reviewers.github_users / github_teams / github_min_permission)"
+        )
     return f"votes from channel {channel!r} are not accepted for this loop"
 
 
@@ -149,7 +152,10 @@ def cast_vote(review: Review, vote: Vote, *, now: datetime, is_member: Membershi
     decision = vote.decision
     if decision is HumanDecision.PAUSE:
         review.paused_until = datetime.fromisoformat(vote.modifications["until"])
-        return VoteResult(True, f"paused until {review.paused_until.isoformat()}: no reminders or default decision until then; the review stays open")
+        until_text = review.paused_until.isoformat()
+        return VoteResult(
+            True, f"paused until {until_text}: no reminders or default decision until then; the review stays open"
+        )
     if decision is HumanDecision.APPROVE:
         approvers = [v for v in review.votes if v.decision is HumanDecision.APPROVE]
         required = review.policy.approvals_required
@@ -212,7 +218,9 @@ def decide_by_timeout(review: Review, *, now: datetime) -> Outcome:
         return review.outcome
     policy = review.policy
     if policy.default == "approve" and not policy.allow_default_approve:
-        raise ReviewPolicyError("timeout default 'approve' needs allow_default_approve: true in the loop's review.timeout")
+        raise ReviewPolicyError(
+            "timeout default 'approve' needs allow_default_approve: true in the loop's review.timeout"
+        )
     waited = format_duration(policy.decide_after) if policy.decide_after is not None else "the deadline"
     decision = HumanDecision[policy.default.upper()]
     if decision is HumanDecision.PAUSE:
@@ -229,7 +237,9 @@ def decide_by_timeout(review: Review, *, now: datetime) -> Outcome:
         [TIMEOUT_VOTER],
         now,
         timed_out=True,
-        feedback=f"timed out after {waited} with no decision; default outcome {policy.default} applied (no person decided)",
+        feedback=(
+            f"timed out after {waited} with no decision; default outcome {policy.default} applied (no person decided)"
+        ),
     )
     review.timed_out_at = now
     review.outcome = outcome

@@ -15,18 +15,27 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from datetime import datetime, UTC
 from typing import Any
 
 from loop_engine.checkpoint import HumanDecision, ReviewRequest
 from loop_engine.serialization import state_from_dict
+from loop_engine.engine import LoopEngine
 from loop_engine.types import LoopResult, LoopState, LoopStatus
 
 from bot.config import BotConfig
 from bot.posting import ReviewDesk, outcome_text
 from bot.reviews import Review, mark_applied
 from bot.store.base import RunRecord, Store
-from bot.worker import LoopCatalog, UnknownLoopError, continue_run, result_summary, review_policy_for
+from bot.worker import (
+    LoopCatalog,
+    RunInterrupted,
+    UnknownLoopError,
+    continue_run,
+    result_summary,
+    review_policy_for,
+)
 
 __all__ = ["Runner", "ACTIVE_STATUSES", "utcnow"]
 
@@ -106,8 +115,12 @@ class Runner:
         self._start(run)
         return self._store.get_run(run.id)
 
+    def _engine(self, run: RunRecord) -> LoopEngine:
+        """A fresh engine for ``run`` that stops between steps once shutdown begins."""
+        return self._catalog.new_engine(run.loop, run.id, self._store, stop_requested=lambda: self._stopping)
+
     def _start(self, run: RunRecord) -> None:
-        engine = self._catalog.new_engine(run.loop, run.id, self._store)
+        engine = self._engine(run)
         context = self._catalog.new_context(run.loop)
         result = asyncio.run(engine.run(context, trace_id=run.id))
         self._settle(run.id, result, engine.state)
@@ -123,15 +136,20 @@ class Runner:
     def _work(self, run_id: str, job: Callable[[], None]) -> None:
         try:
             job()
+        except RunInterrupted as stop:  # shutdown: the snapshot is saved between steps; the next start goes on
+            log.info("%s; it continues at the next start", stop)
         except UnknownLoopError as err:  # the loop left the config while a run of it was unfinished
             log.error("run %s cannot continue: %s", run_id, err)
-            self._store.update_run(run_id, lambda r: self._finish(r, "failed", str(err)))
-        except Exception:  # the worker boundary: record the crash on the run, keep the bot up
+            self._fail(run_id, str(err))
+        except Exception as err:  # the worker boundary: record the crash on the run, keep the bot up
             log.exception("run %s stopped by an internal error", run_id)
-            self._store.update_run(run_id, lambda r: self._finish(r, "failed", f"internal error: {err!r}"))
+            self._fail(run_id, f"internal error: {err!r}")
         finally:
             with self._lock:
                 self._busy.pop(run_id, None)
+
+    def _fail(self, run_id: str, reason: str) -> None:
+        self._store.update_run(run_id, lambda run: self._finish(run, "failed", reason))
 
     # -- settling a result ---------------------------------------------------------
 
@@ -146,6 +164,8 @@ class Runner:
         summary = result_summary(result)
         if result.status is LoopStatus.PAUSED:
             request = result.review_request or state.pending_review
+            if request is None:
+                raise RuntimeError(f"run {run_id} paused without a review request; its snapshot is inconsistent")
             review = self._open_review(run_id, request)
 
             def wait(run: RunRecord) -> None:
@@ -233,7 +253,7 @@ class Runner:
             response = review.outcome.to_response(review.checkpoint_id)
         log.info("applying review %s to run %s: %s", review.id, run.id, outcome_text(review))
         self._store.update_run(run.id, lambda r: self._finish(r, "running", None))
-        engine = self._catalog.new_engine(run.loop, run.id, self._store)
+        engine = self._engine(run)
         result, final = asyncio.run(continue_run(engine, state, response))
         self._desk.update(review, outcome_text(review))
         self._store.update_review(review.id, lambda r: mark_applied(r, now=self._clock()))
@@ -250,12 +270,11 @@ class Runner:
                     log.info("run %s keeps waiting on review %s", run.id, review.id)
                     self._post(review)
             elif run.status == "running":
-                review = self._store.get_review(run.review_id) if run.review_id else None
-                if review is not None and review.status == "decided":
+                if run.review_id and self._store.get_review(run.review_id).status == "decided":
                     continue  # the tick resumes it with the decision
                 log.info("run %s was interrupted; continuing from its last snapshot", run.id)
                 with self._lock:
-                    self._spawn(run.id, lambda run=run: self._continue(run))
+                    self._spawn(run.id, partial(self._continue, run))
 
     def _continue(self, run: RunRecord) -> None:
         snapshot = self._store.load_snapshot(run.id)
@@ -263,7 +282,7 @@ class Runner:
             self._start(run)
             return
         state = state_from_dict(snapshot)
-        engine = self._catalog.new_engine(run.loop, run.id, self._store)
+        engine = self._engine(run)
         result, final = asyncio.run(continue_run(engine, state, None))
         self._settle(run.id, result, final)
 
@@ -288,10 +307,15 @@ class Runner:
             thread.join(max(0.0, deadline - time.monotonic()))
         return not any(t.is_alive() for t in threads)
 
-    def shutdown(self, timeout: float = 8.0) -> bool:
-        """Start nothing new; wait up to ``timeout`` s for workers; True if all finished."""
+    def request_stop(self) -> None:
+        """Start nothing new, and let every running engine stop after its current step (saved)."""
         with self._lock:
             self._stopping = True
+
+    def shutdown(self, timeout: float = 8.0) -> bool:
+        """Stop (see ``request_stop``), wait up to ``timeout`` s for workers; True if all finished."""
+        self.request_stop()
+        with self._lock:
             names = [t.name for t in self._busy.values()]
         if self.join(timeout):
             return True

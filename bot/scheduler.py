@@ -62,7 +62,7 @@ class _BackgroundScheduler(BackgroundScheduler):
     def _process_jobs(self) -> float | None:
         if self.state == STATE_STOPPED:
             return None
-        return super()._process_jobs()  # type: ignore[no-any-return]
+        return super()._process_jobs()
 
 
 _live_lock = threading.Lock()

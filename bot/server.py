@@ -7,9 +7,9 @@ those channels are configured; this issue mounts none of them.
 Start order: take the serve lock (one server per state dir), bind the
 socket (port 0 allowed: the bound port goes into the lock info and the log),
 recover unfinished runs, start the tick and the scheduler, then serve.
-SIGTERM/SIGINT stop accepting, let running steps finish (up to ~8 s: the
-engine saves at every boundary, so anything cut off continues at the next
-start) and exit 0.
+SIGTERM/SIGINT stop accepting, let each running step finish and be saved
+(engines stop at their next step boundary; whatever is still running after
+``STOP_BUDGET`` continues from its last snapshot at the next start) and exit 0.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,7 +43,7 @@ from bot.service import Service
 from bot.store import FileStore, ServeLock
 from bot.store.base import Store
 
-__all__ = ["health", "create_app", "bind_socket", "HttpServer", "serve"]
+__all__ = ["health", "create_app", "bind_socket", "HttpServer", "serve", "STOP_BUDGET"]
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,10 @@ class HttpServer:
         self._server.should_exit = True
 
     def install_signal_handlers(self) -> None:
-        """Ours stay in place around uvicorn's, so its re-raise after shutdown lands here, not in the default (exit 143)."""
+        """Ours stay in place around uvicorn's, so its re-raise after shutdown lands here.
+
+        (Not in the default handler, which would exit 143.)
+        """
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self.request_stop)
 
@@ -112,6 +116,10 @@ class HttpServer:
         if self._stopped.is_set():  # a signal arrived while we were starting
             return
         self._server.run(sockets=[self._sock])
+
+
+#: Seconds SIGTERM may take before the process exits: the platform's grace period is 10.
+STOP_BUDGET = 9.0
 
 
 def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
@@ -128,10 +136,17 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
         http = HttpServer(create_app(store, state_dir), sock)
         http.install_signal_handlers()
         lock.update(port=http.port)
-        log.info("loopbot serving on http://%s:%d (pid %d, state_dir %s)", config.server.host, http.port, os.getpid(), state_dir)
+        log.info(
+            "loopbot serving on http://%s:%d (pid %d, state_dir %s)",
+            config.server.host, http.port, os.getpid(), state_dir,
+        )
         log.info("config:\n%s", config.summary())
         runner.recover()
-        scheduler = LoopScheduler(config, state_dir, lambda name: runner.request_run(name, trigger="schedule"))
+
+        def fire(name: str) -> None:
+            runner.request_run(name, trigger="schedule")
+
+        scheduler = LoopScheduler(config, state_dir, fire)
         scheduler.start()
         try:
             for loop in config.loops:
@@ -139,11 +154,13 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
                     runner.request_run(loop.name, trigger="start")
             service.start(config.scheduler.poll_interval)
             http.run()
-            log.info("stopping: finishing the current steps (up to 8 s)")
         finally:
+            deadline = time.monotonic() + STOP_BUDGET
+            log.info("stopping: running steps finish and are saved (up to %.0f s)", STOP_BUDGET)
+            runner.request_stop()  # first, so engines stop at their next boundary while the rest shuts down
             scheduler.stop(wait=False)
             service.stop()
-            runner.shutdown(timeout=8.0)
+            runner.shutdown(timeout=max(0.0, deadline - time.monotonic()))
             sock.close()
     finally:
         lock.release()

@@ -77,9 +77,12 @@ class Service:
         for action in actions:
             if action == "remind":
                 log.info("review %s: reminder posted", review.id)
-                self._runner.remind(current, f"Reminder: still waiting for a decision - `loopbot decide {review.id} approve`")
+                self._runner.remind(
+                    current, f"Reminder: still waiting for a decision - `loopbot decide {review.id} approve`"
+                )
             elif action == "escalate":
-                self._runner.escalate(current, f"Escalated: review {review.id} has had no decision since {review.created_at.isoformat(timespec='seconds')}")
+                since = review.created_at.isoformat(timespec="seconds")
+                self._runner.escalate(current, f"Escalated: review {review.id} has had no decision since {since}")
             elif action == "decide":
                 outcome = self._store.update_review(review.id, lambda r: decide_by_timeout(r, now=now))
                 log.warning("review %s %s", review.id, outcome.feedback)

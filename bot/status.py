@@ -78,7 +78,10 @@ def render_table(runs: list[RunRecord], reviews: list[Review]) -> str:
     if runs:
         lines += _table(
             ["RUN", "LOOP", "STATUS", "UPDATED", "REVIEW", "REASON"],
-            [[r.id, r.loop, r.status, _iso(r.updated_at) or "", r.review_id or "", (r.reason or "")[:60]] for r in runs],
+            [
+                [r.id, r.loop, r.status, _iso(r.updated_at) or "", r.review_id or "", (r.reason or "")[:60]]
+                for r in runs
+            ],
         )
     else:
         lines.append("no runs yet")

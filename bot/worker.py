@@ -13,13 +13,14 @@ import difflib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from loop_engine.checkpoint import CheckpointConfig, HumanCheckpoint, ReviewResponse
 from loop_engine.engine import LoopEngine
 from loop_engine.state_machine import derive_result_status
 from loop_engine.serialization import state_to_dict
-from loop_engine.types import LoopContext, LoopResult, LoopState, LoopStatus
+from loop_engine.types import ExecutionState, LoopContext, LoopResult, LoopState, LoopStatus
 
 from bot.config import BotConfig, LoopConfig
 from bot.patterns import LoopSpec, get_pattern, load_factory
@@ -28,6 +29,7 @@ from bot.store.base import Store
 
 __all__ = [
     "UnknownLoopError",
+    "RunInterrupted",
     "SnapshotSink",
     "LoopCatalog",
     "checkpoint_config_for",
@@ -48,15 +50,37 @@ class UnknownLoopError(LookupError):
         self.name = name
 
 
-class SnapshotSink:
-    """The engine's ``persistence``: every boundary save becomes the run's snapshot in the store."""
+class RunInterrupted(Exception):
+    """The bot is shutting down: the run stopped right after a save, between steps.
 
-    def __init__(self, store: Store, run_id: str) -> None:
+    Raised by ``SnapshotSink.save`` out of the engine, so nothing after the
+    save runs; the run stays "running" and the next start continues it from
+    the snapshot just written.
+    """
+
+
+#: Saves after which a shutdown may stop a run: a step just finished, or one is about to start.
+_STOPPABLE = frozenset({ExecutionState.ITERATION_COMPLETE, ExecutionState.ACTING})
+
+
+class SnapshotSink:
+    """The engine's ``persistence``: every save becomes the run's snapshot in the store.
+
+    When ``stop_requested()`` says the bot is shutting down, a save between
+    steps raises ``RunInterrupted`` after writing: SIGTERM lets the current
+    step finish and be saved, and starts no other. Saves at a pause or at the
+    end never raise - those runs are done with the engine anyway.
+    """
+
+    def __init__(self, store: Store, run_id: str, stop_requested: Callable[[], bool] | None = None) -> None:
         self._store = store
         self._run_id = run_id
+        self._stop_requested = stop_requested
 
     def save(self, state: LoopState, trace_id: str | None = None) -> None:
         self._store.save_snapshot(self._run_id, state_to_dict(state))
+        if self._stop_requested is not None and state.execution_state in _STOPPABLE and self._stop_requested():
+            raise RunInterrupted(f"run {self._run_id} stopped at {state.execution_state.value} for shutdown")
 
 
 def checkpoint_config_for(loop: LoopConfig, state_dir: Path) -> CheckpointConfig:
@@ -104,15 +128,22 @@ class LoopCatalog:
     def _resolve(self, name: str) -> _Loop:
         if name not in self._loops:
             loop = self.loop_config(name)
-            builder = get_pattern(loop.pattern) if loop.pattern else load_factory(loop.factory)
+            if loop.pattern:
+                builder = get_pattern(loop.pattern)
+            else:
+                assert loop.factory is not None  # the config requires exactly one of pattern and factory
+                builder = load_factory(loop.factory)
             self._loops[name] = _Loop(loop, builder(dict(loop.options)))
         return self._loops[name]
 
-    def new_engine(self, name: str, run_id: str, store: Store) -> LoopEngine:
+    def new_engine(
+        self, name: str, run_id: str, store: Store, stop_requested: Callable[[], bool] | None = None
+    ) -> LoopEngine:
         """A fresh engine (components registered anew) that saves into ``run_id``'s snapshot."""
         resolved = self._resolve(name)
         checkpoint = HumanCheckpoint(checkpoint_config_for(resolved.config, self._state_dir))
-        return resolved.spec.engine_factory(checkpoint=checkpoint, persistence=SnapshotSink(store, run_id))
+        sink = SnapshotSink(store, run_id, stop_requested)
+        return resolved.spec.engine_factory(checkpoint=checkpoint, persistence=sink)
 
     def new_context(self, name: str) -> LoopContext:
         return self._resolve(name).spec.context_factory()

@@ -8,6 +8,7 @@ is fsynced so the rename itself survives a power loss.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -37,10 +38,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bo
                 os.fsync(handle.fileno())
         os.replace(tmp_name, target)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
         raise
     if durable:
         fsync_directory(target.parent)

@@ -189,7 +189,9 @@ class PredicateEvaluator:
     is that observation's content.
     """
 
-    def __init__(self, predicate: Callable[[Step, Any], bool], *, feedback: str = "predicate rejected the output") -> None:
+    def __init__(
+        self, predicate: Callable[[Step, Any], bool], *, feedback: str = "predicate rejected the output"
+    ) -> None:
         self.predicate = predicate
         self.feedback = feedback
 

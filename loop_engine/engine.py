@@ -1,10 +1,11 @@
 """``LoopEngine``: plan -> act -> observe -> evaluate -> recover -> terminate.
 
 The engine drives ``LoopState`` through the transition table in
-``state_machine``; the concerns live in mixins: one step
-(``engine_steps``), failures and recovery (``engine_recovery``), human
-decisions (``engine_decisions``). This module holds the public API, the
-driving loop and the decisions taken at iteration boundaries.
+``state_machine``; the concerns live in layers (see ``engine_core``): fields
+and primitives (``engine_core``), one step (``engine_steps``), human
+decisions (``engine_decisions``), failures and recovery
+(``engine_recovery``). This module holds the public API, the driving loop
+and the decisions taken at iteration boundaries.
 
 At each decision point the order is: terminator (TERMINATED, a COMPLETED
 verdict), plan complete (COMPLETED / PARTIALLY_COMPLETED), budget, max
@@ -21,26 +22,17 @@ stops (pause included).
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import random
-import time
-from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
 from .components import PROTOCOLS, REQUIRED_METHODS, call_component
-from .config import LoopConfig
-from .engine_decisions import DecisionsMixin
 from .engine_recovery import RecoveryMixin
 from .engine_steps import StepsMixin
 from .errors import ComponentRegistrationError, ConfigurationError
-from .gates.base import GateRunner
-from .recovery import RecoveryRegistry, failure_proposal
-from .review import CheckpointTrigger, ReviewRequest, ReviewResponse
-from .state_machine import IN_ITERATION_STATES, derive_result_status, transition
+from .recovery import failure_proposal
+from .review import CheckpointTrigger, ReviewResponse
+from .state_machine import IN_ITERATION_STATES, derive_result_status
 from .types import (
-    new_trace_id,
     ComponentType,
     ExecutionState,
     FailureType,
@@ -50,58 +42,23 @@ from .types import (
     Plan,
     Step,
     StepStatus,
+    new_trace_id,
 )
 
 __all__ = ["LoopEngine"]
 
-logger = logging.getLogger(__name__)
 S = ExecutionState
 
 
-class LoopEngine(StepsMixin, RecoveryMixin, DecisionsMixin):
-    """Runs one loop at a time; ``state`` is the run's complete, saveable state."""
+class LoopEngine(StepsMixin, RecoveryMixin):
+    """Runs one loop at a time; ``state`` is the run's complete, saveable state.
 
-    def __init__(
-        self,
-        config: LoopConfig | None = None,
-        *,
-        checkpoint: Any = None,
-        persistence: Any = None,
-        sleep: Callable[[float], Awaitable[None]] | None = None,
-        clock: Callable[[], float] | None = None,
-        rng: random.Random | None = None,
-        recovery_registry: RecoveryRegistry | None = None,
-    ) -> None:
-        if config is not None and not isinstance(config, LoopConfig):
-            raise ConfigurationError(f"config must be a LoopConfig, got {type(config).__name__}")
-        if persistence is not None and not callable(getattr(persistence, "save", None)):
-            raise ConfigurationError("persistence needs a save(state, trace_id=...) method, e.g. LoopStatePersistence")
-        self._config = config or LoopConfig()
-        self._checkpoint = checkpoint
-        self._persistence = persistence
-        self._sleep = sleep or asyncio.sleep
-        self._clock = clock or time.monotonic
-        self._rng = rng or random.Random()
-        self._registry = recovery_registry or RecoveryRegistry()
-        self._components: dict[ComponentType, Any] = {}
-        self._pre_gates = GateRunner()
-        self._post_gates = GateRunner()
-        self._state = LoopState()
-        self._clock_mark = 0.0
+    ``LoopEngine(config=None, *, checkpoint=None, persistence=None, sleep=None,
+    clock=None, rng=None, recovery_registry=None)``: the constructor is
+    ``EngineCore.__init__``.
+    """
 
     # ----------------------------------------------------------------- API
-    @property
-    def state(self) -> LoopState:
-        return self._state
-
-    @property
-    def config(self) -> LoopConfig:
-        return self._config
-
-    @property
-    def checkpoint(self) -> Any:
-        return self._checkpoint
-
     def register_component(self, kind: ComponentType, component: Any, *, allow_replace: bool = False) -> None:
         """Register one of the six components (or a VERIFIER) under its ComponentType."""
         if not isinstance(kind, ComponentType):
@@ -198,9 +155,9 @@ class LoopEngine(StepsMixin, RecoveryMixin, DecisionsMixin):
                 await self._give_up(failure)
                 return
         state.current_plan = plan
-        failure = state.open_failure_for_step(None)
-        if failure is not None:  # planning succeeded after a human let it try again
-            failure.mark_recovered()
+        planning_failure = state.open_failure_for_step(None)
+        if planning_failure is not None:  # planning succeeded after a human let it try again
+            planning_failure.mark_recovered()
         await self._boundary()
 
     async def _decide(self) -> Step | None:
@@ -208,18 +165,19 @@ class LoopEngine(StepsMixin, RecoveryMixin, DecisionsMixin):
         state, context = self._state, self._context()
         terminator = self._components.get(ComponentType.TERMINATOR)
         if terminator is not None:
+            problem: str | None = None
             try:
                 verdict = await call_component(terminator.should_terminate, state, context.goal, context)
             except Exception as exc:  # component boundary
-                verdict = f"{type(exc).__name__}: {exc}"
-            if verdict is True:
-                self._stop(S.POLICY_TERMINATED, "terminator fired")
-                return None
-            if verdict is not False:
-                failure = self._fail_step(
-                    None, FailureType.EXECUTION_ERROR,
-                    f"terminator failed: should_terminate must return a bool, got {verdict!r}", "terminator",
-                )
+                problem = f"terminator raised {type(exc).__name__}: {exc}"
+            else:
+                if verdict is True:
+                    self._stop(S.POLICY_TERMINATED, "terminator fired")
+                    return None
+                if verdict is not False:
+                    problem = f"terminator failed: should_terminate must return True or False, got {verdict!r}"
+            if problem is not None:
+                failure = self._fail_step(None, FailureType.EXECUTION_ERROR, problem, "terminator")
                 await self._give_up(failure)
                 return None
         plan = state.current_plan
@@ -285,19 +243,6 @@ class LoopEngine(StepsMixin, RecoveryMixin, DecisionsMixin):
         upcoming = plan.get_next_step() if plan is not None else None
         return f"Continue with step {upcoming.id}: {upcoming.description}" if upcoming else "Continue the run"
 
-    async def _pause(self, request: ReviewRequest, pending: dict[str, Any]) -> None:
-        """Stop in WAITING_FOR_HUMAN; with a decision handler, get and apply the answer now."""
-        state = self._state
-        state.metadata["pending_action"] = pending
-        state.pending_review = request
-        self._move(S.WAITING_FOR_HUMAN)
-        handler = getattr(self._checkpoint, "decision_handler", None) if self._checkpoint is not None else None
-        if handler is None or self._checkpoint is None:
-            self._save()
-            return
-        response = await self._checkpoint.await_decision(request)
-        await self._accept(response)
-
     # ------------------------------------------------------------ helpers
     def _abandon_iteration(self) -> None:
         """Resume after a crash mid-iteration: the unfinished step runs again."""
@@ -311,37 +256,6 @@ class LoopEngine(StepsMixin, RecoveryMixin, DecisionsMixin):
                 if candidate.status in (StepStatus.IN_PROGRESS, StepStatus.RECOVERY_PENDING):
                     candidate.status = StepStatus.RETRY_PENDING
         self._move(S.ITERATION_COMPLETE)
-
-    def _stop(self, target: ExecutionState, reason: str | None) -> None:
-        state = self._state
-        state.stop_reason = reason
-        for action in state.recoveries:
-            if action.executed and action.success is None:
-                action.success = False  # the retried work never passed
-        self._move(target)
-        self._tick()
-        self._save()
-
-    def _move(self, target: ExecutionState) -> None:
-        source = self._state.execution_state
-        transition(self._state, target)
-        level = logging.INFO if self._config.verbose else logging.DEBUG
-        logger.log(level, "run %s: %s -> %s", self._state.trace_id, source.value, target.value)
-
-    def _tick(self) -> None:
-        """Charge the time since the last tick to the budget (injectable clock)."""
-        now = self._clock()
-        self._context().budget.time_used += max(0.0, now - self._clock_mark)
-        self._clock_mark = now
-
-    def _save(self) -> None:
-        if self._persistence is not None:
-            self._persistence.save(self._state, trace_id=self._state.trace_id)
-
-    def _context(self) -> LoopContext:
-        context = self._state.context
-        assert context is not None, "run() or resume() sets the context"
-        return context
 
     def _require_actor(self) -> None:
         if ComponentType.ACTOR not in self._components:

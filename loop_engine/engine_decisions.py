@@ -35,8 +35,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .engine_core import EngineCore
 from .errors import PlanValidationError
-from .review import HumanDecision, ReviewResponse
+from .review import HumanDecision, ReviewRequest, ReviewResponse
 from .types import ExecutionState, Failure, FailureStatus, Plan, Step, StepStatus
 
 __all__ = ["DecisionsMixin", "MODIFY_KEYS"]
@@ -46,7 +47,27 @@ _STEP_KEYS = ("description", "metadata", "output")
 _PENDING = "pending_action"
 
 
-class DecisionsMixin:
+class DecisionsMixin(EngineCore):
+    """Stops a run to ask a human, and applies the answer exactly once."""
+
+    async def _pause(self, request: ReviewRequest, pending: dict[str, Any]) -> None:
+        """Stop in WAITING_FOR_HUMAN; with a decision handler, get and apply the answer now.
+
+        The pause is saved before the handler is asked, so a handler that
+        raises (or a process that dies while it waits) leaves a snapshot
+        that ``resume(state, response)`` can answer.
+        """
+        state = self._state
+        state.metadata[_PENDING] = pending
+        state.pending_review = request
+        self._move(ExecutionState.WAITING_FOR_HUMAN)
+        self._save()
+        handler = getattr(self._checkpoint, "decision_handler", None) if self._checkpoint is not None else None
+        if handler is None:
+            return
+        response = await self._checkpoint.await_decision(request)
+        await self._accept(response)
+
     async def _accept(self, response: ReviewResponse) -> None:
         state = self.state
         pending = state.pending_review
@@ -62,7 +83,10 @@ class DecisionsMixin:
                 f"waits on checkpoint {pending.checkpoint_id!r}; answer the open review"
             )
         if not isinstance(response.decision, HumanDecision):
-            raise ValueError(f"response.decision must be a HumanDecision member, got {response.decision!r}")
+            raise ValueError(
+                f"response.decision must be a HumanDecision member (e.g. HumanDecision.APPROVE), "
+                f"got {response.decision!r}"
+            )
         if response.decision is HumanDecision.MODIFY:
             self._check_modifications(response.modifications)
         recorder = getattr(self.checkpoint, "record_decision", None)
@@ -153,7 +177,8 @@ class DecisionsMixin:
             raise ValueError(f"modifications['plan']['skip'] must be a list of step ids, got {type(skip).__name__}")
         unknown = [s for s in skip if plan.get_step(s) is None]
         if unknown:
-            raise PlanValidationError(f"cannot skip unknown step id(s) {unknown}; known ids: {[s.id for s in plan.steps]}")
+            known = [s.id for s in plan.steps]
+            raise PlanValidationError(f"cannot skip unknown step id(s) {unknown}; known ids: {known}")
         candidate = Plan(id=plan.id, steps=[Step(id=s.id, dependencies=list(s.dependencies)) for s in plan.steps])
         candidate.steps.extend(_new_step(spec) for spec in _as_list(add))
         candidate.validate()

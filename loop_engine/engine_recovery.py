@@ -11,14 +11,14 @@ first (ON_MAJOR_FAILURE sees the failure marked TERMINAL).
 
 from __future__ import annotations
 
-import random
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .components import call_component
 from .config import LoopConfig
-from .errors import ConfigurationError
-from .recovery import DefaultRecoveryPolicy, HandlerResult, Next, RecoveryRegistry, failure_proposal
+from .engine_core import EngineCore
+from .engine_decisions import DecisionsMixin
+from .errors import ConfigurationError, InvalidTransitionError
+from .recovery import DefaultRecoveryPolicy, HandlerResult, Next, failure_proposal
 from .types import (
     ComponentType,
     ExecutionState,
@@ -39,7 +39,7 @@ _RERUNS = frozenset({RecoveryStrategy.RETRY, RecoveryStrategy.BACKOFF, RecoveryS
 class EngineRuntime:
     """The narrow view of the engine that recovery handlers get (``RecoveryRuntime``)."""
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: EngineCore) -> None:
         self._engine = engine
 
     @property
@@ -59,8 +59,7 @@ class EngineRuntime:
         self._engine._tick()
 
     def random(self) -> float:
-        rng: random.Random = self._engine._rng
-        return rng.random()
+        return self._engine._rng.random()
 
     def transition(self, target: ExecutionState) -> None:
         self._engine._move(target)
@@ -79,10 +78,8 @@ class EngineRuntime:
         return revised
 
 
-class RecoveryMixin:
-    _components: dict[ComponentType, Any]
-    _registry: RecoveryRegistry
-    _sleep: Callable[[float], Awaitable[None]]
+class RecoveryMixin(DecisionsMixin):
+    """Turns a failed step into the run's next place: a retry, a human, or FAILED."""
 
     def _recovery_policy(self) -> Any:
         policy = self._components.get(ComponentType.RECOVERY)
@@ -111,9 +108,16 @@ class RecoveryMixin:
         if action is None:
             await self._give_up(failure, f"{failure.message} (recovery attempts exhausted)")
             return
-        if not isinstance(action, RecoveryAction) or not isinstance(action.strategy, RecoveryStrategy):
+        if not isinstance(action, RecoveryAction):
             await self._give_up(
                 failure, f"{failure.message}; recover() returned {type(action).__name__}, not a RecoveryAction"
+            )
+            return
+        if not isinstance(action.strategy, RecoveryStrategy):
+            await self._give_up(
+                failure,
+                f"{failure.message}; recover() chose strategy {action.strategy!r}, which is not a "
+                "RecoveryStrategy member; use e.g. RecoveryStrategy.RETRY",
             )
             return
         action.failure_id = failure.failure_id
@@ -130,6 +134,8 @@ class RecoveryMixin:
         handler = self._registry.get(action.strategy)
         try:
             result: HandlerResult = await handler.handle(action, failure, EngineRuntime(self))
+        except InvalidTransitionError:
+            raise  # a bug in a handler or the engine, not a failed recovery
         except Exception as exc:  # handlers call components (revise_plan)
             action.executed, action.success = True, False
             await self._give_up(failure, f"{action.strategy.name} failed: {type(exc).__name__}: {exc}")

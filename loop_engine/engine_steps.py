@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from .components import call_component
+from .engine_core import EngineCore
 from .gates.base import GateContext, GateResult, GateRunner
 from .types import (
     ComponentType,
@@ -39,13 +40,8 @@ def _gate_evidence(results: list[GateResult]) -> dict[str, Any]:
     return {"gates": [{**asdict(r), "severity": str(r.severity)} for r in results]}
 
 
-class StepsMixin:
+class StepsMixin(EngineCore):
     """Runs one step; returns the ``Failure`` it met, or None when it passed."""
-
-    # Provided by LoopEngine.
-    _pre_gates: GateRunner
-    _post_gates: GateRunner
-    _components: dict[ComponentType, Any]
 
     async def _execute_step(self, step: Step) -> Failure | None:
         state, context = self.state, self._context()
@@ -120,7 +116,8 @@ class StepsMixin:
             try:
                 observation = await call_component(observer.observe, output, step, self._context())
             except Exception as exc:  # component boundary
-                return self._fail_step(step, FailureType.EXECUTION_ERROR, f"observer raised {_describe(exc)}", "observer")
+                message = f"observer raised {_describe(exc)}"
+                return self._fail_step(step, FailureType.EXECUTION_ERROR, message, "observer")
             if not isinstance(observation, Observation):
                 return self._fail_step(
                     step,
@@ -220,9 +217,3 @@ class StepsMixin:
         if failure is not None:
             failure.mark_recovered()
             self._settle_recoveries(failure, success=True)
-
-    def _settle_recoveries(self, failure: Failure, *, success: bool) -> None:
-        """Give recoveries of ``failure`` still awaiting a verdict (retries) their outcome."""
-        for action in self.state.recoveries:
-            if action.failure_id == failure.failure_id and action.executed and action.success is None:
-                action.success = success

@@ -5,29 +5,41 @@ Step outputs, observation contents, metadata and review contexts are typed
 come back *equal*, so anything that JSON would silently change (a tuple that
 returns as a list, an int key that returns as a str, NaN that is not equal to
 itself, an integer too big for 64 bits that a JSON reader turns into a
-float) or cannot hold at all (an object) is refused at save time with the
-place it was found - never turned into ``str()``.
+float) or cannot hold at all (an object, a datetime, a set) is refused at
+save time with the place it was found - never turned into ``str()``.
+
+``check_json`` only looks (no copies: the hot path of every save); orjson
+then writes the value, with ``orjson_default`` turning the few accepted
+subclasses it cannot write (non-dict mappings, float subclasses) into plain
+values. ``json_copy`` is check + orjson round trip, for callers that want
+plain data sharing nothing with the original.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timezone
 from enum import Enum
 from typing import Any, TypeVar
+
+import orjson
 
 from .errors import PersistenceError
 
 __all__ = [
     "NotJSONSerialisableError",
+    "check_json",
     "json_copy",
-    "encode_datetime",
+    "orjson_default",
+    "iso_datetime",
     "decode_datetime",
     "decode_enum",
+    "locate_bad_string",
 ]
 
 E = TypeVar("E", bound=Enum)
+T = TypeVar("T")
 
 
 class NotJSONSerialisableError(PersistenceError, TypeError):
@@ -46,7 +58,7 @@ _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
 
 class _Refused(Exception):
-    """Internal: carries the path (innermost first) up to ``json_copy``."""
+    """Internal: carries the path (innermost first) up to ``check_json``."""
 
     def __init__(self, problem: str) -> None:
         super().__init__(problem)
@@ -54,90 +66,128 @@ class _Refused(Exception):
         self.path: list[str] = []
 
 
-def json_copy(value: Any, where: Where) -> Any:
-    """A deep copy of ``value`` if it is a JSON value, else an error naming ``where``.
-
-    Copying while checking costs one walk either way, and keeps the stored
-    document from sharing mutable containers with a live state.
-    """
+def check_json(value: T, where: Where) -> T:
+    """``value`` itself if it is a JSON value; else ``NotJSONSerialisableError`` naming ``where``."""
     kind = type(value)
-    if kind in _SCALARS or (kind is int and _INT_MIN <= value <= _INT_MAX):
+    if kind in _SCALARS or (kind is int and _INT_MIN <= value <= _INT_MAX) or (kind is dict and not value):  # type: ignore[operator]
         return value
-    if not value and (kind is dict or kind is list):
-        return kind()  # the common empty metadata/context: no walk needed
     try:
-        return _copy(value)
+        _check(value)
     except _Refused as exc:
         place = where if isinstance(where, str) else f"{where[0]} {where[1]!r} {where[2]}"
         raise NotJSONSerialisableError(f"{place}{''.join(reversed(exc.path))}: {exc.problem}") from None
+    return value
 
 
-def _copy(value: Any) -> Any:
+def json_copy(value: Any, where: Where) -> Any:
+    """A plain deep copy of ``value`` if it is a JSON value, else an error naming ``where``."""
+    check_json(value, where)
+    if type(value) in _SCALARS:
+        return value
+    try:
+        return orjson.loads(orjson.dumps(value, default=orjson_default))
+    except orjson.JSONEncodeError as exc:
+        place = where if isinstance(where, str) else f"{where[0]} {where[1]!r} {where[2]}"
+        raise NotJSONSerialisableError(f"{place}{locate_bad_string(value) or ''}: {exc}") from None
+
+
+def orjson_default(value: Any) -> Any:
+    """orjson's fallback for the accepted types it cannot write itself."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, float):
+        return float(value)
+    raise TypeError(f"object of type {type(value).__name__} is not JSON-serialisable")
+
+
+def _check(value: Any) -> None:
     kind = type(value)
-    if kind in _SCALARS:
-        return value
-    if kind is int:
-        if not _INT_MIN <= value <= _INT_MAX:
-            raise _Refused(f"integer {value} does not fit in 64 bits; store it as a string")
-        return value
     if kind is dict:
-        out = {}
         for key, item in value.items():
             if type(key) is not str:
-                raise _Refused(
-                    f"key {key!r} of type {type(key).__name__} would come back as a string; use str keys"
-                )
+                raise _Refused(f"key {key!r} of type {type(key).__name__} would come back as a string; use str keys")
             kind = type(item)
             if kind in _SCALARS or (kind is int and _INT_MIN <= item <= _INT_MAX):
-                out[key] = item
                 continue
             try:
-                out[key] = _copy(item)
+                _check(item)
             except _Refused as exc:
                 exc.path.append(f"[{key!r}]")
                 raise
-        return out
-    if kind is list:
-        items = []
+    elif kind is list:
         for index, item in enumerate(value):
             kind = type(item)
             if kind in _SCALARS or (kind is int and _INT_MIN <= item <= _INT_MAX):
-                items.append(item)
                 continue
             try:
-                items.append(_copy(item))
+                _check(item)
             except _Refused as exc:
                 exc.path.append(f"[{index}]")
                 raise
-        return items
-    if kind is float:
+    elif kind in _SCALARS:
+        pass
+    elif kind is int:
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise _Refused(f"integer {value} does not fit in 64 bits; store it as a string")
+    elif kind is float:
         if not math.isfinite(value):
             raise _Refused(f"{value!r} is not a JSON number; store it as a string or None")
-        return value
-    return _copy_subclass(value)
+    else:
+        _check_subclass(value)
 
 
-def _copy_subclass(value: Any) -> Any:
+def _check_subclass(value: Any) -> None:
     """The slow path: subclasses of JSON types (str enums, OrderedDict) and refusals."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return _copy(int(value))
-    if isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, float):
-        return _copy(float(value))
-    if isinstance(value, Mapping):
-        return _copy(dict(value))
-    if isinstance(value, list):
-        return _copy(list(value))
-    hint = "; use a list" if isinstance(value, (tuple, set, frozenset)) else ""
-    raise _Refused(
-        f"object of type {type(value).__name__} is not JSON-serialisable{hint} "
-        "(store dicts, lists, strings, numbers, booleans or None)"
-    )
+    if isinstance(value, bool | str):
+        return
+    if isinstance(value, int):
+        _check(int(value))
+    elif isinstance(value, float):
+        _check(float(value))
+    elif isinstance(value, Mapping):
+        _check(dict(value))
+    elif isinstance(value, list):
+        _check(list(value))
+    else:
+        hint = "; use a list" if isinstance(value, tuple | set | frozenset) else ""
+        raise _Refused(
+            f"object of type {type(value).__name__} is not JSON-serialisable{hint} "
+            "(store dicts, lists, strings, numbers, booleans or None)"
+        )
 
 
-def encode_datetime(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
+def locate_bad_string(value: Any, path: str = "") -> str | None:
+    """Where in checked JSON data a string cannot be written as UTF-8 (a lone surrogate).
+
+    Only called after an encoder refused the data: checking every string on
+    every save would cost more than the save itself.
+    """
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return path
+        return None
+    items = value.items() if isinstance(value, Mapping) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, str) and locate_bad_string(key) is not None:
+            return f"{path} key {key!r}"
+        found = locate_bad_string(item, f"{path}[{key!r}]")
+        if found is not None:
+            return found
+    return None
+
+
+def iso_datetime(value: datetime) -> str:
+    """``isoformat()``, but an offset with microseconds is written as UTC (the same instant).
+
+    Python 3.11's ``fromisoformat`` drops the microseconds of an offset, so
+    the stored time would come back different.
+    """
+    offset = value.utcoffset()
+    if offset is not None and offset.microseconds:
+        value = value.astimezone(timezone.utc)
+    return value.isoformat()
 
 
 def decode_datetime(value: Any, where: str) -> datetime | None:

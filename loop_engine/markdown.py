@@ -14,12 +14,15 @@ import re
 from datetime import datetime
 from typing import Any
 
+from .jsonvalue import iso_datetime
 from .types import LoopState
 
 __all__ = [
     "HEADER_FIELDS",
     "escape_inline",
     "escape_cell",
+    "show_value",
+    "render_table",
     "render_state_markdown",
     "parse_audit_header",
 ]
@@ -56,8 +59,12 @@ def escape_cell(text: str, limit: int | None = None) -> str:
     return "<br>".join(text.splitlines()) if ("\n" in text or "\r" in text) else text
 
 
-def _show(value: Any) -> str:
-    """Display text for a cell; an audit may show objects JSON could not store."""
+def show_value(value: Any) -> str:
+    """Unescaped display text: strings as they are, None as "-", anything else as compact JSON.
+
+    An audit may show what JSON could not store (it is written for people), so
+    other objects appear as their ``repr``.
+    """
     if value is None:
         return "-"
     if isinstance(value, str):
@@ -67,10 +74,15 @@ def _show(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=repr)
 
 
+def render_table(headers: list[str], rows: list[list[Any]], limit: int | None = None) -> list[str]:
+    """A GitHub-flavoured table, every cell escaped (and cut to ``limit`` characters)."""
+    out = ["| " + " | ".join(escape_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(escape_cell(show_value(cell), limit) for cell in row) + " |" for row in rows]
+    return out
+
+
 def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
-    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(escape_cell(_show(cell), _CELL_LIMIT) for cell in row) + " |" for row in rows]
-    return out + [""]
+    return [*render_table(headers, rows, _CELL_LIMIT), ""]
 
 
 def _header(state: LoopState) -> dict[str, Any]:
@@ -82,8 +94,8 @@ def _header(state: LoopState) -> dict[str, Any]:
         "counters": dict(state.counters),
         "stop_reason": state.stop_reason,
         "checkpoint_counter": state.checkpoint_counter,
-        "started_at": None if state.started_at is None else state.started_at.isoformat(),
-        "updated_at": None if state.updated_at is None else state.updated_at.isoformat(),
+        "started_at": None if state.started_at is None else iso_datetime(state.started_at),
+        "updated_at": None if state.updated_at is None else iso_datetime(state.updated_at),
     }
 
 
@@ -113,14 +125,24 @@ def render_state_markdown(state: LoopState, trace_id: str) -> str:
         lines += [f"## Plan `{escape_inline(plan.id)}` v{plan.version} ({done}/{len(plan.steps)} steps done)", ""]
         lines += _table(
             ["Step", "Description", "Status", "Depends On", "Attempts", "Output"],
-            [[s.id, s.description, s.status.value, ", ".join(s.dependencies), s.attempts, s.output] for s in plan.steps],
+            [
+                [s.id, s.description, s.status.value, ", ".join(s.dependencies), s.attempts, s.output]
+                for s in plan.steps
+            ],
         )
     if state.failures:
         lines += ["## Failures", ""]
         lines += _table(
             ["ID", "Type", "Status", "Step", "Attempts", "Message"],
             [
-                [f.failure_id, f.type.value, f.status.value, f.step_id, f"{f.recovery_attempts}/{f.max_recovery_attempts}", f.message]
+                [
+                    f.failure_id,
+                    f.type.value,
+                    f.status.value,
+                    f.step_id,
+                    f"{f.recovery_attempts}/{f.max_recovery_attempts}",
+                    f.message,
+                ]
                 for f in state.failures
             ],
         )
@@ -133,14 +155,23 @@ def render_state_markdown(state: LoopState, trace_id: str) -> str:
     review = state.pending_review
     if review is not None or state.reviewed_causes:
         lines += ["## Checkpoints", ""]
-        rows = [[review.checkpoint_id, review.trigger.name, review.cause, review.proposed_action, "waiting"]] if review else []
-        rows += [["-", "-", cause, "-", "reviewed"] for cause in state.reviewed_causes if not review or cause != review.cause]
+        rows = []
+        if review is not None:
+            rows.append([review.checkpoint_id, review.trigger.name, review.cause, review.proposed_action, "waiting"])
+        rows += [
+            ["-", "-", cause, "-", "reviewed"]
+            for cause in state.reviewed_causes
+            if review is None or cause != review.cause
+        ]
         lines += _table(["Checkpoint", "Trigger", "Cause", "Proposed Action", "State"], rows)
     if state.decisions:
         lines += ["## Human Decisions", ""]
         lines += _table(
             ["Checkpoint", "Decision", "Reviewer", "Time", "Feedback", "Modifications"],
-            [[d.checkpoint_id, d.decision.name, d.reviewer, d.timestamp, d.feedback, d.modifications or None] for d in state.decisions],
+            [
+                [d.checkpoint_id, d.decision.name, d.reviewer, d.timestamp, d.feedback, d.modifications or None]
+                for d in state.decisions
+            ],
         )
     if state.counters:
         lines += ["## Counters", ""]

@@ -119,7 +119,8 @@ class RetryHandler(RecoveryHandler):
     async def handle(self, action: RecoveryAction, failure: Failure, runtime: RecoveryRuntime) -> HandlerResult:
         step = _failed_step(failure, runtime.state)
         if step is None:
-            return HandlerResult(Next.FAIL, False, f"cannot retry: failure {failure.failure_id} names no step in the plan")
+            reason = f"cannot retry: failure {failure.failure_id} names no step in the plan"
+            return HandlerResult(Next.FAIL, False, reason)
         step.status = StepStatus.RETRY_PENDING
         return HandlerResult(Next.CONTINUE, None, f"retrying step {step.id}")
 

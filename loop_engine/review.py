@@ -15,8 +15,8 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from .jsonvalue import decode_datetime, decode_enum, json_copy
-from .markdown import escape_cell, escape_inline
+from .jsonvalue import decode_datetime, decode_enum, iso_datetime, json_copy
+from .markdown import escape_inline, render_table, show_value
 
 __all__ = ["CheckpointTrigger", "HumanDecision", "ReviewRequest", "ReviewResponse"]
 
@@ -82,7 +82,7 @@ class ReviewRequest:
             "state_summary": json_copy(self.state_summary, f"{where} state_summary"),
             "proposed_action": self.proposed_action,
             "context": json_copy(self.context, f"{where} context"),
-            "timestamp": self.timestamp.isoformat(),
+            "timestamp": iso_datetime(self.timestamp),
             "cause": self.cause,
         }
 
@@ -130,12 +130,15 @@ class ReviewRequest:
             if isinstance(value, list) and value and all(isinstance(row, dict) for row in value):
                 tables.append((key, value))
                 continue
-            lines.append(f"- **{_label(key)}:** {escape_inline(_plain(value))}")
+            lines.append(f"- **{_label(key)}:** {escape_inline(show_value(value))}")
         for key, rows in tables:
-            lines += ["", f"## {_label(key)}", "", *_table(rows)]
+            columns: list[str] = []
+            for row in rows:
+                columns += [k for k in row if k not in columns]
+            table = render_table([_title(c) for c in columns], [[row.get(c) for c in columns] for row in rows])
+            lines += ["", f"## {_label(key)}", "", *table]
         if self.context:
-            lines += ["", "## Context", "", "| Key | Value |", "|---|---|"]
-            lines += [f"| {escape_cell(k)} | {escape_cell(_plain(v))} |" for k, v in self.context.items()]
+            lines += ["", "## Context", "", *render_table(["Key", "Value"], [[k, v] for k, v in self.context.items()])]
         return "\n".join(lines) + "\n"
 
 
@@ -157,7 +160,7 @@ class ReviewResponse:
             "feedback": self.feedback,
             "modifications": json_copy(self.modifications, f"review response {self.checkpoint_id!r} modifications"),
             "reviewer": self.reviewer,
-            "timestamp": self.timestamp.isoformat(),
+            "timestamp": iso_datetime(self.timestamp),
         }
 
     @classmethod
@@ -180,25 +183,9 @@ class ReviewResponse:
         return cls.from_dict(_loads_object(text, "review response"))
 
 
+def _title(key: str) -> str:
+    return key.replace("_", " ").title()
+
+
 def _label(key: str) -> str:
-    return escape_inline(key.replace("_", " ").title())
-
-
-def _plain(value: Any) -> str:
-    """Unescaped display text: strings as they are, other values as compact JSON."""
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return "-"
-    return json.dumps(value, ensure_ascii=False, default=repr)
-
-
-def _table(rows: list[dict[str, Any]]) -> list[str]:
-    columns: list[str] = []
-    for row in rows:
-        columns += [k for k in row if k not in columns]
-    out = ["| " + " | ".join(_label(c) for c in columns) + " |", "|" + "---|" * len(columns)]
-    for row in rows:
-        cells = (escape_cell(_plain(row.get(c))) for c in columns)
-        out.append("| " + " | ".join(cells) + " |")
-    return out
+    return escape_inline(_title(key))

@@ -122,7 +122,9 @@ def load_factory(reference: str) -> PatternBuilder:
         try:
             target = getattr(target, part)
         except AttributeError:
-            raise FactoryError(f'factory "{reference}": module "{module_name}" has no attribute "{attr_path}"') from None
+            raise FactoryError(
+                f'factory "{reference}": module "{module_name}" has no attribute "{attr_path}"'
+            ) from None
     if not callable(target):
         raise FactoryError(f'factory "{reference}" is a {type(target).__name__}, not a callable taking options')
-    return target  # type: ignore[no-any-return]
+    return target

@@ -94,7 +94,9 @@ class RunRecord:
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:
         version = data.get("format")
         if not isinstance(version, int) or version > RUN_FORMAT:
-            raise ValueError(f"run format {version!r} is not one this loopbot reads (up to {RUN_FORMAT}); upgrade loopbot")
+            raise ValueError(
+                f"run format {version!r} is not one this loopbot reads (up to {RUN_FORMAT}); upgrade loopbot"
+            )
         return cls(
             id=data["id"],
             loop=data["loop"],

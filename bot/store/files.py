@@ -118,7 +118,9 @@ class FileStore:
         try:
             return build(document)
         except (KeyError, TypeError, ValueError) as err:
-            raise CorruptDocumentError(f"{path}: damaged document ({type(err).__name__}: {err}); restore it or move it aside") from err
+            raise CorruptDocumentError(
+                f"{path}: damaged document ({type(err).__name__}: {err}); restore it or move it aside"
+            ) from err
 
     def _ids(self, kind: str) -> list[Path]:
         directory = self.root / kind

@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import jsonschema
+# jsonschema ships no type hints (types-jsonschema is not a dependency); its API is checked by the tests.
+import jsonschema  # type: ignore[import-untyped]
 import referencing
 import referencing.exceptions
 from jsonschema import validators
-from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema.exceptions import SchemaError, ValidationError  # type: ignore[import-untyped]
 
 from ..errors import ConfigurationError
 from .base import DeterministicGate, GateContext, GateResult, Severity

@@ -22,7 +22,9 @@ def test_message_ref_to_dict_is_a_copy() -> None:
     assert ref.data == {"review_id": "demo-1"}
 
 
-@pytest.mark.parametrize("raw", [{}, {"channel": "local"}, {"channel": 1, "data": {}}, {"channel": "x", "data": []}, None])
+@pytest.mark.parametrize(
+    "raw", [{}, {"channel": "local"}, {"channel": 1, "data": {}}, {"channel": "x", "data": []}, None]
+)
 def test_message_ref_from_dict_refuses_malformed(raw: object) -> None:
     with pytest.raises(ValueError, match="message reference"):
         MessageRef.from_dict(raw)  # type: ignore[arg-type]

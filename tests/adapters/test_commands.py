@@ -144,7 +144,10 @@ def test_parse_assignments_for_cli_set() -> None:
         ("/status", [Command("status")]),
         ("/approve\n/lgtm", [Command(A)]),
         ("/status\n/approve", [Command("status"), Command(A)]),
-        ("/modify items=2 context.tag=x", [Command(M, None, "items=2 context.tag=x", {"items": 2, "context": {"tag": "x"}})]),
+        (
+            "/modify items=2 context.tag=x",
+            [Command(M, None, "items=2 context.tag=x", {"items": 2, "context": {"tag": "x"}})],
+        ),
         ("/modify\n\n```json\n{\"items\": 2}\n```\n", [Command(M, None, "```json\n{\"items\": 2}\n```", {"items": 2})]),
         ("/modify demo-1\n```yaml\nitems: 4\n```", [Command(M, "demo-1", "```yaml\nitems: 4\n```", {"items": 4})]),
         # never commands: prose, quotes, fenced code, HTML comments, indented code, paths

@@ -55,7 +55,9 @@ def test_post_request_writes_the_request_and_every_decide_line(channel: LocalCha
     assert MessageRef.from_dict(ref.to_dict()) == ref
 
 
-def test_post_request_logs_the_file_and_the_approve_line(channel: LocalChannel, caplog: pytest.LogCaptureFixture) -> None:
+def test_post_request_logs_the_file_and_the_approve_line(
+    channel: LocalChannel, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.INFO, logger="adapters.local"):
         channel.post_request(make_post())
     [record] = [r for r in caplog.records if r.levelno == logging.INFO]
@@ -85,7 +87,8 @@ def test_post_update_appends_once_in_order(channel: LocalChannel) -> None:
     ref = channel.post_request(post)
     channel.post_update(ref, post, "Reminder: still waiting")
     channel.post_update(ref, post, "Decided: APPROVE by local:alice at 2026-01-02T10:00:00\nnote: fine")
-    channel.post_update(ref, post, "Decided: APPROVE by local:alice at 2026-01-02T10:00:00\nnote: fine")  # repeat after a crash
+    # the same update again, as after a crash between posting it and recording that it was posted
+    channel.post_update(ref, post, "Decided: APPROVE by local:alice at 2026-01-02T10:00:00\nnote: fine")
     text = (channel.directory / "demo-1.md").read_text()
     updates = text.split("## Updates\n", 1)[1]
     assert updates == (

@@ -69,7 +69,9 @@ def test_missing_config_says_what_to_do(tmp_path: Path, capsys: pytest.CaptureFi
     assert code == EXIT_FAILED and "config.example.yaml" in err
 
 
-def test_config_comes_from_the_environment(config: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_config_comes_from_the_environment(
+    config: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("LOOPBOT_CONFIG", str(config))
     assert cli(capsys, "check")[0] == EXIT_OK
 
@@ -80,7 +82,9 @@ def test_run_unknown_loop_lists_the_loops(config: Path, capsys: pytest.CaptureFi
     assert 'did you mean "nightly"' in err and "demo, nightly" in err
 
 
-def test_run_in_the_foreground_pauses_and_prints_the_decide_line(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_in_the_foreground_pauses_and_prints_the_decide_line(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = cli(capsys, "run", "demo", "--config", str(config))
     assert code == EXIT_OK
     assert "run demo-run-1: waiting" in out

@@ -199,9 +199,21 @@ def test_missing_env_var_names_key_and_variable(tmp_path: Path) -> None:
     [
         ("timezne: UTC\n", "timezne", "did you mean 'timezone'"),
         ("server: {prot: 1}\n", "server.prot", "did you mean 'port'"),
-        ("loops:\n- {name: a, pattern: demo, shedule: {interval: 1m}}\n", "loops[0].shedule", "did you mean 'schedule'"),
-        ("loops:\n- {name: a, pattern: demo, review: {timeout: {decide_afer: 1h}}}\n", "loops[0].review.timeout.decide_afer", "unknown key"),
-        ("loops:\n- {name: a, pattern: demo, checkpoint: {trigger_on_failur: true}}\n", "loops[0].checkpoint", "trigger_on_failure"),
+        (
+            "loops:\n- {name: a, pattern: demo, shedule: {interval: 1m}}\n",
+            "loops[0].shedule",
+            "did you mean 'schedule'",
+        ),
+        (
+            "loops:\n- {name: a, pattern: demo, review: {timeout: {decide_afer: 1h}}}\n",
+            "loops[0].review.timeout.decide_afer",
+            "unknown key",
+        ),
+        (
+            "loops:\n- {name: a, pattern: demo, checkpoint: {trigger_on_failur: true}}\n",
+            "loops[0].checkpoint",
+            "trigger_on_failure",
+        ),
     ],
 )
 def test_unknown_keys_are_refused_with_their_path(tmp_path: Path, text: str, where: str, fragment: str) -> None:
@@ -214,7 +226,10 @@ def test_unknown_keys_are_refused_with_their_path(tmp_path: Path, text: str, whe
     [
         ("loops:\n- {pattern: demo}\n", "loops[0].name"),
         ("slack: {signing_secret: x}\n", "slack.bot_token"),
-        ("loops:\n- {name: a, pattern: demo, review: {post_to: [{github: {issue: 3}}]}}\ngithub: {token: t}\n", "loops[0].review.post_to[0].github.repository"),
+        (
+            "loops:\n- {name: a, pattern: demo, review: {post_to: [{github: {issue: 3}}]}}\ngithub: {token: t}\n",
+            "loops[0].review.post_to[0].github.repository",
+        ),
     ],
 )
 def test_missing_required_keys_are_named(tmp_path: Path, text: str, where: str) -> None:
@@ -236,7 +251,11 @@ def test_exactly_one_of_pattern_and_factory(tmp_path: Path, loop: str) -> None:
         ('{cron: "61 * * * *"}', "loops[1].schedule.cron", "invalid cron expression '61 * * * *'"),
         ('{cron: "* * *"}', "loops[1].schedule.cron", "5 fields"),
         ('{cron: "0 9 * * 8"}', "loops[1].schedule.cron", "out of range"),
-        ("{cron: '0 9 * * *', timezone: Mars/Olympus}", "loops[1].schedule.timezone", "unknown timezone 'Mars/Olympus'"),
+        (
+            "{cron: '0 9 * * *', timezone: Mars/Olympus}",
+            "loops[1].schedule.timezone",
+            "unknown timezone 'Mars/Olympus'",
+        ),
         ("{interval: 30x}", "loops[1].schedule.interval", "invalid duration '30x'"),
         ("{interval: 0}", "loops[1].schedule.interval", "longer than zero"),
         ("{interval: 1h, cron: '* * * * *'}", "loops[1].schedule", "exactly one of cron"),
@@ -277,13 +296,41 @@ def test_bad_top_level_timezone(tmp_path: Path) -> None:
         ("loops:\n- {name: a, pattern: demo}\n- {name: a, pattern: demo}\n", "loops[1].name", "used twice"),
         ("loops:\n- {name: a, factory: nocolon}\n", "loops[0].factory", "module:callable"),
         ("loops:\n- {name: a, pattern: demo, overlap: sometimes}\n", "loops[0].overlap", "skip"),
-        ("loops:\n- {name: a, pattern: demo, review: {approvals_required: 0}}\n", "loops[0].review.approvals_required", "1"),
-        ("loops:\n- {name: a, pattern: demo, review: {timeout: {default: approve}}}\n", "loops[0].review.timeout", "allow_default_approve"),
-        ("loops:\n- {name: a, pattern: demo, review: {timeout: {escalate_after: 1h}}}\n", "loops[0].review.timeout", "escalate_to"),
-        ("loops:\n- {name: a, pattern: demo, review: {post_to: [{slack: {channel: C1}}]}}\n", "loops[0].review.post_to[0].slack", "top-level slack"),
-        ("loops:\n- {name: a, pattern: demo, review: {post_to: [{}]}}\n", "loops[0].review.post_to[0]", "exactly one of"),
-        ("loops:\n- {name: a, pattern: demo, checkpoint: {trigger_every_n_iterations: 0}}\n", "loops[0].checkpoint", "positive"),
-        ("loops:\n- {name: a, pattern: demo, checkpoint: {preset: yolo}}\n", "loops[0].checkpoint.preset", "production"),
+        (
+            "loops:\n- {name: a, pattern: demo, review: {approvals_required: 0}}\n",
+            "loops[0].review.approvals_required",
+            "1",
+        ),
+        (
+            "loops:\n- {name: a, pattern: demo, review: {timeout: {default: approve}}}\n",
+            "loops[0].review.timeout",
+            "allow_default_approve",
+        ),
+        (
+            "loops:\n- {name: a, pattern: demo, review: {timeout: {escalate_after: 1h}}}\n",
+            "loops[0].review.timeout",
+            "escalate_to",
+        ),
+        (
+            "loops:\n- {name: a, pattern: demo, review: {post_to: [{slack: {channel: C1}}]}}\n",
+            "loops[0].review.post_to[0].slack",
+            "top-level slack",
+        ),
+        (
+            "loops:\n- {name: a, pattern: demo, review: {post_to: [{}]}}\n",
+            "loops[0].review.post_to[0]",
+            "exactly one of",
+        ),
+        (
+            "loops:\n- {name: a, pattern: demo, checkpoint: {trigger_every_n_iterations: 0}}\n",
+            "loops[0].checkpoint",
+            "positive",
+        ),
+        (
+            "loops:\n- {name: a, pattern: demo, checkpoint: {preset: yolo}}\n",
+            "loops[0].checkpoint.preset",
+            "production",
+        ),
         ("github: {token: t, app_id: 1}\n", "github", "not both"),
         ("github: {app_id: 1}\n", "github", "set token"),
         ("slack: {bot_token: x}\n", "slack", "signing_secret"),
@@ -297,7 +344,10 @@ def test_invalid_values_name_their_key(tmp_path: Path, text: str, where: str, fr
 
 
 def test_default_approve_is_allowed_when_explicit(tmp_path: Path) -> None:
-    text = "loops:\n- {name: a, pattern: demo, review: {timeout: {default: approve, allow_default_approve: true, decide_after: 1h}}}\n"
+    text = (
+        "loops:\n- {name: a, pattern: demo, "
+        "review: {timeout: {default: approve, allow_default_approve: true, decide_after: 1h}}}\n"
+    )
     policy = load_config(write(tmp_path, text), {}).loops[0].review.to_policy()
     assert policy.default == "approve" and policy.allow_default_approve
 
@@ -334,7 +384,8 @@ def test_secrets_never_show_in_repr_str_redacted_or_summary(tmp_path: Path) -> N
 
 
 def test_secrets_never_show_in_errors(tmp_path: Path) -> None:
-    text = FULL.replace("port: 9000", "port: '${SLACK_BOT_TOKEN}'").replace("poll_interval: 90s", "poll_interval: ${GITHUB_TOKEN}")
+    text = FULL.replace("port: 9000", "port: '${SLACK_BOT_TOKEN}'")
+    text = text.replace("poll_interval: 90s", "poll_interval: ${GITHUB_TOKEN}")
     errors = "\n".join(errors_of(tmp_path, text, SECRETS))
     assert "server.port" in errors and "github.poll_interval" in errors
     for secret in SECRETS.values():

@@ -105,7 +105,9 @@ TALLY = [
 ]
 
 
-@pytest.mark.parametrize(("name", "policy", "votes", "accepted", "decision", "decided_by"), TALLY, ids=[t[0] for t in TALLY])
+@pytest.mark.parametrize(
+    ("name", "policy", "votes", "accepted", "decision", "decided_by"), TALLY, ids=[t[0] for t in TALLY]
+)
 def test_tally(name, policy, votes, accepted, decision, decided_by) -> None:
     review = make_review(**policy)
     results = [cast_vote(review, vote(v, d, f), now=T0 + timedelta(minutes=i)) for i, (v, d, f) in enumerate(votes)]
@@ -199,8 +201,16 @@ PAUSES = [
     ("duration in feedback", vote("local:a", P, "2h waiting on CI"), T0 + timedelta(hours=2)),
     ("free text -> default 24h", vote("local:a", P, "later please"), T0 + timedelta(hours=24)),
     ("no text -> default 24h", vote("local:a", P), T0 + timedelta(hours=24)),
-    ("explicit until", vote("local:a", P, modifications={"until": (T0 + timedelta(days=3)).isoformat()}), T0 + timedelta(days=3)),
-    ("until as datetime", vote("local:a", P, modifications={"until": T0 + timedelta(hours=5)}), T0 + timedelta(hours=5)),
+    (
+        "explicit until",
+        vote("local:a", P, modifications={"until": (T0 + timedelta(days=3)).isoformat()}),
+        T0 + timedelta(days=3),
+    ),
+    (
+        "until as datetime",
+        vote("local:a", P, modifications={"until": T0 + timedelta(hours=5)}),
+        T0 + timedelta(hours=5),
+    ),
 ]
 
 
@@ -219,7 +229,12 @@ def test_bad_pause_until_is_refused() -> None:
 
 
 H = timedelta(hours=1)
-DEADLINES = {"remind_after": 2 * H, "escalate_after": 8 * H, "escalate_to": [{"slack": {"channel": "C0PAGER"}}], "decide_after": 24 * H}
+DEADLINES = {
+    "remind_after": 2 * H,
+    "escalate_after": 8 * H,
+    "escalate_to": [{"slack": {"channel": "C0PAGER"}}],
+    "decide_after": 24 * H,
+}
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,8 @@ from bot.worker import UnknownLoopError
 from loop_engine.checkpoint import HumanDecision
 from loop_engine.serialization import state_from_dict
 
-from .runtime_support import T0, Bench, bench, demo
+from .runtime_support import T0, Bench, bench, demo, wait_for
+from .slow_loop import trail_lines
 
 
 class Crash(BaseException):
@@ -197,3 +198,107 @@ def test_a_run_whose_loop_left_the_config_fails_with_the_reason(tmp_path: Path) 
     assert renamed.runner.join(10)
     run = renamed.store.get_run(run_id)
     assert run.status == "failed" and 'unknown loop "demo"' in (run.reason or "")
+
+
+def test_an_internal_error_in_a_worker_is_recorded_on_the_run(tmp_path: Path) -> None:
+    b, run_id, review_id = paused(tmp_path)
+    vote(b, review_id, HumanDecision.APPROVE)
+    (b.config.state_dir / "snapshots" / f"{run_id}.json").unlink()  # a bug-shaped failure: nothing to resume
+    assert b.runner.apply_decided(review_id)
+    assert b.runner.join(10)
+    run = b.store.get_run(run_id)
+    assert run.status == "failed"
+    assert (run.reason or "").startswith("internal error: RuntimeError(") and "no snapshot" in (run.reason or "")
+
+
+def slow(trail: Path, **options: Any) -> dict[str, Any]:
+    return {"name": "slow", "factory": "tests.bot.slow_loop:build", "options": {"trail": str(trail), **options}}
+
+
+def test_shutdown_lets_the_running_step_finish_then_the_next_start_goes_on(tmp_path: Path) -> None:
+    trail = tmp_path / "trail"
+    b = bench(tmp_path, [slow(trail, steps=4, delay=0.3)])
+    run_id = b.runner.request_run("slow", trigger="cli")
+    wait_for(lambda: "start step_2" in trail.read_text() if trail.exists() else False, timeout=10, what="step 2")
+    assert b.runner.shutdown(timeout=5) is True
+    lines = trail_lines(trail)
+    assert lines[-1].startswith("done step_2")  # the step in flight finished; no other started
+    assert b.store.get_run(run_id).status == "running"  # left for the next start
+    state = state_from_dict(b.store.load_snapshot(run_id))
+    assert [s.status.value for s in state.current_plan.steps][:2] == ["verified_completed"] * 2
+
+    restarted = bench(tmp_path, [slow(trail, steps=4, delay=0.01)])
+    restarted.runner.recover()
+    assert restarted.runner.join(10)
+    assert restarted.store.get_run(run_id).status == "completed"
+    starts = [line.split()[1] for line in trail_lines(trail) if line.startswith("start")]
+    assert starts == ["step_1", "step_2", "step_3", "step_4"]  # nothing ran twice
+
+
+class CrashAfterWrite(FileStore):
+    """Dies right after its n-th document write (runs, reviews, snapshots, counters): kill -9 at that instant."""
+
+    def __init__(self, root: Path, crash_at: int) -> None:
+        super().__init__(root)
+        self.writes = 0
+        self.crash_at = crash_at
+
+    def _write(self, path: Path, document: dict[str, Any]) -> None:
+        super()._write(path, document)
+        self.writes += 1
+        if self.writes == self.crash_at:
+            raise Crash(f"killed after write {self.writes} ({path.name})")
+
+
+def restart_until_settled(tmp_path: Path) -> Bench:
+    """What a fresh `serve` does: recover, then the tick applies decided reviews."""
+    b = bench(tmp_path, [demo()])
+    b.runner.recover()
+    assert b.runner.join(10)
+    for review in b.store.list_reviews():
+        if review.status == "decided":
+            assert b.runner.apply_decided(review.id)
+            assert b.runner.join(10)
+    return b
+
+
+def writes_of(tmp_path: Path, action: Any) -> int:
+    (tmp_path / "count").mkdir()
+    counting = CrashAfterWrite(tmp_path / "count" / "state", crash_at=0)
+    action(bench(tmp_path / "count", [demo()], store=counting))
+    return counting.writes
+
+
+def start_and_approve(b: Bench) -> None:
+    run = b.runner.run_foreground("demo")
+    assert run is not None and run.review_id is not None
+    vote(b, run.review_id, HumanDecision.APPROVE)
+    b.runner.apply_outcome(run.review_id)
+
+
+def test_a_kill_after_any_write_loses_no_vote_and_applies_the_outcome_once(tmp_path: Path) -> None:
+    total = writes_of(tmp_path, start_and_approve)
+    assert total > 10  # counters, run, snapshots, review, vote, posts, applied: every one is a crash point
+    for crash_at in range(1, total + 1):
+        root = tmp_path / f"crash-{crash_at}"
+        root.mkdir()
+        crashing = bench(root, [demo()], store=CrashAfterWrite(root / "state", crash_at))
+        with pytest.raises(Crash):
+            start_and_approve(crashing)
+        b = restart_until_settled(root)
+        if not b.store.list_runs():  # died before the run record existed: the person runs it again
+            start_and_approve(b)
+        for review in b.store.list_reviews():
+            if review.status == "open":  # died before the vote was recorded: the person votes again
+                vote(b, review.id, HumanDecision.APPROVE)
+        b = restart_until_settled(root)
+
+        where = f"killed after write {crash_at} of {total}"
+        (review,) = b.store.list_reviews()  # one pause, one review, never a second (a crash may skip an id)
+        assert review.status == "applied" and review.outcome is not None, where
+        assert [v.voter for v in review.votes] == ["local:alice"], where
+        (run,) = b.store.list_runs()
+        assert (run.status, run.review_id) == ("completed", review.id), where
+        state = state_from_dict(b.store.load_snapshot(run.id))
+        decisions = [(d.checkpoint_id, d.decision) for d in state.decisions]
+        assert decisions == [("checkpoint_0001", HumanDecision.APPROVE)], where

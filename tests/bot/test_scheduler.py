@@ -119,7 +119,8 @@ def test_one_job_per_scheduled_loop_with_stable_ids_across_restarts(started, tmp
 
 
 def test_jobs_have_the_configured_triggers_and_defaults(started) -> None:
-    config = Config(loops=CONFIG.loops, timezone="America/New_York", scheduler=SchedulerSettings(misfire_grace_time=120))
+    settings = SchedulerSettings(misfire_grace_time=120)
+    config = Config(loops=CONFIG.loops, timezone="America/New_York", scheduler=settings)
     loop_scheduler = started(config)
     triage = loop_scheduler.apscheduler.get_job("loop:triage")
     sweep = loop_scheduler.apscheduler.get_job("loop:sweep")
@@ -286,7 +287,9 @@ def test_bad_crontab_is_refused(expression: str, message: str) -> None:
         ("0 9 * * *", "America/New_York", datetime(2026, 3, 7, 10, 0), datetime(2026, 3, 8, 9, 0)),
     ],
 )
-def test_cron_triggers_fire_at_local_wall_clock_times(cron: str, zone: str, after: datetime, expected: datetime) -> None:
+def test_cron_triggers_fire_at_local_wall_clock_times(
+    cron: str, zone: str, after: datetime, expected: datetime
+) -> None:
     trigger, fingerprint = build_trigger(Schedule(cron=cron, timezone=zone), "UTC")
     tz = ZoneInfo(zone)
     assert trigger.get_next_fire_time(None, after.replace(tzinfo=tz)) == expected.replace(tzinfo=tz)

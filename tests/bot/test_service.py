@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +76,8 @@ def test_a_decided_review_is_applied_by_the_tick(tmp_path: Path) -> None:
 
 def test_deadlines_remind_escalate_then_decide_each_once(tmp_path: Path) -> None:
     # Slack is configured but has no channel in this issue: escalation falls back to local, with a warning.
-    b = bench(tmp_path, [demo(review={"timeout": TIMEOUTS})], slack={"bot_token": "xoxb-not-used", "signing_secret": "not-used"})
+    slack = {"bot_token": "xoxb-not-used", "signing_secret": "not-used"}
+    b = bench(tmp_path, [demo(review={"timeout": TIMEOUTS})], slack=slack)
     service = service_for(b)
     run = b.runner.run_foreground("demo")
     assert run is not None and run.review_id
@@ -107,6 +109,20 @@ def test_deadlines_remind_escalate_then_decide_each_once(tmp_path: Path) -> None
     # The outcome update reaches both the review message and the escalation message.
     assert [kind for kind in b.channel.kinds()[3:]] == ["update", "update"]
     assert "Timed out: REJECT" in b.channel.calls[-1][2]
+
+
+def test_a_local_escalation_target_needs_no_other_channel(tmp_path: Path, caplog: Any) -> None:
+    timeout = {"escalate_after": "2h", "escalate_to": [{"local": {}}]}
+    b = bench(tmp_path, [demo(review={"timeout": timeout})])
+    assert b.config.loops[0].review.to_policy().escalate_to == [{"local": {}}]
+    service = service_for(b)
+    run = b.runner.run_foreground("demo")
+    assert run is not None and run.review_id
+    b.clock.advance(hours=2)
+    with caplog.at_level(logging.WARNING):
+        settle(service, b)
+    assert b.channel.kinds() == ["post", "escalate"] and "Escalated: review demo-1" in b.channel.calls[-1][2]
+    assert "not configured" not in caplog.text and "review demo-1 escalated" in caplog.text
 
 
 def test_default_pause_keeps_the_review_open_and_quiet(tmp_path: Path) -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -217,6 +220,46 @@ def test_ids_continue_across_processes_and_records_are_never_overwritten(tmp_pat
     ]
     assert ReviewRequest.from_json((tmp_path / "run-7_checkpoint_0001.json").read_text("utf-8")) == first
     assert (tmp_path / "run-7_checkpoint_0001.md").read_text("utf-8") == first.to_markdown()
+
+
+_ONE_PROCESS = """
+import sys
+from loop_engine.checkpoint import CheckpointConfig, HumanCheckpoint, HumanDecision, ReviewResponse
+from loop_engine.persistence import LoopStatePersistence, PersistenceConfig
+from loop_engine.types import Failure, LoopState
+
+store = LoopStatePersistence(PersistenceConfig(state_dir="state", format="json"))
+try:
+    state = store.load("run-1")
+except FileNotFoundError:
+    state = LoopState(trace_id="run-1")
+failure = Failure(failure_id=sys.argv[1], message="broke")
+failure.mark_terminal()
+state.failures.append(failure)
+checkpoint = HumanCheckpoint(CheckpointConfig(checkpoint_dir="cp"))
+request = checkpoint.present_for_review(state, checkpoint.should_pause(state))
+checkpoint.record_decision(state, ReviewResponse(checkpoint_id=request.checkpoint_id, decision=HumanDecision.APPROVE))
+store.save(state)
+print(request.checkpoint_id, request.cause, checkpoint.should_pause(state))
+"""
+
+
+def test_ids_and_reviewed_causes_survive_real_processes_and_files(tmp_path: Path) -> None:
+    """Reference defect: the counter lived on the instance, so every process began at checkpoint_0001."""
+    script = tmp_path / "one_process.py"
+    script.write_text(_ONE_PROCESS, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    outputs = []
+    for failure_id in ("f1", "f2"):
+        done = subprocess.run([sys.executable, str(script), failure_id], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout.strip())
+    assert outputs == ["checkpoint_0001 major_failure:f1 None", "checkpoint_0002 major_failure:f2 None"]
+    assert sorted(p.name for p in (tmp_path / "cp").iterdir()) == [
+        "run-1_checkpoint_0001.json", "run-1_checkpoint_0001.md", "run-1_checkpoint_0001.response.json",
+        "run-1_checkpoint_0002.json", "run-1_checkpoint_0002.md", "run-1_checkpoint_0002.response.json",
+    ]
 
 
 def test_save_checkpoints_false_writes_nothing(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from tests.loop_engine.test_serialization import states
+from tests.loop_engine.test_serialization import assert_same_state, states
 
 import loop_engine.persistence as persistence_module
 from loop_engine.errors import ConfigurationError, CorruptStateError, SchemaVersionError
@@ -81,7 +81,7 @@ def test_json_save_load_restores_every_field(tmp_path: Path) -> None:
 def test_any_state_round_trips_through_the_store(tmp_path: Path, state: LoopState) -> None:
     p = store(tmp_path, max_history=0, durable=False)
     p.save(state, trace_id="h")
-    assert p.load("h") == state
+    assert_same_state(p.load("h"), state)
 
 
 def test_document_carries_schema_version_and_is_utf8(tmp_path: Path) -> None:
@@ -124,6 +124,18 @@ def test_truncated_or_corrupt_file_names_the_file(tmp_path: Path, content: bytes
     assert str(path) in str(info.value)
 
 
+def test_truncation_at_every_byte_offset_names_the_file(tmp_path: Path) -> None:
+    """A crash mid-write by something that bypassed the atomic write: never a blank or partial state."""
+    p = store(tmp_path, max_history=0, durable=False)
+    path = p.save(rich_state(), trace_id="t")
+    whole = path.read_bytes()
+    for cut in range(len(whole)):
+        path.write_bytes(whole[:cut])
+        with pytest.raises(CorruptStateError) as info:
+            p.load("t")
+        assert str(path) in str(info.value), cut
+
+
 def test_truncated_real_document_is_corrupt(tmp_path: Path) -> None:
     p = store(tmp_path)
     path = p.save(rich_state(), trace_id="t")
@@ -152,6 +164,16 @@ def test_non_json_step_output_fails_at_save_naming_the_step_and_writes_nothing(t
     with pytest.raises(NotJSONSerialisableError, match="step 'step_2' output: object of type object"):
         p.save(state, trace_id="t")
     assert not (tmp_path / "state" / "loop_state_t.json").exists()
+
+
+def test_lone_surrogate_is_refused_at_save_naming_the_place(tmp_path: Path) -> None:
+    p = store(tmp_path)
+    state = LoopState(current_plan=Plan(steps=[Step(id="s", description="half \ud800 a pair")]))
+    with pytest.raises(NotJSONSerialisableError, match=r"state\['current_plan'\]\['steps'\]\[0\]\['description'\]"):
+        p.save(state, trace_id="t")
+    assert not (tmp_path / "state" / "loop_state_t.json").exists()
+    audit = store(tmp_path, format="markdown").save(state, trace_id="t")  # an audit shows it escaped
+    assert "half \\ud800 a pair" in audit.read_text("utf-8")
 
 
 # --- atomic, durable, safe names ---------------------------------------------------------------
@@ -252,22 +274,39 @@ def test_history_continues_in_a_new_process_and_prunes_leftovers(tmp_path: Path)
     assert [x.name for x in second.list_history("t")] == ["00000005.json", "00000006.json"]
 
 
-def test_save_does_not_scan_the_state_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Reference defect: every save globbed and stat'ed every state file."""
+def test_save_never_lists_the_state_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reference defect: every save globbed and stat'ed every state file, so its cost grew with the runs stored.
+
+    A fresh object (a new process) saving a trace that has history from an
+    earlier process may list that trace's own history directory, once; it
+    never lists the state directory or anything else, however many runs it holds.
+    """
+    for i in range(30):
+        store(tmp_path, max_history=2, durable=False).save(LoopState(), trace_id=f"other-{i}")
+    earlier = store(tmp_path, max_history=2)
+    for i in range(3):
+        earlier.save(LoopState(current_iteration=i), trace_id="t")
+
+    listed: list[Path] = []
+    real_scandir, real_listdir = os.scandir, os.listdir
+
+    def scandir(path=".", *args, **kwargs):  # Path.glob, glob.glob and os.walk come here
+        listed.append(Path(path))
+        return real_scandir(path, *args, **kwargs)
+
+    def listdir(path=".", *args, **kwargs):  # Path.iterdir comes here
+        listed.append(Path(path))
+        return real_listdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    monkeypatch.setattr(os, "listdir", listdir)
     p = store(tmp_path, max_history=2)
-    p.save(LoopState(), trace_id="t")  # first save may read this trace's own history
-
-    def forbidden(*args, **kwargs):
-        raise AssertionError("save() listed a directory")
-
-    for name in ("glob", "rglob", "iterdir"):
-        monkeypatch.setattr(Path, name, forbidden)
-    monkeypatch.setattr(os, "listdir", forbidden)
-    monkeypatch.setattr(os, "scandir", forbidden)
     for i in range(5):
-        p.save(LoopState(current_iteration=i), trace_id="t")
+        p.save(LoopState(current_iteration=10 + i), trace_id="t")
     monkeypatch.undo()
-    assert len(p.list_history("t")) == 2
+    assert listed == [tmp_path / "state" / "history" / "t"]
+    assert [p.load_path(x).current_iteration for x in p.list_history("t")] == [13, 14]
+    assert all(len(p.list_history(f"other-{i}")) == 1 for i in range(30))
 
 
 def test_history_without_hard_links_falls_back_to_a_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

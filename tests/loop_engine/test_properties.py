@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 from loop_engine.components import ListPlanner
 from loop_engine.config import LoopConfig
 from loop_engine.engine import LoopEngine
+from loop_engine.gates.base import DeterministicGate, GateContext, GateResult
+from loop_engine.review import HumanDecision, ReviewRequest, ReviewResponse
 from loop_engine.state_machine import TRANSITIONS, derive_result_status, state_status_for
 from loop_engine.types import (
     Budget,
@@ -102,6 +104,37 @@ class Scripted:
             return "no"
         return behaviour == "pass"
 
+    def verify(self, step: Any, observations: Any, context: Any) -> Any:
+        behaviour = self._next("verifier")
+        if behaviour == "raise":
+            raise ValueError("verifier broke")
+        if behaviour == "garbage":
+            return "sure"
+        return behaviour == "pass"
+
+    def decide(self, request: ReviewRequest) -> ReviewResponse:
+        """The human: answers every review from the decision script."""
+        decision = self._next("human")
+        modifications = {"context": {"note": "reviewed"}} if decision is HumanDecision.MODIFY else {}
+        return ReviewResponse(
+            checkpoint_id=request.checkpoint_id, decision=decision, feedback="scripted", modifications=modifications
+        )
+
+
+class ScriptedGate(DeterministicGate):
+    """A gate that passes, fails or raises from the shared script."""
+
+    name = "scripted"
+
+    def __init__(self, components: Scripted) -> None:
+        self.components = components
+
+    def check(self, context: GateContext) -> GateResult:
+        behaviour = self.components._next("gate")
+        if behaviour == "raise":
+            raise RuntimeError("gate broke")
+        return self.result(behaviour != "fail", "scripted verdict")
+
 
 def scripts() -> st.SearchStrategy[dict[str, list[Any]]]:
     mostly_pass = st.lists(BEHAVIOURS, min_size=1, max_size=6)
@@ -117,17 +150,33 @@ def scripts() -> st.SearchStrategy[dict[str, list[Any]]]:
             "evaluator": mostly_pass,
             "recovery": recovery,
             "terminator": rarely_stop,
+            "verifier": mostly_pass,
+            "gate": st.lists(st.sampled_from(["pass"] * 4 + ["fail", "raise"]), min_size=1, max_size=4),
+            "human": st.lists(st.sampled_from(list(HumanDecision)), min_size=1, max_size=5),
         }
     )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+CHECKPOINT_CONFIGS = st.fixed_dictionaries(
+    {
+        "trigger_on_failure": st.booleans(),
+        "trigger_on_major_failure": st.booleans(),
+        "trigger_on_plan_complete": st.booleans(),
+        "trigger_every_n_iterations": st.sampled_from([None, 1, 2]),
+    }
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     scripts=scripts(),
     steps=st.integers(min_value=1, max_value=4),
     max_iterations=st.integers(min_value=1, max_value=8),
     with_terminator=st.booleans(),
-    with_checkpoint=st.booleans(),
+    with_verifier=st.booleans(),
+    gate_stage=st.sampled_from([None, "pre", "post"]),
+    human=st.sampled_from(["none", "absent", "handler"]),
+    checkpoint_config=CHECKPOINT_CONFIGS,
     max_steps=st.one_of(st.none(), st.integers(min_value=1, max_value=6)),
     seed=st.integers(min_value=0, max_value=2**16),
 )
@@ -136,39 +185,69 @@ def test_engine_keeps_its_contract(
     steps: int,
     max_iterations: int,
     with_terminator: bool,
-    with_checkpoint: bool,
+    with_verifier: bool,
+    gate_stage: str | None,
+    human: str,
+    checkpoint_config: dict[str, Any],
     max_steps: int | None,
     seed: int,
 ) -> None:
     components = Scripted(scripts, steps)
-    config = LoopConfig(max_iterations=max_iterations, max_recovery_attempts=2, circuit_breaker_threshold=4)
-    engine = LoopEngine(
-        config,
-        checkpoint=checkpoint() if with_checkpoint else None,
-        sleep=FakeSleep(),
-        rng=random.Random(seed),
+    config = LoopConfig(
+        max_iterations=max_iterations,
+        max_recovery_attempts=2,
+        circuit_breaker_threshold=4,
+        enable_verification=with_verifier,
+        backoff_base_seconds=0.5,
+        backoff_max_seconds=2.0,
     )
-    kinds = [ComponentType.PLANNER, ComponentType.ACTOR, ComponentType.OBSERVER, ComponentType.EVALUATOR, ComponentType.RECOVERY]
+    cp = None
+    if human != "none":
+        cp = checkpoint(components.decide if human == "handler" else None, **checkpoint_config)
+    sleep = FakeSleep()
+    engine = LoopEngine(config, checkpoint=cp, sleep=sleep, rng=random.Random(seed))
+    kinds = [
+        ComponentType.PLANNER,
+        ComponentType.ACTOR,
+        ComponentType.OBSERVER,
+        ComponentType.EVALUATOR,
+        ComponentType.RECOVERY,
+    ]
     if with_terminator:
         kinds.append(ComponentType.TERMINATOR)
+    if with_verifier:
+        kinds.append(ComponentType.VERIFIER)
     for kind in kinds:
         engine.register_component(kind, components)
+    if gate_stage is not None:
+        engine.add_gate(ScriptedGate(components), stage=gate_stage)
 
-    result = asyncio.run(engine.run(LoopContext(goal="g", budget=Budget(max_steps=max_steps))))
+    context = LoopContext(goal="g", budget=Budget(max_steps=max_steps))
+    result = asyncio.run(engine.run(context))
     state = engine.state
 
     for a, b in state.transitions:
         assert ExecutionState(b) in TRANSITIONS[ExecutionState(a)], (a, b)
     assert state.transitions[0] == ("initialized", "planning")
     assert state.current_iteration <= max_iterations
+    assert max_steps is None or context.budget.steps_used <= max_steps
     assert state.execution_state.is_terminal or state.execution_state is ExecutionState.WAITING_FOR_HUMAN
     assert state.status is not LoopStatus.RUNNING and result.status is not LoopStatus.RUNNING
     assert result.status is derive_result_status(state)
     assert state.status is state_status_for(state.execution_state)
+    assert result.execution_state is state.execution_state and result.iterations == state.current_iteration
     assert (result.status is LoopStatus.PAUSED) == (state.status is LoopStatus.PAUSED)
     if result.status is LoopStatus.PAUSED:
         assert result.review_request is not None and state.pending_review is result.review_request
+    else:
+        assert result.review_request is None
+    if human != "handler":
+        assert state.decisions == []
+    assert all(d.checkpoint_id.startswith("checkpoint_") for d in state.decisions)
     ids = {f.failure_id for f in state.failures}
     assert all(r.failure_id in ids for r in state.recoveries)
     if state.execution_state.is_terminal:
         assert all(r.success is not None for r in state.recoveries)
+    backoffs = [r for r in state.recoveries if r.strategy is RecoveryStrategy.BACKOFF and r.executed]
+    assert sleep.delays == [r.params["delay_seconds"] for r in backoffs]
+    assert all(0 < d <= 2.0 * 1.1 for d in sleep.delays)

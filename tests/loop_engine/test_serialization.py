@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import enum
+import gc
 import json
+from collections import OrderedDict
 from datetime import datetime, timedelta, timezone
+from types import MappingProxyType
+
+import orjson
 
 import pytest
 from hypothesis import given, settings
@@ -13,7 +20,7 @@ from hypothesis import strategies as st
 from loop_engine.errors import CorruptStateError
 from loop_engine.jsonvalue import NotJSONSerialisableError
 from loop_engine.review import CheckpointTrigger, HumanDecision, ReviewRequest, ReviewResponse
-from loop_engine.serialization import SCHEMA_VERSION, state_from_dict, state_to_dict
+from loop_engine.serialization import SCHEMA_VERSION, encode_state, state_from_dict, state_to_dict
 from loop_engine.types import (
     Budget,
     Evaluation,
@@ -47,8 +54,10 @@ json_values = st.recursive(
     max_leaves=8,
 )
 json_dicts = st.dictionaries(text, json_values, max_size=3)
+# Offsets down to the microsecond: orjson (which formats naive datetimes on save) would drop their seconds.
+offsets = st.timedeltas(min_value=timedelta(hours=-23, minutes=-59), max_value=timedelta(hours=23, minutes=59))
 datetimes = st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1)) | st.datetimes(
-    min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(timezone(timedelta(hours=2)))
+    min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.builds(timezone, offsets)
 )
 opt_dt = st.none() | datetimes
 opt_bool = st.none() | st.booleans()
@@ -115,20 +124,102 @@ def states(draw: st.DrawFn) -> LoopState:
 # --- tests ---------------------------------------------------------------------------
 
 
-@settings(max_examples=150, deadline=None)
-@given(states())
-def test_any_state_round_trips_through_json(state: LoopState) -> None:
-    restored = roundtrip(state)
+def assert_same_state(restored: LoopState, state: LoopState) -> None:
+    """Equal in every field, and current_step is the plan's own step object again when it was one."""
     assert restored == state
     if state.current_plan is not None and any(state.current_step is s for s in state.current_plan.steps):
         index = next(i for i, s in enumerate(state.current_plan.steps) if s is state.current_step)
+        assert restored.current_plan is not None
         assert restored.current_step is restored.current_plan.steps[index]
+    elif state.current_step is not None and restored.current_plan is not None:
+        assert all(restored.current_step is not s for s in restored.current_plan.steps)
+
+
+@settings(max_examples=150, deadline=None)
+@given(states())
+def test_any_state_round_trips_through_json(state: LoopState) -> None:
+    assert_same_state(roundtrip(state), state)
+    document = orjson.loads(encode_state(state))
+    assert document["schema_version"] == SCHEMA_VERSION
+    assert_same_state(state_from_dict(document["state"]), state)
 
 
 def test_strategy_covers_every_loopstate_field() -> None:
     """If the lead adds a LoopState field, this fails until serialization handles it."""
     fields = {f.name for f in dataclasses.fields(LoopState)}
     assert fields == set(state_to_dict(LoopState()))
+
+
+def test_every_record_field_is_stored() -> None:
+    """Encoders are written out per class: a field added to a record must be added there too."""
+    step = Step(id="s")
+    data = state_to_dict(
+        LoopState(
+            current_plan=Plan(steps=[step]), current_step=Step(id="other"), observations=[Observation()],
+            evaluations=[Evaluation()], failures=[Failure()], recoveries=[RecoveryAction()], context=LoopContext(),
+        )
+    )
+    names = lambda cls: {f.name for f in dataclasses.fields(cls)}  # noqa: E731
+    assert set(data["current_plan"]) == names(Plan)
+    assert set(data["current_plan"]["steps"][0]) == names(Step) == set(data["current_step"]["step"])
+    assert set(data["observations"][0]) == names(Observation)
+    assert set(data["evaluations"][0]) == names(Evaluation)
+    assert set(data["failures"][0]) == names(Failure)
+    assert set(data["recoveries"][0]) == names(RecoveryAction)
+    assert set(data["context"]) == names(LoopContext)
+    assert set(data["context"]["budget"]) == names(Budget)
+
+
+class Colour(enum.StrEnum):
+    RED = "red"
+
+
+class Size(enum.IntEnum):
+    BIG = 3
+
+
+class Money(float):
+    pass
+
+
+def test_subclasses_of_json_types_are_stored_as_their_plain_values() -> None:
+    metadata = {"ordered": OrderedDict(a=1), "colour": Colour.RED, "size": Size.BIG, "money": Money(2.5),
+                "proxy": MappingProxyType({"k": [1]})}
+    state = LoopState(metadata=metadata)
+    for restored in (roundtrip(state), state_from_dict(orjson.loads(encode_state(state))["state"])):
+        assert restored.metadata == {"ordered": {"a": 1}, "colour": "red", "size": 3, "money": 2.5, "proxy": {"k": [1]}}
+        assert type(restored.metadata["colour"]) is str and type(restored.metadata["proxy"]) is dict
+
+
+class Stamp(datetime):
+    pass
+
+
+def test_datetimes_orjson_cannot_write_exactly_are_formatted_by_isoformat() -> None:
+    odd_offset = datetime(2026, 1, 1, 12, tzinfo=timezone(timedelta(seconds=7, microseconds=5)))
+    state = LoopState(
+        started_at=odd_offset, updated_at=Stamp(2026, 1, 1, 12, 0, 0, 1),
+        observations=[Observation(timestamp=odd_offset), Observation(timestamp=Stamp(2026, 2, 2))],
+    )
+    stored = orjson.loads(encode_state(state))["state"]
+    assert stored["started_at"] == "2026-01-01T11:59:52.999995+00:00"  # 3.11 cannot read +00:00:07.000005
+    assert stored["observations"][1]["timestamp"] == "2026-02-02T00:00:00"
+    assert state_from_dict(stored) == state
+
+
+def test_loading_does_not_change_the_document_and_restores_gc() -> None:
+    data = state_to_dict(LoopState(current_plan=Plan(steps=[Step(id="a", status=StepStatus.SKIPPED)]),
+                                   failures=[Failure(failure_id="f")]))
+    before = copy.deepcopy(data)
+    assert state_from_dict(data) == state_from_dict(data)
+    assert data == before
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        state_to_dict(LoopState())
+        assert not gc.isenabled()  # a GC the caller turned off stays off
+    finally:
+        gc.enable()
 
 
 def test_transitions_come_back_as_tuples() -> None:

@@ -25,21 +25,32 @@ from bot.store.lock import ServeLock
 
 from ..runtime_support import wait_for
 
-__all__ = ["Workspace", "Bot", "demo_loop", "wait_for"]
+__all__ = ["Workspace", "Bot", "demo_loop", "slow_loop", "wait_for"]
 
+#: The repository root, on PYTHONPATH so a config can name ``factory: tests.bot.slow_loop:build``.
+REPO = Path(__file__).resolve().parents[3]
 LOOPBOT = [str(Path(sys.executable).with_name("loopbot"))]
 if not Path(LOOPBOT[0]).exists():  # not installed as a script: run the module
     LOOPBOT = [sys.executable, "-m", "bot.cli"]
 
 
 def demo_loop(name: str = "demo", **extra: Any) -> dict[str, Any]:
-    loop: dict[str, Any] = {"name": name, "pattern": "demo", "review": {"reviewers": {"local": ["alice", "bob", "carol"]}}}
+    reviewers = {"local": ["alice", "bob", "carol"]}
+    loop: dict[str, Any] = {"name": name, "pattern": "demo", "review": {"reviewers": reviewers}}
     for key, value in extra.items():
         if key == "review":
             loop["review"].update(value)
         else:
             loop[key] = value
     return loop
+
+
+def slow_loop(trail: Path, **options: Any) -> dict[str, Any]:
+    """A loop of slow steps (tests/bot/slow_loop.py) that appends start/done lines to ``trail``."""
+    return {
+        "name": "slow", "factory": "tests.bot.slow_loop:build", "run_on_start": True,
+        "options": {"trail": str(trail), **options},
+    }
 
 
 class Workspace:
@@ -49,7 +60,9 @@ class Workspace:
         self.root = root
         self.state_dir = root / "state"
         self.config_path = root / "config.yaml"
-        self.env = {**os.environ, "LOOPBOT_CONFIG": str(self.config_path), "LOOPBOT_USER": "alice"}
+        self.env = {
+            **os.environ, "LOOPBOT_CONFIG": str(self.config_path), "LOOPBOT_USER": "alice", "PYTHONPATH": str(REPO),
+        }
         self.env.pop("PORT", None)
         self.bots: list[Bot] = []
 
@@ -65,7 +78,8 @@ class Workspace:
 
     def cli(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [*LOOPBOT, *args], env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=60, cwd=self.root
+            [*LOOPBOT, *args], env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=60,
+            cwd=self.root,
         )
 
     def status(self) -> dict[str, Any]:
@@ -117,10 +131,11 @@ class Bot:
         self.log_path = workspace.root / f"serve-{len(workspace.bots)}.log"
 
     def start(self) -> None:
-        self._log = open(self.log_path, "w", encoding="utf-8")
-        self.proc = subprocess.Popen(
-            [*LOOPBOT, "serve"], env=self.ws.env, stdout=self._log, stderr=subprocess.STDOUT, text=True, cwd=self.ws.root
-        )
+        with open(self.log_path, "w", encoding="utf-8") as log:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(
+                [*LOOPBOT, "serve"], env=self.ws.env, stdout=log, stderr=subprocess.STDOUT, text=True,
+                cwd=self.ws.root,
+            )
         self.port = wait_for(self._bound_port, timeout=20, what=f"serve to bind a port (log: {self.log()})")
         wait_for(self._healthy, timeout=10, what="/healthz to answer 200")
 
@@ -159,8 +174,6 @@ class Bot:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=10)
-        if hasattr(self, "_log"):
-            self._log.close()
 
 
 @pytest.fixture

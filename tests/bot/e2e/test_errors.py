@@ -22,6 +22,18 @@ def test_bad_config_is_named_by_check_and_serve(ws: Workspace) -> None:
     assert not ws.state_dir.exists()
 
 
+def test_a_bad_config_changes_nothing_in_an_existing_state_dir(ws: Workspace) -> None:
+    ws.write_config([demo_loop()])
+    assert ws.cli("run", "demo").returncode == 0  # a waiting run and an open review
+    before = ws.fingerprint()
+    ws.write_config([demo_loop(review={"approvals_required": 0})])
+    for command in (["check"], ["serve"], ["run", "demo"], ["decide", "demo-1", "approve"], ["status"]):
+        done = ws.cli(*command)
+        assert done.returncode == 1, command
+        assert "loops[0].review.approvals_required" in done.stderr and str(ws.config_path) in done.stderr, command
+    assert ws.fingerprint() == before
+
+
 def test_check_accepts_a_good_config_without_printing_secrets(ws: Workspace) -> None:
     ws.write_config([demo_loop()], slack={"bot_token": "${SLACK_TOKEN}", "signing_secret": "s3cr3t-signing-value"})
     done = ws.cli("check", env={"SLACK_TOKEN": "xoxb-123456789-secret-token"})
@@ -56,7 +68,8 @@ def test_second_serve_names_the_holder(ws: Workspace) -> None:
 def test_sigterm_exits_zero_quickly_and_the_log_has_no_secrets(ws: Workspace) -> None:
     token = "xoxb-5555-6666-secretsecret"
     ws.env["SLACK_TOKEN"] = token
-    ws.write_config([demo_loop(run_on_start=True)], slack={"bot_token": "${SLACK_TOKEN}", "signing_secret": "sig-secret-77"})
+    slack = {"bot_token": "${SLACK_TOKEN}", "signing_secret": "sig-secret-77"}
+    ws.write_config([demo_loop(run_on_start=True)], slack=slack)
     bot = ws.serve()
     ws.wait_open_review()
     started = time.monotonic()

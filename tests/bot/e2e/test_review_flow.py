@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
+
+from bot.store import FileStore
 
 from .conftest import Workspace, demo_loop, wait_for
 
@@ -10,7 +14,7 @@ pytestmark = pytest.mark.e2e
 
 
 def test_run_on_start_pauses_and_decide_completes_it(ws: Workspace) -> None:
-    ws.write_config([demo_loop(run_on_start=True)])
+    ws.write_config([demo_loop(run_on_start=True)], scheduler={"poll_interval": 0.5})  # the default interval
     bot = ws.serve()
     review = ws.wait_open_review()
     run_id = review["run"]
@@ -19,8 +23,12 @@ def test_run_on_start_pauses_and_decide_completes_it(ws: Workspace) -> None:
     wait_for(lambda: f"loopbot decide {review['id']} approve" in bot.log(), what="the decide line in the log")
 
     done = ws.cli("decide", review["id"], "approve")
+    decided = time.monotonic()
     assert done.returncode == 0, done.stderr
     assert "decided" in done.stdout and "resumes the run within a second" in done.stdout
+    store = FileStore(ws.state_dir)  # read in-process: a `status` subprocess per poll is too slow to time this
+    wait_for(lambda: store.get_run(run_id).status == "completed", timeout=15, what=f"run {run_id} to complete")
+    assert time.monotonic() - decided < 1.5  # one poll interval, plus the demo's few steps
 
     run = ws.wait_run(run_id, "completed")
     assert run["review"] == review["id"]

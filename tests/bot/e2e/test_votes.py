@@ -33,9 +33,11 @@ def test_two_of_three_duplicate_unauthorised_and_late_votes(ws: Workspace) -> No
     assert run["status"] == "completed"
     assert sorted(ws.review(rid)["outcome"]["decided_by"]) == ["local:alice", "local:bob"]
 
+    settled = ws.fingerprint()
     late = ws.cli("decide", rid, "reject", "--feedback", "too late", "--as", "carol")
     assert late.returncode == 1
     assert "already decided by local:alice, local:bob" in late.stderr
+    assert ws.fingerprint() == settled  # the late vote is not recorded anywhere
 
 
 def test_reject_vetoes_and_ends_the_run_rejected(ws: Workspace) -> None:

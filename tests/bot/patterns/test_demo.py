@@ -9,7 +9,14 @@ import pytest
 
 from bot.patterns import LoopSpec, PatternError, get_pattern
 from bot.patterns.demo import STEPS, _labels_for
-from loop_engine.checkpoint import CheckpointConfig, CheckpointPresets, CheckpointTrigger, HumanCheckpoint, HumanDecision, ReviewResponse
+from loop_engine.checkpoint import (
+    CheckpointConfig,
+    CheckpointPresets,
+    CheckpointTrigger,
+    HumanCheckpoint,
+    HumanDecision,
+    ReviewResponse,
+)
 from loop_engine.serialization import state_from_dict, state_to_dict
 from loop_engine.types import LoopResult, LoopState, LoopStatus, StepStatus
 
@@ -35,7 +42,9 @@ async def run_until_pause(spec: LoopSpec, tmp_path: Path) -> tuple[LoopResult, L
     return result, engine.state
 
 
-async def decide(spec: LoopSpec, state: LoopState, decision: HumanDecision, tmp_path: Path, **extra: object) -> LoopResult:
+async def decide(
+    spec: LoopSpec, state: LoopState, decision: HumanDecision, tmp_path: Path, **extra: object
+) -> LoopResult:
     """Resume in a fresh engine, as a restarted bot would."""
     result, _ = await decide_with_state(spec, state, decision, tmp_path, **extra)
     return result
@@ -159,8 +168,12 @@ def test_default_options() -> None:
 
 @pytest.mark.parametrize(
     ("title", "labels"),
-    [("Crash on save", ["bug"]), ("Debug logging is verbose", ["needs-triage"]), ("Slow docs build", ["documentation", "performance"]),
-     ("Address book", ["needs-triage"])],
+    [
+        ("Crash on save", ["bug"]),
+        ("Debug logging is verbose", ["needs-triage"]),
+        ("Slow docs build", ["documentation", "performance"]),
+        ("Address book", ["needs-triage"]),
+    ],
 )
 def test_labels_match_whole_words(title: str, labels: list[str]) -> None:
     assert _labels_for(title) == labels

@@ -9,6 +9,8 @@ back (so acknowledged votes are redelivered), and finally checks the store.
 
 from __future__ import annotations
 
+from functools import partial
+
 import json
 import os
 import random
@@ -52,7 +54,7 @@ def votes_child(state_dir: str, start: int) -> None:
         except UnknownReviewError:
             store.put_review(_review(review_id))
         vote = Vote(f"local:v{k % VOTERS}", HumanDecision.APPROVE, delivery_key=f"k{k}")
-        result = store.update_review(review_id, lambda r: cast_vote(r, vote, now=datetime.now(UTC)))
+        result = store.update_review(review_id, partial(cast_vote, vote=vote, now=datetime.now(UTC)))
         print(f"ACK {k}", flush=True)
         if result.outcome is not None:
             print(f"DECIDED {review_id} {result.outcome.decided_at.isoformat()}", flush=True)

@@ -51,7 +51,8 @@ def test_update_needs_the_lock(tmp_path: Path) -> None:
 
 def test_a_killed_holder_frees_the_lock(tmp_path: Path) -> None:
     child = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(tmp_path)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", HOLDER, str(tmp_path)],
+        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "locked"

@@ -7,6 +7,8 @@ process uses to open the same store.
 
 from __future__ import annotations
 
+from functools import partial
+
 import json
 import subprocess
 import sys
@@ -199,7 +201,7 @@ def test_update_review_is_serialised_across_threads(store: Store) -> None:
     def voter(t: int) -> None:
         for i in range(15):
             vote = Vote(f"local:t{t}-{i}", HumanDecision.APPROVE)
-            assert store.update_review("demo-1", lambda r: cast_vote(r, vote, now=T0)).accepted
+            assert store.update_review("demo-1", partial(cast_vote, vote=vote, now=T0)).accepted
 
     threads = [threading.Thread(target=voter, args=(t,)) for t in range(6)]
     for thread in threads:

@@ -1,0 +1,67 @@
+"""A ``factory:`` loop for tests: slow steps that leave a trail, optionally one review.
+
+Config: ``factory: tests.bot.slow_loop:build`` with options ``steps`` (how
+many, default 3), ``delay`` (seconds each step takes, default 1.0),
+``trail`` (a file each step appends "start <step> <pid>" and "done <step>
+<pid>" lines to) and ``review_after`` (the 1-based step after which the run
+asks for a review; 0 = never). Real ``loopbot serve`` subprocesses import
+it with ``PYTHONPATH`` set to the repository root.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from loop_engine.checkpoint import CheckpointConfig, HumanCheckpoint
+from loop_engine.components import ListPlanner, PassThroughObserver
+from loop_engine.config import LoopConfig
+from loop_engine.engine import LoopEngine
+from loop_engine.types import ComponentType, LoopContext, Observation, Step
+
+from bot.patterns import LoopSpec
+
+__all__ = ["build", "trail_lines"]
+
+
+def trail_lines(trail: Path) -> list[str]:
+    return trail.read_text(encoding="utf-8").splitlines() if trail.exists() else []
+
+
+class _SlowActor:
+    def __init__(self, checkpoint: HumanCheckpoint, delay: float, trail: Path, review_after: int) -> None:
+        self.checkpoint, self.delay, self.trail, self.review_after = checkpoint, delay, trail, review_after
+
+    def _mark(self, what: str, step: Step) -> None:
+        with self.trail.open("a", encoding="utf-8") as out:
+            out.write(f"{what} {step.id} {os.getpid()}\n")
+
+    def execute(self, step: Step, observations: list[Observation], context: LoopContext) -> Any:
+        self._mark("start", step)
+        time.sleep(self.delay)  # the slow work a shutdown must let finish
+        self._mark("done", step)
+        if step.id == f"step_{self.review_after}":
+            self.checkpoint.request_review(f"check {step.id} before going on")
+        return {"step": step.id}
+
+
+def build(options: dict[str, Any]) -> LoopSpec:
+    steps = int(options.get("steps", 3))
+    delay = float(options.get("delay", 1.0))
+    trail = Path(str(options["trail"]))
+    review_after = int(options.get("review_after", 0))
+
+    def engine_factory(*, checkpoint: Any = None, persistence: Any = None) -> LoopEngine:
+        checkpoint = checkpoint or HumanCheckpoint(CheckpointConfig(save_checkpoints=False))
+        engine = LoopEngine(LoopConfig(max_iterations=50), checkpoint=checkpoint, persistence=persistence)
+        engine.register_component(ComponentType.PLANNER, ListPlanner([f"slow step {n}" for n in range(1, steps + 1)]))
+        engine.register_component(ComponentType.ACTOR, _SlowActor(checkpoint, delay, trail, review_after))
+        engine.register_component(ComponentType.OBSERVER, PassThroughObserver())
+        return engine
+
+    def context_factory() -> LoopContext:
+        return LoopContext(goal=f"{steps} slow steps", initial_context={})
+
+    return LoopSpec(engine_factory=engine_factory, context_factory=context_factory)
