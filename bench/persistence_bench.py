@@ -50,20 +50,47 @@ N = 1000
 def big_state() -> LoopState:
     now = datetime(2026, 1, 1, 12, 0, 0)
     steps = [
-        Step(id=f"step_{i}", description=f"do thing {i}", dependencies=[f"step_{i - 1}"] if i else [],
-             status=StepStatus.VERIFIED_COMPLETED, output={"result": i, "files": [f"f{i}.py"]},
-             start_time=now, end_time=now, metadata={"tool": "edit"}, evaluation_passed=True, attempts=1)
+        Step(
+            id=f"step_{i}",
+            description=f"do thing {i}",
+            dependencies=[f"step_{i - 1}"] if i else [],
+            status=StepStatus.VERIFIED_COMPLETED,
+            output={"result": i, "files": [f"f{i}.py"]},
+            start_time=now,
+            end_time=now,
+            metadata={"tool": "edit"},
+            evaluation_passed=True,
+            attempts=1,
+        )
         for i in range(N)
     ]
     plan = Plan(id="plan", goal="benchmark", steps=steps, created_at=now)
     return LoopState(
-        status=LoopStatus.RUNNING, current_iteration=N, current_plan=plan, current_step=steps[-1],
-        observations=[Observation(timestamp=now, content={"stdout": f"line {i}"}, source="actor", step_id=f"step_{i}")
-                      for i in range(N)],
-        failures=[Failure(failure_id=f"f{i}", message=f"tool error {i}", step_id=f"step_{i}", timestamp=now,
-                          status=FailureStatus.RECOVERED, recovery_attempts=1, context={"exit": 1}) for i in range(N)],
-        counters={"actor": N}, context=LoopContext(goal="benchmark", budget=Budget(max_cost=10.0, cost_used=1.0)),
-        trace_id="bench", started_at=now, updated_at=now,
+        status=LoopStatus.RUNNING,
+        current_iteration=N,
+        current_plan=plan,
+        current_step=steps[-1],
+        observations=[
+            Observation(timestamp=now, content={"stdout": f"line {i}"}, source="actor", step_id=f"step_{i}")
+            for i in range(N)
+        ],
+        failures=[
+            Failure(
+                failure_id=f"f{i}",
+                message=f"tool error {i}",
+                step_id=f"step_{i}",
+                timestamp=now,
+                status=FailureStatus.RECOVERED,
+                recovery_attempts=1,
+                context={"exit": 1},
+            )
+            for i in range(N)
+        ],
+        counters={"actor": N},
+        context=LoopContext(goal="benchmark", budget=Budget(max_cost=10.0, cost_used=1.0)),
+        trace_id="bench",
+        started_at=now,
+        updated_at=now,
     )
 
 
@@ -143,20 +170,28 @@ def main() -> None:
     met = both <= TARGET_MS
     flat = abs(ratio - 1) <= 0.20
     load_1m = os.getloadavg()[0]
-    print(f"persistence: state with {N} steps, {N} failures, {N} observations; JSON {size_kb:.0f} KiB; durable; "
-          f"median of {REPS} in {ROUNDS} interleaved rounds; load average {load_1m:.2f} on {os.cpu_count()} CPUs")
+    print(
+        f"persistence: state with {N} steps, {N} failures, {N} observations; JSON {size_kb:.0f} KiB; durable; "
+        f"median of {REPS} in {ROUNDS} interleaved rounds; load average {load_1m:.2f} on {os.cpu_count()} CPUs"
+    )
     print(f"  baseline (orjson dumps+write+read+loads; no checks, objects or fsync): {baseline:7.2f} ms")
     print(f"  save (checks, atomic write, fsync file + dir, history 10):              {save:7.2f} ms")
     for name, cost in parts.items():
         print(f"    of which {name:<62}{cost:7.2f} ms")
     print(f"  load:                                                                   {load:7.2f} ms")
-    print(f"  save + load:                                                            {both:7.2f} ms"
-          f"   = {both / baseline:.1f} x baseline; best {best:.2f} ms")
+    print(
+        f"  save + load:                                                            {both:7.2f} ms"
+        f"   = {both / baseline:.1f} x baseline; best {best:.2f} ms"
+    )
     print(f"  save with 10 other snapshots:                                           {few_ms:7.2f} ms")
-    print(f"  save with 10,000 other snapshots:                                       {many_ms:7.2f} ms"
-          f"   ratio {ratio:.2f}")
+    print(
+        f"  save with 10,000 other snapshots:                                       {many_ms:7.2f} ms"
+        f"   ratio {ratio:.2f}"
+    )
     print(f"TARGET save + load <= {TARGET_MS:.0f} ms: {'MET' if met else 'MISSED'} ({both:.2f} ms)")
-    print(f"TARGET save time flat within 20 % (10 vs 10,000 snapshots): {'MET' if flat else 'MISSED'} (ratio {ratio:.2f})")
+    print(
+        f"TARGET save time flat within 20 % (10 vs 10,000 snapshots): {'MET' if flat else 'MISSED'} (ratio {ratio:.2f})"
+    )
     if not met and load_1m > 0.5 * (os.cpu_count() or 1):
         print("  note: the machine was busy (load average above); rerun when it is quiet")
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from .atomic import atomic_write_text
 from .errors import CheckpointError, ConfigurationError, NoDecisionHandlerError
+from .persistence import validate_trace_id
 from .review import CheckpointTrigger, HumanDecision, ReviewRequest, ReviewResponse
 from .types import Failure, FailureStatus, LoopState
 
@@ -138,7 +139,11 @@ class HumanCheckpoint:
     # --- when -----------------------------------------------------------------
 
     def request_review(self, reason: str) -> str:
-        """Ask for a review at the next check; returns the cause key it will settle."""
+        """Ask for a review at the next check; returns the cause key it will settle.
+
+        The request is an in-process signal kept on this object until it is
+        presented; once presented, its cause is in the state like any other.
+        """
         cause = f"external:{uuid.uuid4().hex}"
         self._external.append((cause, reason))
         return cause
@@ -200,9 +205,12 @@ class HumanCheckpoint:
         """
         pending = self._pending_cause(state, trigger)
         cause, context = pending if pending is not None else ("", {})
+        checkpoint_id = f"checkpoint_{state.checkpoint_counter + 1:04d}"
+        # name the record files first: a trace id that is unsafe as a file name fails before the state changes
+        base = self._record_path(state, checkpoint_id, (".json", ".md")) if self.config.save_checkpoints else None
         state.checkpoint_counter += 1
         request = ReviewRequest(
-            checkpoint_id=f"checkpoint_{state.checkpoint_counter:04d}",
+            checkpoint_id=checkpoint_id,
             trigger=trigger,
             state_summary=_summary(state),
             proposed_action=proposed_action,
@@ -218,21 +226,25 @@ class HumanCheckpoint:
                     state.reviewed_causes.append(plain)
             self._external = [(c, r) for c, r in self._external if c != cause]
         state.pending_review = request
-        if self.config.save_checkpoints:
-            base = self._record_base(state, request.checkpoint_id)
-            atomic_write_text(base.with_suffix(".json"), request.to_json())
-            atomic_write_text(base.with_suffix(".md"), request.to_markdown())
+        if base is not None:
+            atomic_write_text(f"{base}.json", request.to_json())
+            atomic_write_text(f"{base}.md", request.to_markdown())
         return request
 
-    def _record_base(self, state: LoopState, checkpoint_id: str) -> Path:
-        """A fresh file stem: another run that reused this trace id keeps its records."""
+    def _record_path(self, state: LoopState, checkpoint_id: str, suffixes: tuple[str, ...]) -> Path:
+        """``<checkpoint_dir>/<trace>_<checkpoint_id>`` (or ``-2``, ``-3``...) with no file of ``suffixes`` yet.
+
+        A run that reused a trace id keeps the earlier run's records. Both parts
+        must be safe file names: a checkpoint id may come from a chat message.
+        """
+        run = validate_trace_id(state.trace_id) if state.trace_id else self._anonymous_prefix
+        stem = f"{run}_{validate_trace_id(checkpoint_id, 'checkpoint id')}"
         directory = Path(self.config.checkpoint_dir)
-        stem = f"{state.trace_id or self._anonymous_prefix}_{checkpoint_id}"
-        base, n = directory / stem, 1
-        while base.with_suffix(".json").exists() or base.with_suffix(".md").exists():
+        candidate, n = stem, 1
+        while any((directory / f"{candidate}{suffix}").exists() for suffix in suffixes):
             n += 1
-            base = directory / f"{stem}-{n}"
-        return base
+            candidate = f"{stem}-{n}"
+        return directory / candidate
 
     # --- the answer -----------------------------------------------------------
 
@@ -270,17 +282,15 @@ class HumanCheckpoint:
                 f"response is for {response.checkpoint_id!r} but the open review is "
                 f"{open_review.checkpoint_id!r}; answer the open review"
             )
-        text = response.to_json()  # refuses non-JSON modifications before anything changes
+        # refuse non-JSON modifications and unsafe ids before anything changes
+        text = response.to_json()
+        suffix = ".response.json"
+        base = self._record_path(state, response.checkpoint_id, (suffix,)) if self.config.save_checkpoints else None
         state.decisions.append(response)
         if response.decision is not HumanDecision.PAUSE:
             state.pending_review = None
-        if self.config.save_checkpoints:
-            stem = f"{state.trace_id or self._anonymous_prefix}_{response.checkpoint_id}"
-            base, n = Path(self.config.checkpoint_dir) / stem, 1
-            while (base.parent / f"{base.name}.response.json").exists():
-                n += 1
-                base = base.parent / f"{stem}-{n}"
-            atomic_write_text(base.parent / f"{base.name}.response.json", text)
+        if base is not None:
+            atomic_write_text(f"{base}{suffix}", text)
 
 
 def _failure_context(failure: Failure) -> dict[str, Any]:

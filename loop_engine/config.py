@@ -18,7 +18,12 @@ _AT_LEAST_ZERO = ("max_recovery_attempts", "backoff_base_seconds", "backoff_max_
 
 @dataclass
 class LoopConfig:
-    """Limits and switches of one engine (reference names and defaults)."""
+    """Limits and switches of one engine (reference names and defaults).
+
+    ``verbose`` logs every state transition at INFO on the
+    ``loop_engine.engine`` logger (DEBUG otherwise); the library never
+    configures logging itself, so the application decides where it goes.
+    """
 
     max_iterations: int = 100
     max_recovery_attempts: int = 3
@@ -38,7 +43,9 @@ class LoopConfig:
             value = getattr(self, item.name)
             if item.type in ("bool",) and not isinstance(value, bool):
                 raise ConfigurationError(f"LoopConfig.{item.name} must be True or False, got {value!r}")
-            if item.type in ("int", "float") and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            if item.type == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ConfigurationError(f"LoopConfig.{item.name} must be a whole number (int), got {value!r}")
+            if item.type == "float" and (isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise ConfigurationError(f"LoopConfig.{item.name} must be a number, got {value!r}")
         for name in _AT_LEAST_ONE:
             if getattr(self, name) < 1:

@@ -94,31 +94,39 @@ class LoopEngine(StepsMixin, RecoveryMixin):
         if not isinstance(context, LoopContext):
             raise TypeError(f"run() needs a LoopContext, got {type(context).__name__}")
         self._require_actor()
-        now = datetime.now()
-        self._state = LoopState(context=context, trace_id=trace_id or new_trace_id(), started_at=now, updated_at=now)
-        self._clock_mark = self._clock()
-        await self._drive()
-        return self._result()
+        with self._exclusive():
+            now = datetime.now()
+            self._state = LoopState(
+                context=context, trace_id=trace_id or new_trace_id(), started_at=now, updated_at=now
+            )
+            self._clock_mark = self._clock()
+            await self._drive()
+            return self._result()
 
     async def resume(self, state: LoopState, response: ReviewResponse | None = None) -> LoopResult:
         """Continue a saved run: apply ``response`` to its open review, or carry on
         where it stopped (a recorded but unapplied decision, an interrupted iteration).
         """
         if state.context is None:
-            raise ValueError(f"run {state.trace_id!r} has no context (goal, budget); it cannot be resumed")
+            raise ValueError(
+                f"run {state.trace_id!r} has no context (goal, budget), so it cannot be resumed; "
+                "load it from a JSON snapshot (LoopStatePersistence with format='json') - markdown "
+                "snapshots keep only the header fields"
+            )
         self._require_actor()
-        self._state = state
-        self._clock_mark = self._clock()
-        if state.trace_id is None:
-            state.trace_id = new_trace_id()
-        if response is not None:
-            await self._accept(response)
-        elif state.execution_state is S.WAITING_FOR_HUMAN and state.pending_review is None and state.decisions:
-            self._apply(state.decisions[-1])
-        elif state.execution_state in IN_ITERATION_STATES:
-            self._abandon_iteration()
-        await self._drive()
-        return self._result()
+        with self._exclusive():
+            self._state = state
+            self._clock_mark = self._clock()
+            if state.trace_id is None:
+                state.trace_id = new_trace_id()
+            if response is not None:
+                await self._accept(response)
+            elif state.execution_state is S.WAITING_FOR_HUMAN and state.pending_review is None and state.decisions:
+                self._apply(state.decisions[-1])
+            elif state.execution_state in IN_ITERATION_STATES:
+                self._abandon_iteration()
+            await self._drive()
+            return self._result()
 
     # --------------------------------------------------------- the driver
     async def _drive(self) -> None:

@@ -14,10 +14,11 @@ mypy (and a reader) can see it::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from .config import LoopConfig
@@ -63,6 +64,7 @@ class EngineCore:
         self._post_gates = GateRunner()
         self._state = LoopState()
         self._clock_mark = 0.0
+        self._busy = False
 
     @property
     def state(self) -> LoopState:
@@ -75,6 +77,21 @@ class EngineCore:
     @property
     def checkpoint(self) -> Any:
         return self._checkpoint
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """One run at a time: ``state`` is the engine's single run, so a second
+        concurrent ``run``/``resume`` would silently take it over."""
+        if self._busy:
+            raise RuntimeError(
+                f"this LoopEngine is still driving run {self._state.trace_id!r}; "
+                "create one LoopEngine per concurrent run"
+            )
+        self._busy = True
+        try:
+            yield
+        finally:
+            self._busy = False
 
     def _move(self, target: ExecutionState) -> None:
         """The one way the engine changes execution state (checked against the table).

@@ -116,7 +116,11 @@ class DecisionsMixin(EngineCore):
         if decision is HumanDecision.MODIFY:
             target = self._modify_target(failure)
             self._modify(response.modifications, target)
-            if failure is not None and (target is None or target.is_completed()):
+            # Only a change that completes the failed step (an output, a skip)
+            # recovers its failure; otherwise the failed work runs again (a
+            # planning failure plans again) on the same, already-reviewed
+            # failure, so failing again cannot ask the human again forever.
+            if failure is not None and target is not None and target.is_completed():
                 failure.mark_recovered()
                 self._settle_recoveries(failure, success=True)
                 return

@@ -11,7 +11,6 @@ rather than crash the run.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -37,7 +36,7 @@ def _describe(exc: BaseException) -> str:
 
 
 def _gate_evidence(results: list[GateResult]) -> dict[str, Any]:
-    return {"gates": [{**asdict(r), "severity": str(r.severity)} for r in results]}
+    return {"gates": [r.to_dict() for r in results]}
 
 
 class StepsMixin(EngineCore):
@@ -45,17 +44,9 @@ class StepsMixin(EngineCore):
 
     async def _execute_step(self, step: Step) -> Failure | None:
         state, context = self.state, self._context()
-        if self._pre_gates.gates:
-            gate_context = GateContext(
-                output=None,
-                step_id=step.id,
-                step_description=step.description,
-                budget=context.budget,
-                metadata={"stage": "pre", **step.metadata},
-            )
-            failure = await self._check_gates(self._pre_gates, gate_context, step, FailureType.EXECUTION_ERROR, "pre")
-            if failure is not None:
-                return failure
+        failure = await self._check_gates(self._pre_gates, "pre", step, None, FailureType.EXECUTION_ERROR)
+        if failure is not None:
+            return failure
 
         actor = self._components[ComponentType.ACTOR]
         context.budget.steps_used += 1
@@ -68,17 +59,9 @@ class StepsMixin(EngineCore):
         step.output = output
         step.status = StepStatus.EXECUTED
 
-        if self._post_gates.gates:
-            gate_context = GateContext(
-                output=output,
-                step_id=step.id,
-                step_description=step.description,
-                budget=context.budget,
-                metadata={"stage": "post", **step.metadata},
-            )
-            failure = await self._check_gates(self._post_gates, gate_context, step, FailureType.INVALID_OUTPUT, "post")
-            if failure is not None:
-                return failure
+        failure = await self._check_gates(self._post_gates, "post", step, output, FailureType.INVALID_OUTPUT)
+        if failure is not None:
+            return failure
 
         self._move(ExecutionState.OBSERVING)
         failure = await self._observe(step, output)
@@ -90,16 +73,26 @@ class StepsMixin(EngineCore):
         return await self._verify(step)
 
     async def _check_gates(
-        self, runner: GateRunner, gate_context: GateContext, step: Step, kind: FailureType, stage: str
+        self, runner: GateRunner, stage: str, step: Step, output: Any, kind: FailureType
     ) -> Failure | None:
+        """Run ``runner``'s gates on ``step`` (and the actor's ``output`` after it ran)."""
+        if not runner.gates:
+            return None
+        gate_context = GateContext(
+            output=output,
+            step_id=step.id,
+            step_description=step.description,
+            budget=self._context().budget,
+            metadata={"stage": stage, **step.metadata},
+        )
         try:
             # Tool gates block on subprocesses; keep the event loop free while they run.
             results = await asyncio.to_thread(runner.run, gate_context)
         except Exception as exc:  # a gate is user code too
             return self._fail_step(step, kind, f"{stage}-gate raised {_describe(exc)}", f"{stage}_gate")
-        if GateRunner.passed(results):
+        blocking = GateRunner.first_blocking(results)
+        if blocking is None:
             return None
-        blocking = next(r for r in results if r.blocks)
         return self._fail_step(
             step,
             kind,
@@ -119,12 +112,7 @@ class StepsMixin(EngineCore):
                 message = f"observer raised {_describe(exc)}"
                 return self._fail_step(step, FailureType.EXECUTION_ERROR, message, "observer")
             if not isinstance(observation, Observation):
-                return self._fail_step(
-                    step,
-                    FailureType.INVALID_OUTPUT,
-                    f"observer returned {type(observation).__name__}; observe() must return an Observation",
-                    "observer",
-                )
+                return self._wrong_type(step, "observer", observation, "observe() must return an Observation")
         if observation.step_id is None:
             observation.step_id = step.id
         self.state.observations.append(observation)
@@ -142,14 +130,10 @@ class StepsMixin(EngineCore):
                 evaluator.evaluate, state.current_plan, list(state.observations), context.goal, context
             )
         except Exception as exc:  # component boundary
-            return self._fail_step(step, FailureType.EXECUTION_ERROR, f"evaluator raised {_describe(exc)}", "evaluator")
+            message = f"evaluator raised {_describe(exc)}"
+            return self._fail_step(step, FailureType.EXECUTION_ERROR, message, "evaluator")
         if not isinstance(evaluation, Evaluation):
-            return self._fail_step(
-                step,
-                FailureType.INVALID_OUTPUT,
-                f"evaluator returned {type(evaluation).__name__}; evaluate() must return an Evaluation",
-                "evaluator",
-            )
+            return self._wrong_type(step, "evaluator", evaluation, "evaluate() must return an Evaluation")
         if evaluation.step_id is None:
             evaluation.step_id = step.id
         state.evaluations.append(evaluation)
@@ -182,6 +166,10 @@ class StepsMixin(EngineCore):
                 step, FailureType.VERIFICATION_FAILED, f"verification rejected step {step.id} ({verdict!r})", "verifier"
             )
         return None
+
+    def _wrong_type(self, step: Step, source: str, value: Any, rule: str) -> Failure:
+        message = f"{source} returned {type(value).__name__}; {rule}"
+        return self._fail_step(step, FailureType.INVALID_OUTPUT, message, source)
 
     def _fail_step(
         self,

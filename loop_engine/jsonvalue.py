@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -186,7 +186,7 @@ def iso_datetime(value: datetime) -> str:
     """
     offset = value.utcoffset()
     if offset is not None and offset.microseconds:
-        value = value.astimezone(timezone.utc)
+        value = value.astimezone(UTC)
     return value.isoformat()
 
 

@@ -52,19 +52,19 @@ class StateNotFoundError(PersistenceError, FileNotFoundError):
     """No snapshot is stored for the trace id asked for."""
 
 
-def validate_trace_id(trace_id: Any) -> str:
-    """Refuse ids that could escape the state directory or make odd file names."""
+def validate_trace_id(trace_id: Any, what: str = "trace id") -> str:
+    """Refuse ids that could escape a directory or make odd file names (also used for checkpoint ids)."""
     if not isinstance(trace_id, str) or not trace_id:
-        raise ValueError(f"trace id must be a non-empty string, got {trace_id!r}")
+        raise ValueError(f"{what} must be a non-empty string, got {trace_id!r}")
     if len(trace_id) > _MAX_TRACE_ID:
-        raise ValueError(f"trace id is {len(trace_id)} characters; at most {_MAX_TRACE_ID} are allowed")
+        raise ValueError(f"{what} is {len(trace_id)} characters; at most {_MAX_TRACE_ID} are allowed")
     if "/" in trace_id or "\\" in trace_id or ".." in trace_id or trace_id.startswith("."):
         raise ValueError(
-            f"trace id {trace_id!r} contains a path separator, '..' or a leading '.'; "
+            f"{what} {trace_id!r} contains a path separator, '..' or a leading '.'; "
             "use letters, digits, '-', '_' and single dots"
         )
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in trace_id):
-        raise ValueError(f"trace id {trace_id!r} contains control characters")
+        raise ValueError(f"{what} {trace_id!r} contains control characters")
     return trace_id
 
 

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 
 from .jsonvalue import decode_datetime, decode_enum, iso_datetime, json_copy
 from .markdown import escape_inline, render_table, show_value
@@ -49,6 +49,11 @@ def _require(data: Any, key: str, kind: type | tuple[type, ...], record: str) ->
     if not isinstance(value, kind):
         raise ValueError(f"{record}.{key}: expected {kind}, got {type(value).__name__}")
     return value
+
+
+def _timestamp(data: Any, record: str) -> datetime:
+    # decode_datetime returns None only for None, and _require has made sure of a str
+    return cast(datetime, decode_datetime(_require(data, "timestamp", str, record), f"{record}.timestamp"))
 
 
 def _loads_object(text: str | bytes, record: str) -> Any:
@@ -95,8 +100,8 @@ class ReviewRequest:
             state_summary=dict(_require(data, "state_summary", dict, record)),
             proposed_action=_require(data, "proposed_action", str, record),
             context=dict(_require(data, "context", dict, record)),
-            timestamp=decode_datetime(_require(data, "timestamp", str, record), f"{record}.timestamp"),  # type: ignore[arg-type]
-            cause=data.get("cause", ""),
+            timestamp=_timestamp(data, record),
+            cause=_require(data, "cause", str, record) if "cause" in data else "",
         )
 
     def to_json(self) -> str:
@@ -172,7 +177,7 @@ class ReviewResponse:
             feedback=_require(data, "feedback", str, record),
             modifications=dict(_require(data, "modifications", dict, record)),
             reviewer=_require(data, "reviewer", str, record),
-            timestamp=decode_datetime(_require(data, "timestamp", str, record), f"{record}.timestamp"),  # type: ignore[arg-type]
+            timestamp=_timestamp(data, record),
         )
 
     def to_json(self) -> str:

@@ -62,6 +62,7 @@ __all__ = ["SCHEMA_VERSION", "state_to_dict", "state_from_dict", "encode_state",
 #: Bump when the shape of ``state_to_dict`` changes; older readers refuse newer documents.
 SCHEMA_VERSION = 1
 
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Keep the cyclic GC from re-scanning the heap while a state is built or taken apart.

@@ -52,7 +52,8 @@ def summary(result: LoopResult) -> dict[str, Any]:
         "iterations": result.iterations,
         "outputs": {s.id: s.output for s in result.plan.steps} if result.plan else {},
         "failures": [
-            [f.failure_id, f.step_id, f.type.name, f.status.name, f.recovery_attempts, f.message] for f in result.failures
+            [f.failure_id, f.step_id, f.type.name, f.status.name, f.recovery_attempts, f.message]
+            for f in result.failures
         ],
         "recoveries": [[r.strategy.name, r.failure_id, r.executed, r.success] for r in result.recoveries],
     }

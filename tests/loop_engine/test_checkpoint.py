@@ -122,7 +122,9 @@ def test_failure_reviewed_as_minor_asks_again_when_it_becomes_terminal() -> None
 
 def test_last_retry_in_flight_is_not_major_until_given_up() -> None:
     """Attempts used up while the last retry still runs: asking now would be premature."""
-    failure = Failure(failure_id="f1", recovery_attempts=3, max_recovery_attempts=3, status=FailureStatus.RECOVERY_IN_PROGRESS)
+    failure = Failure(
+        failure_id="f1", recovery_attempts=3, max_recovery_attempts=3, status=FailureStatus.RECOVERY_IN_PROGRESS
+    )
     assert checkpoint().should_pause(LoopState(failures=[failure])) is None
     failure.status = FailureStatus.RECOVERY_FAILED
     assert checkpoint().should_pause(LoopState(failures=[failure])) is CheckpointTrigger.ON_MAJOR_FAILURE
@@ -132,8 +134,14 @@ def test_last_retry_in_flight_is_not_major_until_given_up() -> None:
 
 
 @pytest.mark.parametrize(
-    ("iteration", "expected"), [(0, None), (1, None), (2, CheckpointTrigger.ON_ITERATION_BOUNDARY),
-                                (3, CheckpointTrigger.ON_ITERATION_BOUNDARY), (4, CheckpointTrigger.ON_ITERATION_BOUNDARY)]
+    ("iteration", "expected"),
+    [
+        (0, None),
+        (1, None),
+        (2, CheckpointTrigger.ON_ITERATION_BOUNDARY),
+        (3, CheckpointTrigger.ON_ITERATION_BOUNDARY),
+        (4, CheckpointTrigger.ON_ITERATION_BOUNDARY),
+    ],
 )
 def test_iteration_boundary_never_at_zero(iteration: int, expected) -> None:
     cp = checkpoint(trigger_every_n_iterations=2, trigger_on_major_failure=False)
@@ -214,9 +222,12 @@ def test_ids_continue_across_processes_and_records_are_never_overwritten(tmp_pat
     checkpoint(tmp_path).present_for_review(LoopState(trace_id="run-7"), CheckpointTrigger.ON_EXTERNAL_REQUEST)
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == [
-        "run-7_checkpoint_0001-2.json", "run-7_checkpoint_0001-2.md",
-        "run-7_checkpoint_0001.json", "run-7_checkpoint_0001.md",
-        "run-7_checkpoint_0002.json", "run-7_checkpoint_0002.md",
+        "run-7_checkpoint_0001-2.json",
+        "run-7_checkpoint_0001-2.md",
+        "run-7_checkpoint_0001.json",
+        "run-7_checkpoint_0001.md",
+        "run-7_checkpoint_0002.json",
+        "run-7_checkpoint_0002.md",
     ]
     assert ReviewRequest.from_json((tmp_path / "run-7_checkpoint_0001.json").read_text("utf-8")) == first
     assert (tmp_path / "run-7_checkpoint_0001.md").read_text("utf-8") == first.to_markdown()
@@ -251,15 +262,49 @@ def test_ids_and_reviewed_causes_survive_real_processes_and_files(tmp_path: Path
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     outputs = []
     for failure_id in ("f1", "f2"):
-        done = subprocess.run([sys.executable, str(script), failure_id], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, str(script), failure_id], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        )
         assert done.returncode == 0, done.stderr
         outputs.append(done.stdout.strip())
     assert outputs == ["checkpoint_0001 major_failure:f1 None", "checkpoint_0002 major_failure:f2 None"]
     assert sorted(p.name for p in (tmp_path / "cp").iterdir()) == [
-        "run-1_checkpoint_0001.json", "run-1_checkpoint_0001.md", "run-1_checkpoint_0001.response.json",
-        "run-1_checkpoint_0002.json", "run-1_checkpoint_0002.md", "run-1_checkpoint_0002.response.json",
+        "run-1_checkpoint_0001.json",
+        "run-1_checkpoint_0001.md",
+        "run-1_checkpoint_0001.response.json",
+        "run-1_checkpoint_0002.json",
+        "run-1_checkpoint_0002.md",
+        "run-1_checkpoint_0002.response.json",
     ]
+
+
+def test_record_names_keep_dotted_trace_ids_whole(tmp_path: Path) -> None:
+    """Path.with_suffix would have turned run.1_checkpoint_0001 into run.json."""
+    state = LoopState(trace_id="run.1")
+    cp = checkpoint(tmp_path)
+    request = cp.present_for_review(state, CheckpointTrigger.ON_EXTERNAL_REQUEST)
+    cp.record_decision(state, ReviewResponse(checkpoint_id=request.checkpoint_id, decision=HumanDecision.APPROVE))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "run.1_checkpoint_0001.json",
+        "run.1_checkpoint_0001.md",
+        "run.1_checkpoint_0001.response.json",
+    ]
+
+
+def test_unsafe_ids_never_become_file_names(tmp_path: Path) -> None:
+    """A trace id from the state, or a checkpoint id from a chat message, must not escape checkpoint_dir."""
+    records = tmp_path / "cp"
+    state = LoopState(trace_id="../escape")
+    with pytest.raises(ValueError, match="trace id"):
+        checkpoint(records).present_for_review(state, CheckpointTrigger.ON_EXTERNAL_REQUEST)
+    assert state.checkpoint_counter == 0 and state.pending_review is None
+    state = LoopState(trace_id="run-1")
+    with pytest.raises(ValueError, match="checkpoint id"):
+        checkpoint(records).record_decision(
+            state, ReviewResponse(checkpoint_id="../../x", decision=HumanDecision.APPROVE)
+        )
+    assert state.decisions == []
+    assert not records.exists() and not (tmp_path / "x.response.json").exists()
 
 
 def test_save_checkpoints_false_writes_nothing(tmp_path: Path) -> None:
@@ -291,15 +336,19 @@ async def test_await_decision_calls_sync_or_async_handler(is_async: bool) -> Non
     async def answer_async(request: ReviewRequest) -> ReviewResponse:
         return answer(request)
 
-    cp = HumanCheckpoint(CheckpointConfig(save_checkpoints=False), decision_handler=answer_async if is_async else answer)
+    cp = HumanCheckpoint(
+        CheckpointConfig(save_checkpoints=False), decision_handler=answer_async if is_async else answer
+    )
     request = cp.present_for_review(LoopState(), CheckpointTrigger.ON_EXTERNAL_REQUEST)
     response = await cp.await_decision(request)
     assert response.decision is HumanDecision.REJECT and seen == [request]
 
 
 async def test_handler_answering_the_wrong_checkpoint_is_an_error() -> None:
-    cp = HumanCheckpoint(CheckpointConfig(save_checkpoints=False),
-                         decision_handler=lambda r: ReviewResponse(checkpoint_id="other", decision=HumanDecision.APPROVE))
+    cp = HumanCheckpoint(
+        CheckpointConfig(save_checkpoints=False),
+        decision_handler=lambda r: ReviewResponse(checkpoint_id="other", decision=HumanDecision.APPROVE),
+    )
     with pytest.raises(CheckpointError, match="other"):
         await cp.await_decision(cp.present_for_review(LoopState(), CheckpointTrigger.ON_EXTERNAL_REQUEST))
 
@@ -324,11 +373,23 @@ def test_record_decision_appends_closes_and_saves(tmp_path: Path) -> None:
 
 
 def test_request_and_response_round_trip() -> None:
-    request = ReviewRequest(checkpoint_id="checkpoint_0003", trigger=CheckpointTrigger.ON_COST_THRESHOLD,
-                            state_summary={"iteration": 2, "nested": {"a": [1, None]}}, proposed_action="stop",
-                            context={"k": "v"}, timestamp=T0, cause="cost:2.5")
-    response = ReviewResponse(checkpoint_id="checkpoint_0003", decision=HumanDecision.MODIFY, feedback="f",
-                              modifications={"context": {"x": 1}}, reviewer="bob", timestamp=T0)
+    request = ReviewRequest(
+        checkpoint_id="checkpoint_0003",
+        trigger=CheckpointTrigger.ON_COST_THRESHOLD,
+        state_summary={"iteration": 2, "nested": {"a": [1, None]}},
+        proposed_action="stop",
+        context={"k": "v"},
+        timestamp=T0,
+        cause="cost:2.5",
+    )
+    response = ReviewResponse(
+        checkpoint_id="checkpoint_0003",
+        decision=HumanDecision.MODIFY,
+        feedback="f",
+        modifications={"context": {"x": 1}},
+        reviewer="bob",
+        timestamp=T0,
+    )
     assert ReviewRequest.from_dict(request.to_dict()) == request
     assert ReviewRequest.from_json(request.to_json()) == request
     assert ReviewResponse.from_dict(response.to_dict()) == response
@@ -338,9 +399,15 @@ def test_request_and_response_round_trip() -> None:
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("{", "not valid JSON"), ('{"checkpoint_id": "c"}', "missing key 'decision'"),
-     ('{"checkpoint_id": "c", "decision": "MAYBE", "feedback": "", "modifications": {}, "reviewer": "", '
-      '"timestamp": "2026-01-01T00:00:00"}', "'MAYBE' is not a HumanDecision")],
+    [
+        ("{", "not valid JSON"),
+        ('{"checkpoint_id": "c"}', "missing key 'decision'"),
+        (
+            '{"checkpoint_id": "c", "decision": "MAYBE", "feedback": "", "modifications": {}, "reviewer": "", '
+            '"timestamp": "2026-01-01T00:00:00"}',
+            "'MAYBE' is not a HumanDecision",
+        ),
+    ],
 )
 def test_bad_response_json_is_refused(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -350,8 +417,15 @@ def test_bad_response_json_is_refused(text: str, message: str) -> None:
 # --- config and presets ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kwargs", [{"trigger_every_n_iterations": 0}, {"trigger_every_n_iterations": 1.5},
-                                    {"trigger_cost_threshold": -1}, {"trigger_cost_threshold": "10"}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"trigger_every_n_iterations": 0},
+        {"trigger_every_n_iterations": 1.5},
+        {"trigger_cost_threshold": -1},
+        {"trigger_cost_threshold": "10"},
+    ],
+)
 def test_bad_checkpoint_config_is_refused(kwargs) -> None:
     with pytest.raises(ConfigurationError):
         CheckpointConfig(**kwargs)

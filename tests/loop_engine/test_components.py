@@ -56,6 +56,10 @@ def test_other_config_errors_name_the_field() -> None:
         LoopConfig(backoff_jitter=2)
     with pytest.raises(ConfigurationError, match="circuit_breaker_threshold"):
         LoopConfig(circuit_breaker_threshold=0)
+    with pytest.raises(ConfigurationError, match=r"max_iterations must be a whole number \(int\), got 2.5"):
+        LoopConfig(max_iterations=2.5)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="verbose must be True or False"):
+        LoopConfig(verbose=1)  # type: ignore[arg-type]
 
 
 def test_unknown_dependency_ids_are_refused_with_known_ids() -> None:

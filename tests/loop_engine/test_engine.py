@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
 from typing import Any
 
@@ -21,6 +23,7 @@ from loop_engine.types import (
     LoopContext,
     LoopStatus,
     Plan,
+    RecoveryAction,
     Step,
     StepStatus,
 )
@@ -227,3 +230,58 @@ async def test_engine_state_is_never_running_after_run() -> None:
     engine = make_engine(["a"], act=flaky_actor({"step_1": 99}))
     await engine.run(LoopContext(goal="g"))
     assert engine.state.status is not LoopStatus.RUNNING
+
+
+@pytest.mark.parametrize(("verbose", "level"), [(True, logging.INFO), (False, logging.DEBUG)])
+async def test_verbose_logs_every_transition_at_info(
+    verbose: bool, level: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="loop_engine.engine")
+    engine = make_engine(["a"], config=LoopConfig(verbose=verbose))
+    await engine.run(LoopContext(goal="g"), trace_id="v-1")
+    moves = [r for r in caplog.records if r.name == "loop_engine.engine"]
+    assert [r.getMessage() for r in moves] == [f"run v-1: {a} -> {b}" for a, b in engine.state.transitions]
+    assert {r.levelno for r in moves} == {level}
+
+
+class StringStrategy:
+    def recover(self, failure: Any, state: Any, context: Any) -> Any:
+        return RecoveryAction(strategy="retry")  # type: ignore[arg-type]
+
+
+async def test_a_strategy_given_as_a_string_is_named_in_the_failure_reason() -> None:
+    engine = make_engine(["a"], act=flaky_actor({"step_1": 1}))
+    engine.register_component(ComponentType.RECOVERY, StringStrategy())
+    result = await engine.run(LoopContext(goal="g"))
+    assert result.status is LoopStatus.FAILED
+    assert "strategy 'retry'" in (result.reason or "") and "RecoveryStrategy.RETRY" in (result.reason or "")
+
+
+async def test_a_raising_terminator_is_reported_as_raising() -> None:
+    class Broken:
+        def should_terminate(self, *args: Any) -> bool:
+            raise KeyError("budget")
+
+    engine = make_engine(["a"])
+    engine.register_component(ComponentType.TERMINATOR, Broken())
+    result = await engine.run(LoopContext(goal="g"))
+    assert result.status is LoopStatus.FAILED
+    assert result.failures[0].message == "terminator raised KeyError: 'budget'"
+
+
+async def test_a_second_concurrent_run_on_one_engine_is_refused() -> None:
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def act(step: Step, obs: Any, ctx: Any) -> str:
+        started.set()
+        await release.wait()
+        return "good"
+
+    engine = make_engine(["a"], act=act)
+    first = asyncio.create_task(engine.run(LoopContext(goal="g"), trace_id="first"))
+    await started.wait()
+    with pytest.raises(RuntimeError, match="still driving run 'first'.*one LoopEngine per concurrent run"):
+        await engine.run(LoopContext(goal="g"))
+    release.set()
+    assert (await first).status is LoopStatus.COMPLETED
+    assert (await engine.run(LoopContext(goal="g"))).status is LoopStatus.COMPLETED  # free again

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from loop_engine.components import ListPlanner
 from loop_engine.review import CheckpointTrigger, HumanDecision
 from loop_engine.types import ComponentType, ExecutionState, FailureStatus, LoopContext, LoopStatus, RecoveryStrategy
 
@@ -102,3 +105,43 @@ async def test_external_request_pauses_at_the_next_boundary() -> None:
     assert result.status is LoopStatus.PAUSED
     assert result.review_request.trigger is CheckpointTrigger.ON_EXTERNAL_REQUEST
     assert ("planning", "waiting_for_human") in engine.state.transitions
+
+
+async def test_the_pause_is_saved_before_the_handler_is_asked() -> None:
+    """A handler that fails (Slack down, a bug) leaves a saved, answerable pause."""
+    sink = RecordingPersistence()
+
+    def broken(request):  # type: ignore[no-untyped-def]
+        raise ConnectionError("slack unreachable")
+
+    engine = make_engine(["a", "b"], checkpoint=checkpoint(broken, trigger_every_n_iterations=1), persistence=sink)
+    with pytest.raises(ConnectionError):
+        await engine.run(LoopContext(goal="g"), trace_id="cp-2")
+    assert sink.saves[-1] == ("cp-2", "waiting_for_human")
+    assert engine.state.pending_review is not None and engine.state.decisions == []
+
+
+async def test_modify_after_a_planning_failure_plans_again_once() -> None:
+    """MODIFY (new context) on a planning failure retries planning on the same
+    failure; failing again ends the run instead of asking the human forever."""
+
+    class DownPlanner(ListPlanner):
+        def create_plan(self, goal, initial_context):  # type: ignore[no-untyped-def]
+            raise RuntimeError("planner down")
+
+    asked: list[str] = []
+
+    def modify(request):  # type: ignore[no-untyped-def]
+        asked.append(request.checkpoint_id)
+        if len(asked) > 3:
+            raise AssertionError(f"asked again and again: {asked}")
+        return decide(HumanDecision.MODIFY, modifications={"context": {"hint": "try harder"}})(request)
+
+    engine = make_engine(["a"], checkpoint=checkpoint(modify))
+    engine.register_component(ComponentType.PLANNER, DownPlanner(["a"]), allow_replace=True)
+    result = await engine.run(LoopContext(goal="g"))
+    assert asked == ["checkpoint_0001"]
+    assert result.status is LoopStatus.FAILED and "planner down" in (result.reason or "")
+    [failure] = result.failures
+    assert failure.status is FailureStatus.TERMINAL
+    assert engine.state.context.initial_context == {"hint": "try harder"}

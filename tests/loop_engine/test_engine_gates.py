@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -62,7 +63,8 @@ async def test_post_gate_checks_output_before_evaluation() -> None:
     assert [c.output for c in gate.seen] == ["bad-shape", "good"]
     assert result.status is LoopStatus.COMPLETED
     [failure] = result.failures
-    assert failure.type is FailureType.INVALID_OUTPUT and failure.evidence["gates"][0]["details"] == {"checked": "step_1"}
+    assert failure.type is FailureType.INVALID_OUTPUT
+    assert failure.evidence["gates"][0]["details"] == {"checked": "step_1"}
     assert result.evaluations and all(e.passed for e in result.evaluations)  # evaluator never saw the bad output
     assert ("acting", "recovering") in engine.state.transitions
 
@@ -83,3 +85,20 @@ def test_add_gate_refuses_unknown_stage_and_non_gates() -> None:
         engine.add_gate(RecordingGate("x", bool), stage="during")
     with pytest.raises(ConfigurationError, match="check"):
         engine.add_gate(object())
+
+
+async def test_gates_run_off_the_event_loop_thread() -> None:
+    """Tool gates block on subprocesses; they must not stall other runs on the loop."""
+    loop_thread = threading.get_ident()
+    threads: list[int] = []
+
+    def record(ctx: GateContext) -> bool:
+        threads.append(threading.get_ident())
+        return True
+
+    engine = make_engine(["a"])
+    engine.add_gate(RecordingGate("pre", record), stage="pre")
+    engine.add_gate(RecordingGate("post", record), stage="post")
+    result = await engine.run(LoopContext(goal="g"))
+    assert result.status is LoopStatus.COMPLETED
+    assert len(threads) == 2 and loop_thread not in threads

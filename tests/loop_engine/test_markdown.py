@@ -36,10 +36,21 @@ def audit_state() -> LoopState:
         failures=[Failure(failure_id="f1", message=nasty)],
         recoveries=[RecoveryAction(action_id="r1", failure_id="f1", reason=nasty)],
         reviewed_causes=["failure:f0"],
-        pending_review=ReviewRequest(checkpoint_id="checkpoint_0002", trigger=CheckpointTrigger.ON_FAILURE,
-                                     proposed_action=nasty, cause="failure:f1"),
-        decisions=[ReviewResponse(checkpoint_id="checkpoint_0001", decision=HumanDecision.MODIFY,
-                                  feedback=nasty, reviewer="alice", modifications={"goal": "x"})],
+        pending_review=ReviewRequest(
+            checkpoint_id="checkpoint_0002",
+            trigger=CheckpointTrigger.ON_FAILURE,
+            proposed_action=nasty,
+            cause="failure:f1",
+        ),
+        decisions=[
+            ReviewResponse(
+                checkpoint_id="checkpoint_0001",
+                decision=HumanDecision.MODIFY,
+                feedback=nasty,
+                reviewer="alice",
+                modifications={"goal": "x"},
+            )
+        ],
         counters={"actor": 2},
         stop_reason="ended --> here -- really",
         status=LoopStatus.PAUSED,
@@ -48,8 +59,14 @@ def audit_state() -> LoopState:
 
 def test_every_section_is_a_table_with_the_right_column_count() -> None:
     text = render_state_markdown(audit_state(), "t-1")
-    for title, width in [("Plan", 6), ("Failures", 6), ("Recoveries", 6), ("Checkpoints", 5),
-                         ("Human Decisions", 6), ("Counters", 2)]:
+    for title, width in [
+        ("Plan", 6),
+        ("Failures", 6),
+        ("Recoveries", 6),
+        ("Checkpoints", 5),
+        ("Human Decisions", 6),
+        ("Counters", 2),
+    ]:
         rows = section(text, title)
         assert len(rows) >= 3, title  # header, rule, at least one row
         assert all(len(cells(row)) == width for row in rows), (title, rows)

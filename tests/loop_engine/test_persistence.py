@@ -39,20 +39,42 @@ from loop_engine.types import (
 
 
 def rich_state() -> LoopState:
-    plan = Plan(id="p1", goal="ship it", steps=[
-        Step(id="a", status=StepStatus.VERIFIED_COMPLETED, output={"files": ["x.py"]}, attempts=1),
-        Step(id="b", dependencies=["a"], status=StepStatus.RETRY_PENDING, output="half | done"),
-    ])
-    failure = Failure(failure_id="f1", step_id="b", message="tool broke", recovery_attempts=2,
-                      status=FailureStatus.RECOVERY_IN_PROGRESS)
+    plan = Plan(
+        id="p1",
+        goal="ship it",
+        steps=[
+            Step(id="a", status=StepStatus.VERIFIED_COMPLETED, output={"files": ["x.py"]}, attempts=1),
+            Step(id="b", dependencies=["a"], status=StepStatus.RETRY_PENDING, output="half | done"),
+        ],
+    )
+    failure = Failure(
+        failure_id="f1",
+        step_id="b",
+        message="tool broke",
+        recovery_attempts=2,
+        status=FailureStatus.RECOVERY_IN_PROGRESS,
+    )
     return LoopState(
-        status=LoopStatus.PAUSED, execution_state=ExecutionState.WAITING_FOR_HUMAN, current_iteration=3,
-        current_plan=plan, current_step=plan.steps[1], observations=[Observation(content={"n": 1}, step_id="a")],
-        failures=[failure], recoveries=[RecoveryAction(failure_id="f1")], counters={"actor": 3},
-        context=LoopContext(goal="ship it", initial_context={"repo": "o/r"},
-                            budget=Budget(max_cost=5.0, cost_used=1.5, max_steps=10, steps_used=3)),
-        trace_id="run-1", checkpoint_counter=2, reviewed_causes=["failure:f1"],
-        pending_review=ReviewRequest(checkpoint_id="checkpoint_0002", trigger=CheckpointTrigger.ON_FAILURE, cause="failure:f1"),
+        status=LoopStatus.PAUSED,
+        execution_state=ExecutionState.WAITING_FOR_HUMAN,
+        current_iteration=3,
+        current_plan=plan,
+        current_step=plan.steps[1],
+        observations=[Observation(content={"n": 1}, step_id="a")],
+        failures=[failure],
+        recoveries=[RecoveryAction(failure_id="f1")],
+        counters={"actor": 3},
+        context=LoopContext(
+            goal="ship it",
+            initial_context={"repo": "o/r"},
+            budget=Budget(max_cost=5.0, cost_used=1.5, max_steps=10, steps_used=3),
+        ),
+        trace_id="run-1",
+        checkpoint_counter=2,
+        reviewed_causes=["failure:f1"],
+        pending_review=ReviewRequest(
+            checkpoint_id="checkpoint_0002", trigger=CheckpointTrigger.ON_FAILURE, cause="failure:f1"
+        ),
         decisions=[ReviewResponse(checkpoint_id="checkpoint_0001", decision=HumanDecision.RETRY, feedback="try again")],
         transitions=[("initialized", "planning")],
     )
@@ -112,8 +134,18 @@ def test_newer_schema_is_refused_naming_file_and_versions(tmp_path: Path) -> Non
     assert str(path) in str(info.value) and "7" in str(info.value) and "schema_version 1" in str(info.value)
 
 
-@pytest.mark.parametrize("content", [b"", b'{"schema_version": 1, "sta', b"\xff\xfe garbage", b"[1, 2]", b'{"schema_version": 1}',
-                                     b'{"schema_version": "1", "state": {}}', b'{"schema_version": 1, "state": {"status": "PENDING"}}'])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b'{"schema_version": 1, "sta',
+        b"\xff\xfe garbage",
+        b"[1, 2]",
+        b'{"schema_version": 1}',
+        b'{"schema_version": "1", "state": {}}',
+        b'{"schema_version": 1, "state": {"status": "PENDING"}}',
+    ],
+)
 def test_truncated_or_corrupt_file_names_the_file(tmp_path: Path, content: bytes) -> None:
     """Reference defect: a bad file loaded as a blank state."""
     p = store(tmp_path)
@@ -217,7 +249,9 @@ def test_state_dir_may_be_str_or_path(tmp_path: Path, as_str: bool, monkeypatch:
     assert p.load("x") == LoopState()
 
 
-@pytest.mark.parametrize("bad", ["", "a/b", "..", "../x", "a\\b", "x..y", ".hidden", "a" * 129, "tab\there", "nul\x00", 5])
+@pytest.mark.parametrize(
+    "bad", ["", "a/b", "..", "../x", "a\\b", "x..y", ".hidden", "a" * 129, "tab\there", "nul\x00", 5]
+)
 def test_unsafe_trace_ids_are_refused(tmp_path: Path, bad) -> None:
     """Reference defect: trace ids were not sanitised (path traversal)."""
     p = store(tmp_path)
@@ -367,7 +401,15 @@ def test_markdown_is_the_default_and_restores_header_fields_only(tmp_path: Path)
     path = p.save(state, trace_id="md")
     assert path.name == "loop_state_md.md"
     loaded = p.load("md")
-    for name in ("trace_id", "status", "execution_state", "current_iteration", "counters", "stop_reason", "checkpoint_counter"):
+    for name in (
+        "trace_id",
+        "status",
+        "execution_state",
+        "current_iteration",
+        "counters",
+        "stop_reason",
+        "checkpoint_counter",
+    ):
         assert getattr(loaded, name) == getattr(state, name)
     assert loaded.current_plan is None and loaded.failures == [] and loaded.context is None
 

@@ -48,7 +48,8 @@ def assert_linked(result: Any) -> None:
     ids = {f.failure_id for f in result.failures}
     assert result.recoveries and all(r.failure_id in ids and r.executed for r in result.recoveries)
     for failure in result.failures:
-        assert failure.recovery_action_ids == [r.action_id for r in result.recoveries if r.failure_id == failure.failure_id]
+        linked = [r.action_id for r in result.recoveries if r.failure_id == failure.failure_id]
+        assert failure.recovery_action_ids == linked
 
 
 async def test_retry_marks_recovered_only_after_the_retried_step_passes() -> None:
@@ -75,14 +76,16 @@ async def test_backoff_waits_exponentially_with_jitter_through_injected_sleep() 
     result = await engine.run(LoopContext(goal="g"))
     assert result.status is LoopStatus.COMPLETED
     assert len(sleep.delays) == 3
-    for delay, nominal in zip(sleep.delays, [2.0, 4.0, 5.0]):
+    for delay, nominal in zip(sleep.delays, [2.0, 4.0, 5.0], strict=True):
         assert nominal * 0.9 <= delay <= nominal * 1.1
     assert len(set(sleep.delays)) == 3
     assert [r.params["delay_seconds"] for r in result.recoveries] == sleep.delays
     assert_linked(result)
 
 
-@pytest.mark.parametrize(("attempt", "rand", "expected"), [(1, 0.5, 1.0), (3, 0.5, 4.0), (10, 0.5, 60.0), (1, 0.0, 0.9), (1, 1.0, 1.1)])
+@pytest.mark.parametrize(
+    ("attempt", "rand", "expected"), [(1, 0.5, 1.0), (3, 0.5, 4.0), (10, 0.5, 60.0), (1, 0.0, 0.9), (1, 1.0, 1.1)]
+)
 def test_backoff_delay_formula(attempt: int, rand: float, expected: float) -> None:
     assert backoff_delay(attempt, LoopConfig(), rand) == pytest.approx(expected)
 
@@ -177,8 +180,10 @@ def test_default_policy_choices() -> None:
     assert policy.recover(failure, LoopState(), LoopContext()).strategy is RecoveryStrategy.RETRY
     failure.recovery_attempts = 1
     assert policy.recover(failure, LoopState(), LoopContext()) is None
-    assert DefaultRecoveryPolicy(escalate=True).recover(failure, LoopState(), LoopContext()).strategy is RecoveryStrategy.HUMAN_HANDOFF
-    assert policy.recover(failure, LoopState(consecutive_failures=2), LoopContext()).strategy is RecoveryStrategy.CIRCUIT_BREAK
+    escalated = DefaultRecoveryPolicy(escalate=True).recover(failure, LoopState(), LoopContext())
+    assert escalated is not None and escalated.strategy is RecoveryStrategy.HUMAN_HANDOFF
+    tripped = policy.recover(failure, LoopState(consecutive_failures=2), LoopContext())
+    assert tripped is not None and tripped.strategy is RecoveryStrategy.CIRCUIT_BREAK
 
 
 def test_registry_maps_every_strategy() -> None:

@@ -101,7 +101,8 @@ async def test_pause_keeps_waiting_and_records_the_decision() -> None:
 
 async def test_modify_step_output_completes_the_step() -> None:
     state = await paused_at_failure()
-    response = answer(state, HumanDecision.MODIFY, modifications={"step": {"output": "good", "metadata": {"by": "eve"}}})
+    step_fields = {"output": "good", "metadata": {"by": "eve"}}
+    response = answer(state, HumanDecision.MODIFY, modifications={"step": step_fields})
     engine = failing_engine()
     result = await engine.resume(state, response)
     assert result.status is LoopStatus.COMPLETED
@@ -168,7 +169,8 @@ async def test_a_response_to_a_run_that_is_not_waiting_is_refused() -> None:
     engine = make_engine(["a"])
     await engine.run(LoopContext(goal="g"))
     with pytest.raises(ValueError, match="no open review"):
-        await engine.resume(engine.state, ReviewResponse(checkpoint_id="checkpoint_0001", decision=HumanDecision.APPROVE))
+        response = ReviewResponse(checkpoint_id="checkpoint_0001", decision=HumanDecision.APPROVE)
+        await engine.resume(engine.state, response)
 
 
 async def test_decision_is_saved_before_it_is_applied_and_applied_once_on_resume() -> None:

@@ -49,7 +49,11 @@ def roundtrip(state: LoopState) -> LoopState:
 text = st.text(max_size=12)
 ids = st.text(alphabet="abcdef0123456789_-", min_size=1, max_size=8)
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**64 - 1) | st.floats(allow_nan=False, allow_infinity=False) | text,
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | text,
     lambda children: st.lists(children, max_size=3) | st.dictionaries(text, children, max_size=3),
     max_leaves=8,
 )
@@ -65,38 +69,92 @@ small = st.integers(min_value=0, max_value=50)
 opt_num = st.none() | st.floats(min_value=0, max_value=1e6)
 
 steps = st.builds(
-    Step, id=ids, description=text, dependencies=st.lists(ids, max_size=3), status=st.sampled_from(StepStatus),
-    output=json_values, start_time=opt_dt, end_time=opt_dt, metadata=json_dicts, evaluation_passed=opt_bool,
-    verification_passed=opt_bool, attempts=small,
+    Step,
+    id=ids,
+    description=text,
+    dependencies=st.lists(ids, max_size=3),
+    status=st.sampled_from(StepStatus),
+    output=json_values,
+    start_time=opt_dt,
+    end_time=opt_dt,
+    metadata=json_dicts,
+    evaluation_passed=opt_bool,
+    verification_passed=opt_bool,
+    attempts=small,
 )
-plans = st.builds(Plan, id=ids, goal=text, steps=st.lists(steps, max_size=4), context=json_dicts, created_at=datetimes, version=small)
-observations = st.builds(Observation, timestamp=datetimes, content=json_values, source=text, step_id=st.none() | ids, metadata=json_dicts)
+plans = st.builds(
+    Plan, id=ids, goal=text, steps=st.lists(steps, max_size=4), context=json_dicts, created_at=datetimes, version=small
+)
+observations = st.builds(
+    Observation, timestamp=datetimes, content=json_values, source=text, step_id=st.none() | ids, metadata=json_dicts
+)
 evaluations = st.builds(
-    Evaluation, score=st.floats(0, 1), passed=st.booleans(), feedback=text,
-    metrics=st.dictionaries(text, st.floats(0, 1), max_size=2), timestamp=datetimes, step_id=st.none() | ids,
+    Evaluation,
+    score=st.floats(0, 1),
+    passed=st.booleans(),
+    feedback=text,
+    metrics=st.dictionaries(text, st.floats(0, 1), max_size=2),
+    timestamp=datetimes,
+    step_id=st.none() | ids,
 )
 failures = st.builds(
-    Failure, type=st.sampled_from(FailureType), message=text, step_id=st.none() | ids, recoverable=st.booleans(),
-    context=json_dicts, timestamp=datetimes, failure_id=ids, status=st.sampled_from(FailureStatus),
-    recovery_attempts=small, max_recovery_attempts=small, recovery_action_ids=st.lists(ids, max_size=2),
-    source_component=text, evidence=json_dicts,
+    Failure,
+    type=st.sampled_from(FailureType),
+    message=text,
+    step_id=st.none() | ids,
+    recoverable=st.booleans(),
+    context=json_dicts,
+    timestamp=datetimes,
+    failure_id=ids,
+    status=st.sampled_from(FailureStatus),
+    recovery_attempts=small,
+    max_recovery_attempts=small,
+    recovery_action_ids=st.lists(ids, max_size=2),
+    source_component=text,
+    evidence=json_dicts,
 )
 recoveries = st.builds(
-    RecoveryAction, strategy=st.sampled_from(RecoveryStrategy), params=json_dicts, estimated_success=st.floats(0, 1),
-    action_id=ids, failure_id=st.none() | ids, timestamp=datetimes, executed=st.booleans(), success=opt_bool, reason=text,
+    RecoveryAction,
+    strategy=st.sampled_from(RecoveryStrategy),
+    params=json_dicts,
+    estimated_success=st.floats(0, 1),
+    action_id=ids,
+    failure_id=st.none() | ids,
+    timestamp=datetimes,
+    executed=st.booleans(),
+    success=opt_bool,
+    reason=text,
 )
 budgets = st.builds(
-    Budget, max_tokens=st.none() | small, max_steps=st.none() | small, max_time_seconds=opt_num, max_cost=opt_num,
-    tokens_used=small, steps_used=small, time_used=st.floats(0, 1e6), cost_used=st.floats(0, 1e6),
+    Budget,
+    max_tokens=st.none() | small,
+    max_steps=st.none() | small,
+    max_time_seconds=opt_num,
+    max_cost=opt_num,
+    tokens_used=small,
+    steps_used=small,
+    time_used=st.floats(0, 1e6),
+    cost_used=st.floats(0, 1e6),
 )
 contexts = st.builds(LoopContext, goal=text, initial_context=json_dicts, budget=budgets, metadata=json_dicts)
 requests = st.builds(
-    ReviewRequest, checkpoint_id=ids, trigger=st.sampled_from(CheckpointTrigger), state_summary=json_dicts,
-    proposed_action=text, context=json_dicts, timestamp=datetimes, cause=text,
+    ReviewRequest,
+    checkpoint_id=ids,
+    trigger=st.sampled_from(CheckpointTrigger),
+    state_summary=json_dicts,
+    proposed_action=text,
+    context=json_dicts,
+    timestamp=datetimes,
+    cause=text,
 )
 responses = st.builds(
-    ReviewResponse, checkpoint_id=ids, decision=st.sampled_from(HumanDecision), feedback=text,
-    modifications=json_dicts, reviewer=text, timestamp=datetimes,
+    ReviewResponse,
+    checkpoint_id=ids,
+    decision=st.sampled_from(HumanDecision),
+    feedback=text,
+    modifications=json_dicts,
+    reviewer=text,
+    timestamp=datetimes,
 )
 
 
@@ -108,15 +166,27 @@ def states(draw: st.DrawFn) -> LoopState:
     else:
         current = draw(st.none() | steps)
     return LoopState(
-        status=draw(st.sampled_from(LoopStatus)), execution_state=draw(st.sampled_from(ExecutionState)),
-        current_iteration=draw(small), current_plan=plan, current_step=current,
-        observations=draw(st.lists(observations, max_size=3)), evaluations=draw(st.lists(evaluations, max_size=3)),
-        failures=draw(st.lists(failures, max_size=3)), recoveries=draw(st.lists(recoveries, max_size=3)),
-        counters=draw(st.dictionaries(text, small, max_size=3)), metadata=draw(json_dicts),
-        context=draw(st.none() | contexts), trace_id=draw(st.none() | ids), stop_reason=draw(st.none() | text),
-        started_at=draw(opt_dt), updated_at=draw(opt_dt), transitions=draw(st.lists(st.tuples(text, text), max_size=3)),
-        checkpoint_counter=draw(small), reviewed_causes=draw(st.lists(text, max_size=3)),
-        pending_review=draw(st.none() | requests), decisions=draw(st.lists(responses, max_size=2)),
+        status=draw(st.sampled_from(LoopStatus)),
+        execution_state=draw(st.sampled_from(ExecutionState)),
+        current_iteration=draw(small),
+        current_plan=plan,
+        current_step=current,
+        observations=draw(st.lists(observations, max_size=3)),
+        evaluations=draw(st.lists(evaluations, max_size=3)),
+        failures=draw(st.lists(failures, max_size=3)),
+        recoveries=draw(st.lists(recoveries, max_size=3)),
+        counters=draw(st.dictionaries(text, small, max_size=3)),
+        metadata=draw(json_dicts),
+        context=draw(st.none() | contexts),
+        trace_id=draw(st.none() | ids),
+        stop_reason=draw(st.none() | text),
+        started_at=draw(opt_dt),
+        updated_at=draw(opt_dt),
+        transitions=draw(st.lists(st.tuples(text, text), max_size=3)),
+        checkpoint_counter=draw(small),
+        reviewed_causes=draw(st.lists(text, max_size=3)),
+        pending_review=draw(st.none() | requests),
+        decisions=draw(st.lists(responses, max_size=2)),
         consecutive_failures=draw(small),
     )
 
@@ -155,8 +225,13 @@ def test_every_record_field_is_stored() -> None:
     step = Step(id="s")
     data = state_to_dict(
         LoopState(
-            current_plan=Plan(steps=[step]), current_step=Step(id="other"), observations=[Observation()],
-            evaluations=[Evaluation()], failures=[Failure()], recoveries=[RecoveryAction()], context=LoopContext(),
+            current_plan=Plan(steps=[step]),
+            current_step=Step(id="other"),
+            observations=[Observation()],
+            evaluations=[Evaluation()],
+            failures=[Failure()],
+            recoveries=[RecoveryAction()],
+            context=LoopContext(),
         )
     )
     names = lambda cls: {f.name for f in dataclasses.fields(cls)}  # noqa: E731
@@ -183,8 +258,13 @@ class Money(float):
 
 
 def test_subclasses_of_json_types_are_stored_as_their_plain_values() -> None:
-    metadata = {"ordered": OrderedDict(a=1), "colour": Colour.RED, "size": Size.BIG, "money": Money(2.5),
-                "proxy": MappingProxyType({"k": [1]})}
+    metadata = {
+        "ordered": OrderedDict(a=1),
+        "colour": Colour.RED,
+        "size": Size.BIG,
+        "money": Money(2.5),
+        "proxy": MappingProxyType({"k": [1]}),
+    }
     state = LoopState(metadata=metadata)
     for restored in (roundtrip(state), state_from_dict(orjson.loads(encode_state(state))["state"])):
         assert restored.metadata == {"ordered": {"a": 1}, "colour": "red", "size": 3, "money": 2.5, "proxy": {"k": [1]}}
@@ -198,7 +278,8 @@ class Stamp(datetime):
 def test_datetimes_orjson_cannot_write_exactly_are_formatted_by_isoformat() -> None:
     odd_offset = datetime(2026, 1, 1, 12, tzinfo=timezone(timedelta(seconds=7, microseconds=5)))
     state = LoopState(
-        started_at=odd_offset, updated_at=Stamp(2026, 1, 1, 12, 0, 0, 1),
+        started_at=odd_offset,
+        updated_at=Stamp(2026, 1, 1, 12, 0, 0, 1),
         observations=[Observation(timestamp=odd_offset), Observation(timestamp=Stamp(2026, 2, 2))],
     )
     stored = orjson.loads(encode_state(state))["state"]
@@ -208,8 +289,11 @@ def test_datetimes_orjson_cannot_write_exactly_are_formatted_by_isoformat() -> N
 
 
 def test_loading_does_not_change_the_document_and_restores_gc() -> None:
-    data = state_to_dict(LoopState(current_plan=Plan(steps=[Step(id="a", status=StepStatus.SKIPPED)]),
-                                   failures=[Failure(failure_id="f")]))
+    data = state_to_dict(
+        LoopState(
+            current_plan=Plan(steps=[Step(id="a", status=StepStatus.SKIPPED)]), failures=[Failure(failure_id="f")]
+        )
+    )
     before = copy.deepcopy(data)
     assert state_from_dict(data) == state_from_dict(data)
     assert data == before
@@ -230,7 +314,9 @@ def test_transitions_come_back_as_tuples() -> None:
 
 def test_enums_by_name_and_datetimes_iso() -> None:
     when = datetime(2026, 1, 2, 3, 4, 5, 6)
-    data = state_to_dict(LoopState(status=LoopStatus.TERMINATED, execution_state=ExecutionState.COMPLETED, started_at=when))
+    data = state_to_dict(
+        LoopState(status=LoopStatus.TERMINATED, execution_state=ExecutionState.COMPLETED, started_at=when)
+    )
     assert data["status"] == "TERMINATED"
     assert data["execution_state"] == "COMPLETED"
     assert data["started_at"] == "2026-01-02T03:04:05.000006"
@@ -251,15 +337,23 @@ class Foo:
 @pytest.mark.parametrize(
     ("state", "message"),
     [
-        (LoopState(current_plan=Plan(steps=[Step(id="step_2", output=Foo())])),
-         "step 'step_2' output: object of type Foo is not JSON-serialisable"),
+        (
+            LoopState(current_plan=Plan(steps=[Step(id="step_2", output=Foo())])),
+            "step 'step_2' output: object of type Foo is not JSON-serialisable",
+        ),
         (LoopState(current_plan=Plan(steps=[Step(id="s", output={"k": [1, Foo()]})])), "step 's' output['k'][1]"),
         (LoopState(observations=[Observation(content=(1, 2))]), "observation 0 content: object of type tuple"),
         (LoopState(metadata={1: "x"}), "state metadata: key 1 of type int"),
         (LoopState(metadata={"x": float("nan")}), "state metadata['x']: nan is not a JSON number"),
-        (LoopState(metadata={"x": [2**64]}), "state metadata['x'][0]: integer 18446744073709551616 does not fit in 64 bits"),
+        (
+            LoopState(metadata={"x": [2**64]}),
+            "state metadata['x'][0]: integer 18446744073709551616 does not fit in 64 bits",
+        ),
         (LoopState(failures=[Failure(failure_id="f1", evidence={"e": {1, 2}})]), "failure 'f1' evidence['e']"),
-        (LoopState(context=LoopContext(initial_context={"when": datetime(2026, 1, 1)})), "context initial_context['when']"),
+        (
+            LoopState(context=LoopContext(initial_context={"when": datetime(2026, 1, 1)})),
+            "context initial_context['when']",
+        ),
     ],
 )
 def test_non_json_values_are_refused_by_name(state: LoopState, message: str) -> None:

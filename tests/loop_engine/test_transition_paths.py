@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from loop_engine.components import CallableActor, ListPlanner, MaxIterationsTerminator
+from loop_engine.components import ListPlanner, MaxIterationsTerminator
 from loop_engine.config import LoopConfig
 from loop_engine.engine import LoopEngine
 from loop_engine.review import HumanDecision, ReviewRequest, ReviewResponse
@@ -306,7 +306,8 @@ async def max_iterations_after_approval() -> LoopState:
 
 
 async def reviewer_rejects() -> LoopState:
-    return await run(make_engine(["a"], checkpoint=checkpoint(decide(HumanDecision.REJECT), trigger_every_n_iterations=1)))
+    reject = checkpoint(decide(HumanDecision.REJECT), trigger_every_n_iterations=1)
+    return await run(make_engine(["a"], checkpoint=reject))
 
 
 async def failure_right_after_approval_asks_again() -> LoopState:
