@@ -13,12 +13,19 @@ then writes the value, with ``orjson_default`` turning the few accepted
 subclasses it cannot write (non-dict mappings, float subclasses) into plain
 values. ``json_copy`` is check + orjson round trip, for callers that want
 plain data sharing nothing with the original.
+
+Also here, shared by every stored record: datetimes written so they read
+back equal (``iso_datetime``, ``orjson_datetime``), enums and datetimes
+read back with messages that say what is wrong, and ``gc_paused`` for
+building or taking apart large documents.
 """
 
 from __future__ import annotations
 
+import gc
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, TypeVar
@@ -33,6 +40,8 @@ __all__ = [
     "json_copy",
     "orjson_default",
     "iso_datetime",
+    "orjson_datetime",
+    "gc_paused",
     "decode_datetime",
     "decode_enum",
     "locate_bad_string",
@@ -188,6 +197,34 @@ def iso_datetime(value: datetime) -> str:
     if offset is not None and offset.microseconds:
         value = value.astimezone(UTC)
     return value.isoformat()
+
+
+def orjson_datetime(value: datetime | None) -> datetime | str | None:
+    """Naive datetimes as they are: orjson writes exactly ``isoformat()``'s text, 25x faster.
+
+    orjson would drop the seconds of an offset like +00:00:07 and refuses
+    datetime subclasses, so aware datetimes and subclasses are formatted here.
+    """
+    if value is None or (value.tzinfo is None and type(value) is datetime):
+        return value
+    return iso_datetime(value)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Keep the cyclic GC from re-scanning the heap while a state is built or taken apart.
+
+    A 1,000-step state is ~40,000 new acyclic objects; the collections they
+    trigger cost about a third of a load. Nested use and a GC that is already
+    off are both left as found.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def decode_datetime(value: Any, where: str) -> datetime | None:

@@ -31,9 +31,9 @@ import orjson
 
 from .atomic import atomic_write_bytes, fsync_directory
 from .errors import ConfigurationError, CorruptStateError, PersistenceError, SchemaVersionError
-from .jsonvalue import decode_datetime, decode_enum
+from .jsonvalue import decode_datetime, decode_enum, gc_paused
 from .markdown import parse_audit_header, render_state_markdown
-from .serialization import SCHEMA_VERSION, encode_state, gc_paused, state_from_dict
+from .serialization import SCHEMA_VERSION, encode_state, state_from_dict
 from .types import ExecutionState, LoopState, LoopStatus, new_trace_id
 
 __all__ = [

@@ -20,9 +20,6 @@ thousands of acyclic objects of a large state are made.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -34,8 +31,9 @@ from .jsonvalue import (
     check_json,
     decode_datetime,
     decode_enum,
-    iso_datetime,
+    gc_paused,
     locate_bad_string,
+    orjson_datetime,
     orjson_default,
 )
 from .review import ReviewRequest, ReviewResponse
@@ -57,43 +55,15 @@ from .types import (
     StepStatus,
 )
 
-__all__ = ["SCHEMA_VERSION", "state_to_dict", "state_from_dict", "encode_state", "gc_paused"]
+__all__ = ["SCHEMA_VERSION", "state_to_dict", "state_from_dict", "encode_state"]
 
 #: Bump when the shape of ``state_to_dict`` changes; older readers refuse newer documents.
 SCHEMA_VERSION = 1
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Keep the cyclic GC from re-scanning the heap while a state is built or taken apart.
-
-    A 1,000-step state is ~40,000 new acyclic objects; the collections they
-    trigger cost about a third of a load. Nested use and a GC that is already
-    off are both left as found.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 # --- encoding -----------------------------------------------------------------
 # The document is built for orjson: free-form values are checked in place (not
 # copied) and naive datetimes are left as objects for orjson to format.
-
-
-def _when(value: datetime | None) -> datetime | str | None:
-    """Naive datetimes as they are: orjson writes exactly ``isoformat()``'s text, 25x faster.
-
-    orjson would drop the seconds of an offset like +00:00:07 and refuses
-    datetime subclasses, so aware datetimes and subclasses are formatted here.
-    """
-    if value is None or (value.tzinfo is None and type(value) is datetime):
-        return value
-    return iso_datetime(value)
 
 
 def _step(step: Step, kind: str = "step") -> dict[str, Any]:
@@ -103,8 +73,8 @@ def _step(step: Step, kind: str = "step") -> dict[str, Any]:
         "dependencies": step.dependencies,
         "status": step.status._name_,
         "output": check_json(step.output, (kind, step.id, "output")),
-        "start_time": _when(step.start_time),
-        "end_time": _when(step.end_time),
+        "start_time": orjson_datetime(step.start_time),
+        "end_time": orjson_datetime(step.end_time),
         "metadata": check_json(step.metadata, (kind, step.id, "metadata")),
         "evaluation_passed": step.evaluation_passed,
         "verification_passed": step.verification_passed,
@@ -118,7 +88,7 @@ def _plan(plan: Plan) -> dict[str, Any]:
         "goal": plan.goal,
         "steps": [_step(s) for s in plan.steps],
         "context": check_json(plan.context, ("plan", plan.id, "context")),
-        "created_at": _when(plan.created_at),
+        "created_at": orjson_datetime(plan.created_at),
         "version": plan.version,
     }
 
@@ -136,7 +106,7 @@ def _current_step(state: LoopState) -> dict[str, Any] | None:
 
 def _observation(obs: Observation, index: int) -> dict[str, Any]:
     return {
-        "timestamp": _when(obs.timestamp),
+        "timestamp": orjson_datetime(obs.timestamp),
         "content": check_json(obs.content, ("observation", index, "content")),
         "source": obs.source,
         "step_id": obs.step_id,
@@ -150,7 +120,7 @@ def _evaluation(ev: Evaluation, index: int) -> dict[str, Any]:
         "passed": ev.passed,
         "feedback": ev.feedback,
         "metrics": check_json(ev.metrics, ("evaluation", index, "metrics")),
-        "timestamp": _when(ev.timestamp),
+        "timestamp": orjson_datetime(ev.timestamp),
         "step_id": ev.step_id,
     }
 
@@ -162,7 +132,7 @@ def _failure(f: Failure) -> dict[str, Any]:
         "step_id": f.step_id,
         "recoverable": f.recoverable,
         "context": check_json(f.context, ("failure", f.failure_id, "context")),
-        "timestamp": _when(f.timestamp),
+        "timestamp": orjson_datetime(f.timestamp),
         "failure_id": f.failure_id,
         "status": f.status._name_,
         "recovery_attempts": f.recovery_attempts,
@@ -180,7 +150,7 @@ def _recovery(r: RecoveryAction) -> dict[str, Any]:
         "estimated_success": check_json(r.estimated_success, ("recovery", r.action_id, "estimated_success")),
         "action_id": r.action_id,
         "failure_id": r.failure_id,
-        "timestamp": _when(r.timestamp),
+        "timestamp": orjson_datetime(r.timestamp),
         "executed": r.executed,
         "success": r.success,
         "reason": r.reason,
@@ -230,8 +200,8 @@ def _state(state: LoopState) -> dict[str, Any]:
         "context": _context(state.context),
         "trace_id": state.trace_id,
         "stop_reason": state.stop_reason,
-        "started_at": _when(state.started_at),
-        "updated_at": _when(state.updated_at),
+        "started_at": orjson_datetime(state.started_at),
+        "updated_at": orjson_datetime(state.updated_at),
         "transitions": [[source, target] for source, target in state.transitions],
         "checkpoint_counter": state.checkpoint_counter,
         "reviewed_causes": state.reviewed_causes,
