@@ -158,7 +158,7 @@ def test_kill9_at_random_instants_loses_no_vote_and_applies_no_outcome_twice(
     seed = int(os.environ.get("LOOPBOT_SOAK_SEED") or random.SystemRandom().randrange(2**32))
     rng = random.Random(seed)
     progress(f"seed {seed} (replay: LOOPBOT_SOAK_SEED={seed}), {ROUNDS} rounds, state in {ws.state_dir}")
-    slow = {**slow_loop(ws.root / "trail", steps=3, delay=0.05, review_after=1), "run_on_start": False}
+    slow = {**slow_loop(ws.root / "trail", steps=4, delay=0.3, review_after=1), "run_on_start": False}
     ws.write_config([demo_loop(overlap="allow", review=REVIEW), {**slow, "overlap": "allow", "review": REVIEW}])
     ledger = Ledger()
     for round_number in range(1, ROUNDS + 1):
