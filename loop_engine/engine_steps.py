@@ -78,11 +78,16 @@ class StepsMixin(EngineCore):
         """Run ``runner``'s gates on ``step`` (and the actor's ``output`` after it ran)."""
         if not runner.gates:
             return None
+        context = self._context()
         gate_context = GateContext(
             output=output,
             step_id=step.id,
             step_description=step.description,
-            budget=self._context().budget,
+            # Tool gates (lint, type check, tests) need a tree to run in: the step's
+            # own ``working_dir``/``files`` metadata, else the run's initial context.
+            files=_gate_files(step.metadata.get("files", context.initial_context.get("files"))),
+            working_dir=step.metadata.get("working_dir", context.initial_context.get("working_dir")),
+            budget=context.budget,
             metadata={"stage": stage, **step.metadata},
         )
         try:
@@ -205,3 +210,10 @@ class StepsMixin(EngineCore):
         if failure is not None:
             failure.mark_recovered()
             self._settle_recoveries(failure, success=True)
+
+
+def _gate_files(files: Any) -> dict[str, str]:
+    """``{path: text}`` from metadata; anything else means "no files" rather than a crash in a gate."""
+    if isinstance(files, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        return dict(files)
+    return {}

@@ -102,3 +102,33 @@ async def test_gates_run_off_the_event_loop_thread() -> None:
     result = await engine.run(LoopContext(goal="g"))
     assert result.status is LoopStatus.COMPLETED
     assert len(threads) == 2 and loop_thread not in threads
+
+
+async def test_tool_gates_run_in_the_runs_working_dir(tmp_path: Any) -> None:
+    """A real subprocess gate sees the tree named by the run's initial context (or the step's metadata)."""
+    import sys
+
+    from loop_engine.gates import CommandGate
+
+    check = [sys.executable, "-c", "import os, sys; sys.exit(0 if os.path.exists('ready') else 1)"]
+    act, calls = counting_actor()
+    engine = make_engine(["a"], act=act, config=LoopConfig(max_recovery_attempts=1))
+    engine.add_gate(CommandGate(check, name="ready"), stage="pre")
+    result = await engine.run(LoopContext(goal="g", initial_context={"working_dir": str(tmp_path)}))
+    assert result.status is LoopStatus.FAILED and calls == []
+    assert "pre-gate ready failed" in result.failures[0].message
+
+    (tmp_path / "ready").write_text("")
+    act, calls = counting_actor()
+    engine = make_engine(["a"], act=act)
+    engine.add_gate(CommandGate(check, name="ready"), stage="pre")
+    result = await engine.run(LoopContext(goal="g", initial_context={"working_dir": str(tmp_path)}))
+    assert result.status is LoopStatus.COMPLETED and calls == ["step_1"]
+
+
+async def test_gate_files_come_from_step_metadata() -> None:
+    gate = RecordingGate("files", lambda ctx: ctx.files == {"a.py": "x = 1\n"})
+    engine = make_engine(["a"])
+    engine.add_gate(gate, stage="pre")
+    result = await engine.run(LoopContext(goal="g", initial_context={"files": {"a.py": "x = 1\n"}}))
+    assert result.status is LoopStatus.COMPLETED and gate.seen[0].files == {"a.py": "x = 1\n"}
