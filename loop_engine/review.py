@@ -135,7 +135,8 @@ class ReviewRequest:
             if isinstance(value, list) and value and all(isinstance(row, dict) for row in value):
                 tables.append((key, value))
                 continue
-            lines.append(f"- **{_label(key)}:** {escape_inline(show_value(value))}")
+            shown = "none" if value == [] else show_value(value)
+            lines.append(f"- **{_label(key)}:** {escape_inline(shown)}")
         for key, rows in tables:
             columns: list[str] = []
             for row in rows:

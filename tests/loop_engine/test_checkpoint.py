@@ -69,6 +69,12 @@ def test_tutorial_sequence_and_markdown_head() -> None:
     assert state.pending_review is review
 
 
+def test_markdown_says_none_rather_than_an_empty_list() -> None:
+    review = checkpoint().present_for_review(LoopState(), CheckpointTrigger.ON_EXTERNAL_REQUEST)
+    text = review.to_markdown()
+    assert "- **Unrecovered Failures:** none" in text and "[]" not in text
+
+
 def test_markdown_escapes_user_text() -> None:
     cp = checkpoint()
     state = LoopState()
