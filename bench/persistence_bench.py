@@ -133,7 +133,8 @@ def main() -> None:
             orjson.loads(baseline_file.read_bytes())
 
         def save_and_load() -> None:
-            store.load(store.save(state, trace_id="bench").name[len("loop_state_") : -len(".json")])
+            store.save(state, trace_id="bench")
+            store.load("bench")
 
         # interleaved rounds, so a burst of load on the machine hits every figure alike
         samples: dict[str, list[float]] = {"baseline": [], "save": [], "load": [], "both": []}

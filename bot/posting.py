@@ -1,7 +1,7 @@
 """Where a review is told: the loop's channels, for requests, outcomes, reminders, escalations.
 
 The local channel is always on; Slack and GitHub channels plug in here (a
-``Channel`` per name in ``channels``) once their issues land - a target naming
+``Channel`` per name in ``channels``) once they are built - a target naming
 a channel that is not configured is logged, never silently dropped.
 """
 

@@ -114,12 +114,7 @@ class Reviewers:
 
     @property
     def anyone(self) -> bool:
-        return not any(
-            (
-                self.local, self.slack_users, self.slack_groups,
-                self.github_users, self.github_teams, self.github_min_permission,
-            )
-        )
+        return not any(self.to_dict().values())
 
     def to_dict(self) -> dict[str, Any]:
         return {

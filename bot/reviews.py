@@ -224,26 +224,16 @@ def decide_by_timeout(review: Review, *, now: datetime) -> Outcome:
     waited = format_duration(policy.decide_after) if policy.decide_after is not None else "the deadline"
     decision = HumanDecision[policy.default.upper()]
     if decision is HumanDecision.PAUSE:
-        review.timed_out_at = now
-        return Outcome(
-            decision,
-            [TIMEOUT_VOTER],
-            now,
-            timed_out=True,
-            feedback=f"timed out after {waited} with no decision; default pause: the run keeps waiting for a person",
-        )
+        what = "default pause: the run keeps waiting for a person"
+    else:
+        what = f"default outcome {policy.default} applied (no person decided)"
     outcome = Outcome(
-        decision,
-        [TIMEOUT_VOTER],
-        now,
-        timed_out=True,
-        feedback=(
-            f"timed out after {waited} with no decision; default outcome {policy.default} applied (no person decided)"
-        ),
+        decision, [TIMEOUT_VOTER], now, timed_out=True, feedback=f"timed out after {waited} with no decision; {what}"
     )
     review.timed_out_at = now
-    review.outcome = outcome
-    review.status = "decided"
+    if decision is not HumanDecision.PAUSE:
+        review.outcome = outcome
+        review.status = "decided"
     return outcome
 
 

@@ -24,7 +24,7 @@ from loop_engine.serialization import state_from_dict
 from loop_engine.engine import LoopEngine
 from loop_engine.types import LoopResult, LoopState, LoopStatus
 
-from bot.config import BotConfig
+from bot.config import BotConfig, ReviewConfig
 from bot.posting import ReviewDesk, outcome_text
 from bot.reviews import Review, mark_applied
 from bot.store.base import RunRecord, Store
@@ -34,7 +34,6 @@ from bot.worker import (
     UnknownLoopError,
     continue_run,
     result_summary,
-    review_policy_for,
 )
 
 __all__ = ["Runner", "ACTIVE_STATUSES", "utcnow"]
@@ -190,14 +189,14 @@ class Runner:
             if review.run_id == run_id and review.checkpoint_id == request.checkpoint_id:
                 return review
         run = self._store.get_run(run_id)
-        loop_config = self._catalog.loop_config(run.loop)
+        policy = self._catalog.loop_config(run.loop).review.to_policy()
         review = Review(
             id=self._store.next_id(run.loop),
             loop=run.loop,
             run_id=run_id,
             checkpoint_id=request.checkpoint_id,
             request=request.to_dict(),
-            policy=review_policy_for(loop_config),
+            policy=policy,
             created_at=self._clock(),
             status="open",
         )
@@ -205,16 +204,15 @@ class Runner:
         log.info("run %s paused at %s: review %s opened", run_id, request.checkpoint_id, review.id)
         return review
 
-    def _targets(self, loop: str, key: str) -> list[Any]:
-        """The loop's configured targets; a loop gone from the config still has the local channel."""
+    def _review_config(self, loop: str) -> ReviewConfig:
+        """The loop's review block; a loop gone from the config gets no targets beyond the local channel."""
         try:
-            review = self._catalog.loop_config(loop).review
+            return self._catalog.loop_config(loop).review
         except UnknownLoopError:
-            return []
-        return list(review.timeout.escalate_to if key == "escalate_to" else review.post_to)
+            return ReviewConfig()
 
     def _post(self, review: Review) -> None:
-        refs = self._desk.post(review, self._targets(review.loop, "post_to"))
+        refs = self._desk.post(review, self._review_config(review.loop).post_to)
         if refs != review.posts:
 
             def record(stored: Review) -> None:
@@ -292,7 +290,7 @@ class Runner:
         self._desk.update(review, text)
 
     def escalate(self, review: Review, text: str) -> None:
-        refs = self._desk.escalate(review, self._targets(review.loop, "escalate_to"), text)
+        refs = self._desk.escalate(review, self._review_config(review.loop).timeout.escalate_to, text)
         if refs:
             self._store.update_review(review.id, lambda r: r.posts.extend(x for x in refs if x not in r.posts))
 

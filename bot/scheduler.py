@@ -131,10 +131,9 @@ def _interval_seconds(value: Any) -> float:
 
 def build_trigger(schedule: _Schedule, default_timezone: str) -> tuple[BaseTrigger, str]:
     """The trigger for a loop's ``schedule`` and a fingerprint that changes exactly when it does."""
-    zone_name = getattr(schedule, "timezone", None) or default_timezone
+    zone_name = schedule.timezone or default_timezone
     zone = ZoneInfo(zone_name)
-    cron = getattr(schedule, "cron", None)
-    interval = getattr(schedule, "interval", None)
+    cron, interval = schedule.cron, schedule.interval
     if cron and interval:
         raise ValueError("a schedule takes either cron or interval, not both")
     if cron:

@@ -2,7 +2,7 @@
 
 Routes: ``GET /healthz`` here. Slack (``POST /slack/events``) and GitHub
 (``POST /github/webhook``) routes plug in through ``extra_routes`` when
-those channels are configured; this issue mounts none of them.
+those channels are configured; none is built yet, so none is mounted.
 
 Start order: take the serve lock (one server per state dir), bind the
 socket (port 0 allowed: the bound port goes into the lock info and the log),

@@ -73,6 +73,8 @@ class Service:
         now = self._clock()
         # update_review writes only when due_actions marked something, so a quiet tick costs no write.
         actions = self._store.update_review(review.id, lambda r: due_actions(r, now=now))
+        if not actions:
+            return
         current = self._store.get_review(review.id)
         for action in actions:
             if action == "remind":

@@ -24,7 +24,6 @@ from loop_engine.types import ExecutionState, LoopContext, LoopResult, LoopState
 
 from bot.config import BotConfig, LoopConfig
 from bot.patterns import LoopSpec, get_pattern, load_factory
-from bot.reviews import ReviewPolicy
 from bot.store.base import Store
 
 __all__ = [
@@ -33,7 +32,6 @@ __all__ = [
     "SnapshotSink",
     "LoopCatalog",
     "checkpoint_config_for",
-    "review_policy_for",
     "continue_run",
     "result_summary",
 ]
@@ -72,14 +70,14 @@ class SnapshotSink:
     end never raise - those runs are done with the engine anyway.
     """
 
-    def __init__(self, store: Store, run_id: str, stop_requested: Callable[[], bool] | None = None) -> None:
+    def __init__(self, store: Store, run_id: str, stop_requested: Callable[[], bool]) -> None:
         self._store = store
         self._run_id = run_id
         self._stop_requested = stop_requested
 
     def save(self, state: LoopState, trace_id: str | None = None) -> None:
         self._store.save_snapshot(self._run_id, state_to_dict(state))
-        if self._stop_requested is not None and state.execution_state in _STOPPABLE and self._stop_requested():
+        if state.execution_state in _STOPPABLE and self._stop_requested():
             raise RunInterrupted(f"run {self._run_id} stopped at {state.execution_state.value} for shutdown")
 
 
@@ -95,10 +93,6 @@ def checkpoint_config_for(loop: LoopConfig, state_dir: Path) -> CheckpointConfig
     if block is None or "checkpoint_dir" not in (block.model_extra or {}):
         config.checkpoint_dir = Path(state_dir) / "checkpoints"
     return config
-
-
-def review_policy_for(loop: LoopConfig) -> ReviewPolicy:
-    return loop.review.to_policy()
 
 
 @dataclass
@@ -120,10 +114,10 @@ class LoopCatalog:
         return [loop.name for loop in self._config.loops]
 
     def loop_config(self, name: str) -> LoopConfig:
-        for loop in self._config.loops:
-            if loop.name == name:
-                return loop
-        raise UnknownLoopError(name, self.names)
+        loop = self._config.loop(name)
+        if loop is None:
+            raise UnknownLoopError(name, self.names)
+        return loop
 
     def _resolve(self, name: str) -> _Loop:
         if name not in self._loops:
@@ -136,9 +130,7 @@ class LoopCatalog:
             self._loops[name] = _Loop(loop, builder(dict(loop.options)))
         return self._loops[name]
 
-    def new_engine(
-        self, name: str, run_id: str, store: Store, stop_requested: Callable[[], bool] | None = None
-    ) -> LoopEngine:
+    def new_engine(self, name: str, run_id: str, store: Store, stop_requested: Callable[[], bool]) -> LoopEngine:
         """A fresh engine (components registered anew) that saves into ``run_id``'s snapshot."""
         resolved = self._resolve(name)
         checkpoint = HumanCheckpoint(checkpoint_config_for(resolved.config, self._state_dir))

@@ -173,20 +173,17 @@ class LoopEngine(StepsMixin, RecoveryMixin):
         state, context = self._state, self._context()
         terminator = self._components.get(ComponentType.TERMINATOR)
         if terminator is not None:
-            problem: str | None = None
             try:
                 verdict = await call_component(terminator.should_terminate, state, context.goal, context)
             except Exception as exc:  # component boundary
-                problem = f"terminator raised {type(exc).__name__}: {exc}"
-            else:
-                if verdict is True:
-                    self._stop(S.POLICY_TERMINATED, "terminator fired")
-                    return None
-                if verdict is not False:
-                    problem = f"terminator failed: should_terminate must return True or False, got {verdict!r}"
-            if problem is not None:
-                failure = self._fail_step(None, FailureType.EXECUTION_ERROR, problem, "terminator")
-                await self._give_up(failure)
+                await self._give_up(self._component_raised(None, "terminator", exc))
+                return None
+            if verdict is True:
+                self._stop(S.POLICY_TERMINATED, "terminator fired")
+                return None
+            if verdict is not False:
+                problem = f"terminator failed: should_terminate must return True or False, got {verdict!r}"
+                await self._give_up(self._fail_step(None, FailureType.EXECUTION_ERROR, problem, "terminator"))
                 return None
         plan = state.current_plan
         assert plan is not None

@@ -28,10 +28,15 @@ from .recovery import RecoveryRegistry
 from .state_machine import transition
 from .types import ComponentType, ExecutionState, Failure, LoopContext, LoopState
 
-__all__ = ["EngineCore"]
+__all__ = ["EngineCore", "describe_exception"]
 
 #: Transitions are logged under the public module's name, where users look for them.
 logger = logging.getLogger("loop_engine.engine")
+
+
+def describe_exception(exc: BaseException) -> str:
+    """How a component's exception reads in a Failure message or stop reason."""
+    return f"{type(exc).__name__}: {exc}"
 
 
 class EngineCore:

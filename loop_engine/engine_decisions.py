@@ -37,6 +37,7 @@ from typing import Any
 
 from .engine_core import EngineCore
 from .errors import PlanValidationError
+from .recovery import failed_step
 from .review import HumanDecision, ReviewRequest, ReviewResponse
 from .types import ExecutionState, Failure, FailureStatus, Plan, Step, StepStatus
 
@@ -62,8 +63,7 @@ class DecisionsMixin(EngineCore):
         state.pending_review = request
         self._move(ExecutionState.WAITING_FOR_HUMAN)
         self._save()
-        handler = getattr(self._checkpoint, "decision_handler", None) if self._checkpoint is not None else None
-        if handler is None:
+        if getattr(self._checkpoint, "decision_handler", None) is None:
             return
         response = await self._checkpoint.await_decision(request)
         await self._accept(response)
@@ -133,8 +133,7 @@ class DecisionsMixin(EngineCore):
         failure.status = FailureStatus.RECOVERY_IN_PROGRESS
         failure.recoverable = True
         failure.recovery_attempts = 0
-        plan = self.state.current_plan
-        step = plan.get_step(failure.step_id) if plan is not None and failure.step_id else None
+        step = failed_step(failure, self.state)
         if step is not None and not step.is_completed():
             step.status = StepStatus.RETRY_PENDING
 
@@ -145,9 +144,8 @@ class DecisionsMixin(EngineCore):
             failure.recovery_attempts = 0
 
     def _modify_target(self, failure: Failure | None) -> Step | None:
-        plan = self.state.current_plan
         if failure is not None:
-            return plan.get_step(failure.step_id) if plan is not None and failure.step_id else None
+            return failed_step(failure, self.state)
         return self.state.current_step
 
     def _check_modifications(self, modifications: Any) -> None:

@@ -15,10 +15,10 @@ from typing import Any
 
 from .components import call_component
 from .config import LoopConfig
-from .engine_core import EngineCore
+from .engine_core import EngineCore, describe_exception
 from .engine_decisions import DecisionsMixin
 from .errors import ConfigurationError, InvalidTransitionError
-from .recovery import DefaultRecoveryPolicy, HandlerResult, Next, failure_proposal
+from .recovery import DefaultRecoveryPolicy, HandlerResult, Next, failed_step, failure_proposal
 from .types import (
     ComponentType,
     ExecutionState,
@@ -94,7 +94,7 @@ class RecoveryMixin(DecisionsMixin):
         """From a failed step to the next place: boundary, human, or FAILED."""
         state = self.state
         self._move(ExecutionState.RECOVERING)
-        step = state.current_plan.get_step(failure.step_id) if state.current_plan and failure.step_id else None
+        step = failed_step(failure, state)
         if step is not None:
             step.status = StepStatus.RECOVERY_PENDING
         if not self.config.enable_recovery:
@@ -103,7 +103,7 @@ class RecoveryMixin(DecisionsMixin):
         try:
             action = await call_component(self._recovery_policy().recover, failure, state, self._context())
         except Exception as exc:  # component boundary
-            await self._give_up(failure, f"{failure.message}; recovery component raised {type(exc).__name__}: {exc}")
+            await self._give_up(failure, f"{failure.message}; recovery component raised {describe_exception(exc)}")
             return
         if action is None:
             await self._give_up(failure, f"{failure.message} (recovery attempts exhausted)")
@@ -138,7 +138,7 @@ class RecoveryMixin(DecisionsMixin):
             raise  # a bug in a handler or the engine, not a failed recovery
         except Exception as exc:  # handlers call components (revise_plan)
             action.executed, action.success = True, False
-            await self._give_up(failure, f"{action.strategy.name} failed: {type(exc).__name__}: {exc}")
+            await self._give_up(failure, f"{action.strategy.name} failed: {describe_exception(exc)}")
             return
         action.executed, action.success = True, result.success
         if result.next is Next.CONTINUE:
@@ -152,7 +152,7 @@ class RecoveryMixin(DecisionsMixin):
         """The terminal decision for ``failure``; a checkpoint may turn it into a pause."""
         state = self.state
         failure.mark_terminal()
-        step = state.current_plan.get_step(failure.step_id) if state.current_plan and failure.step_id else None
+        step = failed_step(failure, state)
         if step is not None and not step.is_completed():
             step.status = StepStatus.FAILED
         if self.checkpoint is not None:

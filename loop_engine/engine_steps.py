@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from .components import call_component
-from .engine_core import EngineCore
+from .engine_core import EngineCore, describe_exception
 from .gates.base import GateContext, GateResult, GateRunner
 from .types import (
     ComponentType,
@@ -29,10 +29,6 @@ from .types import (
 )
 
 __all__ = ["StepsMixin"]
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
 
 
 def _gate_evidence(results: list[GateResult]) -> dict[str, Any]:
@@ -53,7 +49,7 @@ class StepsMixin(EngineCore):
         try:
             output = await call_component(actor.execute, step, list(state.observations), context)
         except Exception as exc:  # component boundary: see module docstring
-            return self._fail_step(step, FailureType.EXECUTION_ERROR, f"actor raised {_describe(exc)}", "actor")
+            return self._component_raised(step, "actor", exc)
         finally:
             self._tick()
         step.output = output
@@ -94,7 +90,7 @@ class StepsMixin(EngineCore):
             # Tool gates block on subprocesses; keep the event loop free while they run.
             results = await asyncio.to_thread(runner.run, gate_context)
         except Exception as exc:  # a gate is user code too
-            return self._fail_step(step, kind, f"{stage}-gate raised {_describe(exc)}", f"{stage}_gate")
+            return self._fail_step(step, kind, f"{stage}-gate raised {describe_exception(exc)}", f"{stage}_gate")
         blocking = GateRunner.first_blocking(results)
         if blocking is None:
             return None
@@ -114,8 +110,7 @@ class StepsMixin(EngineCore):
             try:
                 observation = await call_component(observer.observe, output, step, self._context())
             except Exception as exc:  # component boundary
-                message = f"observer raised {_describe(exc)}"
-                return self._fail_step(step, FailureType.EXECUTION_ERROR, message, "observer")
+                return self._component_raised(step, "observer", exc)
             if not isinstance(observation, Observation):
                 return self._wrong_type(step, "observer", observation, "observe() must return an Observation")
         if observation.step_id is None:
@@ -135,8 +130,7 @@ class StepsMixin(EngineCore):
                 evaluator.evaluate, state.current_plan, list(state.observations), context.goal, context
             )
         except Exception as exc:  # component boundary
-            message = f"evaluator raised {_describe(exc)}"
-            return self._fail_step(step, FailureType.EXECUTION_ERROR, message, "evaluator")
+            return self._component_raised(step, "evaluator", exc)
         if not isinstance(evaluation, Evaluation):
             return self._wrong_type(step, "evaluator", evaluation, "evaluate() must return an Evaluation")
         if evaluation.step_id is None:
@@ -163,7 +157,7 @@ class StepsMixin(EngineCore):
         try:
             verdict = await call_component(verifier.verify, step, list(self.state.observations), self._context())
         except Exception as exc:  # component boundary
-            return self._fail_step(step, FailureType.EXECUTION_ERROR, f"verifier raised {_describe(exc)}", "verifier")
+            return self._component_raised(step, "verifier", exc)
         step.verification_passed = verdict is True
         if not step.verification_passed:
             step.status = StepStatus.VERIFICATION_FAILED
@@ -171,6 +165,9 @@ class StepsMixin(EngineCore):
                 step, FailureType.VERIFICATION_FAILED, f"verification rejected step {step.id} ({verdict!r})", "verifier"
             )
         return None
+
+    def _component_raised(self, step: Step | None, source: str, exc: Exception) -> Failure:
+        return self._fail_step(step, FailureType.EXECUTION_ERROR, f"{source} raised {describe_exception(exc)}", source)
 
     def _wrong_type(self, step: Step, source: str, value: Any, rule: str) -> Failure:
         message = f"{source} returned {type(value).__name__}; {rule}"

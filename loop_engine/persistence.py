@@ -72,8 +72,9 @@ def validate_trace_id(trace_id: Any, what: str = "trace id") -> str:
 class PersistenceConfig:
     """Where and how states are stored.
 
-    ``save_interval``/``auto_save`` tell the engine when to save (``is_due``);
-    ``max_history`` is the number of snapshots kept per trace besides the
+    ``save_interval``/``auto_save`` are for callers that save on their own
+    schedule (``is_due``); the engine saves at every boundary regardless, so
+    a resumed run never loses an iteration. ``max_history`` is the number of snapshots kept per trace besides the
     current file (0 keeps none); ``durable=False`` skips fsync (tests, scratch).
     """
 
@@ -153,7 +154,7 @@ class LoopStatePersistence:
         if last is None:
             # First save of this trace by this object: learn the sequence from
             # the trace's own history (at most max_history files), never the state dir.
-            existing = self._history_seqs(directory, ext)
+            existing = [int(p.stem) for p in self.list_history(trace_id)]
             last = max(existing, default=0)
             stale = [seq for seq in existing if seq <= last + 1 - keep]
         else:
@@ -173,12 +174,6 @@ class LoopStatePersistence:
         for old in stale:
             if old > 0:
                 (directory / f"{old:08d}{ext}").unlink(missing_ok=True)
-
-    @staticmethod
-    def _history_seqs(directory: Path, ext: str) -> list[int]:
-        if not directory.is_dir():
-            return []
-        return [int(p.stem) for p in directory.iterdir() if p.suffix == ext and p.stem.isdigit()]
 
     def list_history(self, trace_id: str) -> list[Path]:
         """The kept snapshots of one trace, oldest first."""

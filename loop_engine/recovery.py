@@ -45,6 +45,7 @@ __all__ = [
     "RecoveryRegistry",
     "DefaultRecoveryPolicy",
     "backoff_delay",
+    "failed_step",
     "failure_proposal",
 ]
 
@@ -98,7 +99,8 @@ class RecoveryHandler(abc.ABC):
         """Apply the strategy to ``runtime.state``; never raise for a failing step."""
 
 
-def _failed_step(failure: Failure, state: LoopState) -> Step | None:
+def failed_step(failure: Failure, state: LoopState) -> Step | None:
+    """The plan's step that ``failure`` is about; None for a planning failure or a step no longer planned."""
     if failure.step_id is None or state.current_plan is None:
         return None
     return state.current_plan.get_step(failure.step_id)
@@ -117,7 +119,7 @@ class RetryHandler(RecoveryHandler):
     strategy = RecoveryStrategy.RETRY
 
     async def handle(self, action: RecoveryAction, failure: Failure, runtime: RecoveryRuntime) -> HandlerResult:
-        step = _failed_step(failure, runtime.state)
+        step = failed_step(failure, runtime.state)
         if step is None:
             reason = f"cannot retry: failure {failure.failure_id} names no step in the plan"
             return HandlerResult(Next.FAIL, False, reason)
@@ -233,7 +235,7 @@ class GracefulDegradationHandler(RecoveryHandler):
     strategy = RecoveryStrategy.GRACEFUL_DEGRADATION
 
     async def handle(self, action: RecoveryAction, failure: Failure, runtime: RecoveryRuntime) -> HandlerResult:
-        step = _failed_step(failure, runtime.state)
+        step = failed_step(failure, runtime.state)
         if step is None:
             return HandlerResult(Next.FAIL, False, f"cannot degrade: failure {failure.failure_id} names no step")
         step.status = StepStatus.SKIPPED
@@ -249,7 +251,7 @@ class CircuitBreakHandler(RecoveryHandler):
 
     async def handle(self, action: RecoveryAction, failure: Failure, runtime: RecoveryRuntime) -> HandlerResult:
         failure.mark_terminal()
-        step = _failed_step(failure, runtime.state)
+        step = failed_step(failure, runtime.state)
         if step is not None:
             step.status = StepStatus.FAILED
         count = runtime.state.consecutive_failures

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, UTC
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from loop_engine.atomic import atomic_write_text, fsync_directory
 
@@ -59,6 +59,22 @@ def _file_name(doc_id: str) -> str | None:
 def _number(doc_id: str) -> int:
     match = _TRAILING_NUMBER.search(doc_id)
     return int(match.group(1)) if match else 0
+
+
+class _Record(Protocol):
+    """A run or a review: the documents stored one per file and changed under a lock."""
+
+    id: str
+    created_at: datetime
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+R = TypeVar("R", bound=_Record)
+
+
+def _creation_order(record: _Record) -> tuple[datetime, int, str]:
+    return record.created_at, _number(record.id), record.id
 
 
 class FileStore:
@@ -122,6 +138,17 @@ class FileStore:
                 f"{path}: damaged document ({type(err).__name__}: {err}); restore it or move it aside"
             ) from err
 
+    def _update(self, kind: str, path: Path, load: Callable[[], R], mutate: Callable[[R], T]) -> T:
+        """Run ``mutate`` under the ``kind`` lock on a fresh load; write only if the document changed."""
+        with self._locked(kind):
+            record = load()
+            before = record.to_dict()
+            result = mutate(record)
+            after = record.to_dict()
+            if after != before:
+                self._write(path, after)
+        return result
+
     def _ids(self, kind: str) -> list[Path]:
         directory = self.root / kind
         if not directory.is_dir():
@@ -147,19 +174,12 @@ class FileStore:
         return self._load_run(self._path("runs", run_id), run_id)
 
     def list_runs(self) -> list[RunRecord]:
-        runs = [self._load_run(path, path.stem) for path in self._ids("runs")]
-        return sorted(runs, key=lambda r: (r.created_at, _number(r.id), r.id))
+        return sorted((self._load_run(path, path.stem) for path in self._ids("runs")), key=_creation_order)
 
     def update_run(self, run_id: str, mutate: Callable[[RunRecord], T]) -> T:
         run = self.get_run(run_id)  # fail fast, before creating any lock file
         path = self._path("runs", run.id)
-        with self._locked("runs"):
-            run = self._load_run(path, run_id)
-            before = run.to_dict()
-            result = mutate(run)
-            if run.to_dict() != before:
-                self._write(path, run.to_dict())
-        return result
+        return self._update("runs", path, lambda: self._load_run(path, run_id), mutate)
 
     # -- snapshots --------------------------------------------------------
 
@@ -201,19 +221,12 @@ class FileStore:
         return self._load_review(self._path("reviews", review_id), review_id)
 
     def list_reviews(self) -> list[Review]:
-        reviews = [self._load_review(path, path.stem) for path in self._ids("reviews")]
-        return sorted(reviews, key=lambda r: (r.created_at, _number(r.id), r.id))
+        return sorted((self._load_review(path, path.stem) for path in self._ids("reviews")), key=_creation_order)
 
     def update_review(self, review_id: str, mutate: Callable[[Review], T]) -> T:
         review = self.get_review(review_id)  # unknown id -> error, and no lock file created
         path = self._path("reviews", review.id)
-        with self._locked("reviews"):
-            review = self._load_review(path, review_id)
-            before = review.to_dict()
-            result = mutate(review)
-            if review.to_dict() != before:
-                self._write(path, review.to_dict())
-        return result
+        return self._update("reviews", path, lambda: self._load_review(path, review_id), mutate)
 
     # -- ids --------------------------------------------------------------
 

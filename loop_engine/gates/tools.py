@@ -95,6 +95,7 @@ class CommandGate(DeterministicGate):
         executable = shutil.which(self.command[0], path=environment.get("PATH"))
         if executable is None:
             return self._missing()
+        argv = [executable, *self.command[1:]]
         files = context.files
         if files:
             if not isinstance(files, dict):
@@ -103,7 +104,7 @@ class CommandGate(DeterministicGate):
                 problem = self._write_files(Path(tmp), files)
                 if problem:
                     return self.result(False, problem, command=self.command)
-                return self._run([executable, *self.command[1:]], tmp, environment, "<temp dir with context.files>")
+                return self._run(argv, tmp, environment, "<temp dir with context.files>")
         if context.working_dir is None:
             return self.result(
                 False, "nothing to run on: set context.working_dir or context.files", command=self.command
@@ -113,7 +114,7 @@ class CommandGate(DeterministicGate):
                 False, f"working_dir {context.working_dir!r} is not a directory", command=self.command
             )
         cwd = str(context.working_dir)
-        return self._run([executable, *self.command[1:]], cwd, environment, cwd)
+        return self._run(argv, cwd, environment, cwd)
 
     def _missing(self) -> GateResult:
         tool = self.command[0]
