@@ -160,7 +160,7 @@ def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
 def cmd_status(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     store = FileStore(config.state_dir)
     runs, reviews = store.list_runs(), store.list_reviews()
-    text = render_json(runs, reviews) if args.json else render_table(runs, reviews)
+    text = render_json(runs, reviews) if args.json else render_table(runs, reviews, _decide_command(path))
     print(RedactingFilter(_secrets(config)).redact(text))
     return EXIT_OK
 

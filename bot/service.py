@@ -76,14 +76,13 @@ class Service:
         if not actions:
             return
         current = self._store.get_review(review.id)
+        since = review.created_at.isoformat(timespec="seconds")
         for action in actions:
             if action == "remind":
                 log.info("review %s: reminder posted", review.id)
-                self._runner.remind(
-                    current, f"Reminder: still waiting for a decision - `loopbot decide {review.id} approve`"
-                )
+                # Channel-neutral words: each channel already shows how to answer in its own terms.
+                self._runner.remind(current, f"Reminder: review {review.id} has waited for a decision since {since}")
             elif action == "escalate":
-                since = review.created_at.isoformat(timespec="seconds")
                 self._runner.escalate(current, f"Escalated: review {review.id} has had no decision since {since}")
             elif action == "decide":
                 outcome = self._store.update_review(review.id, lambda r: decide_by_timeout(r, now=now))

@@ -73,7 +73,7 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return [fmt.format(*headers).rstrip(), *(fmt.format(*row).rstrip() for row in rows)]
 
 
-def render_table(runs: list[RunRecord], reviews: list[Review]) -> str:
+def render_table(runs: list[RunRecord], reviews: list[Review], decide_command: str = "loopbot decide") -> str:
     lines: list[str] = []
     if runs:
         lines += _table(
@@ -94,7 +94,7 @@ def render_table(runs: list[RunRecord], reviews: list[Review]) -> str:
                 [
                     r.id, r.run_id, r.status, f"{len(r.approvals)}/{r.policy.approvals_required}",
                     ", ".join(f"{v.voter}:{v.decision.name.lower()}" for v in r.votes) or "-",
-                    f"loopbot decide {r.id} approve" if r.status == "open" else "(being applied)",
+                    f"{decide_command} {r.id} approve" if r.status == "open" else "(being applied)",
                 ]
                 for r in pending
             ],

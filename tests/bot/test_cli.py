@@ -111,7 +111,8 @@ def test_status_json_shape_and_no_secrets(config: Path, capsys: pytest.CaptureFi
     )
     assert TOKEN not in out and SIGNING not in out
     code, table, _ = cli(capsys, "status", "--config", str(config))
-    assert "demo-run-1" in table and "loopbot decide demo-1 approve" in table and TOKEN not in table
+    assert "demo-run-1" in table and f"loopbot --config {config} decide demo-1 approve" in table
+    assert TOKEN not in table
 
 
 def test_decide_records_a_vote_and_says_who_applies_it(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
