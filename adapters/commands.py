@@ -20,7 +20,6 @@ was wrong and what would work - never silence.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import shlex
@@ -33,6 +32,7 @@ import yaml
 from loop_engine.checkpoint import HumanDecision
 
 from .durations import parse_duration
+from .suggest import did_you_mean
 
 __all__ = [
     "Command",
@@ -143,9 +143,7 @@ def looks_like_review_id(word: str) -> bool:
 
 
 def _unknown(word: str, choices: list[str], what: str) -> CommandError:
-    close = difflib.get_close_matches(word.lower(), choices, n=1, cutoff=0.6)
-    hint = f' - did you mean "{close[0]}"?' if close else ""
-    return CommandError(f'unknown {what} "{word}"{hint}\n{HELP_TEXT}')
+    return CommandError(f'unknown {what} "{word}"{did_you_mean(word, choices)}\n{HELP_TEXT}')
 
 
 def decision_from_word(word: str) -> HumanDecision:

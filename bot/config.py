@@ -36,9 +36,9 @@ from .config_blocks import (
     SlackTarget,
     TimeoutConfig,
     check_timezone,
-    did_you_mean,
 )
 from adapters.durations import format_duration
+from adapters.suggest import did_you_mean
 
 __all__ = [
     "ConfigError",

@@ -7,7 +7,6 @@ checks what spans blocks and turns errors into "file: key.path: problem".
 
 from __future__ import annotations
 
-import difflib
 import re
 from datetime import timedelta
 from typing import Annotated, Any, Literal
@@ -20,6 +19,7 @@ from loop_engine.checkpoint import CheckpointConfig, CheckpointPresets
 from loop_engine.errors import ConfigurationError
 
 from adapters.durations import parse_duration
+from adapters.suggest import did_you_mean
 from .reviews import Reviewers, ReviewPolicy
 
 __all__ = [
@@ -38,17 +38,11 @@ __all__ = [
     "ReviewConfig",
     "CheckpointBlock",
     "LoopConfig",
-    "did_you_mean",
     "check_timezone",
 ]
 
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-
-
-def did_you_mean(word: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(word, known, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _duration(value: Any) -> Any:

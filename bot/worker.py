@@ -9,7 +9,6 @@ checkpoint stops the run instead of blocking a thread), and pick between
 
 from __future__ import annotations
 
-import difflib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,8 @@ from loop_engine.engine import LoopEngine
 from loop_engine.state_machine import derive_result_status
 from loop_engine.serialization import state_to_dict
 from loop_engine.types import ExecutionState, LoopContext, LoopResult, LoopState, LoopStatus
+
+from adapters.suggest import did_you_mean
 
 from bot.config import BotConfig, LoopConfig
 from bot.patterns import LoopSpec, get_pattern, load_factory
@@ -41,8 +42,7 @@ class UnknownLoopError(LookupError):
     """A loop name that the config does not define."""
 
     def __init__(self, name: str, known: list[str]) -> None:
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f' - did you mean "{close[0]}"?' if close else ""
+        hint = did_you_mean(name, known)
         listing = ", ".join(known) if known else "(none: add one under loops: in the config)"
         super().__init__(f'unknown loop "{name}"{hint} Loops in the config: {listing}')
         self.name = name

@@ -9,7 +9,6 @@ its ``checkpoint`` and ``persistence`` by keyword.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import re
 import threading
@@ -18,6 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from loop_engine.types import LoopContext
+
+from adapters.suggest import did_you_mean
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from loop_engine.engine import LoopEngine
@@ -99,8 +100,7 @@ def get_pattern(name: str) -> PatternBuilder:
     if reference is not None:
         return load_factory(reference)
     known = available_patterns()
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f' - did you mean "{close[0]}"?' if close else ""
+    hint = did_you_mean(name, known)
     raise UnknownPatternError(f'unknown pattern "{name}"{hint} Known patterns: {", ".join(known)}')
 
 

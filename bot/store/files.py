@@ -12,7 +12,6 @@ File names are lower-cased ids, so lookups are case-insensitive.
 
 from __future__ import annotations
 
-import difflib
 import fcntl
 import json
 import os
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from loop_engine.atomic import atomic_write_text, fsync_directory
+
+from adapters.suggest import did_you_mean
 
 from ..reviews import REVIEW_FORMAT, Review
 from .base import (
@@ -205,8 +206,7 @@ class FileStore:
 
     def _unknown_review(self, review_id: str) -> UnknownReviewError:
         known = [p.stem for p in self._ids("reviews")]
-        close = difflib.get_close_matches(review_id.strip().lower(), known, n=3, cutoff=0.6)
-        hint = f" - did you mean {' or '.join(close)}?" if close else "; `loopbot status` lists the open reviews"
+        hint = did_you_mean(review_id, known, n=3) or "; `loopbot status` lists the open reviews"
         return UnknownReviewError(f"no review {review_id!r}{hint}")
 
     def _load_review(self, path: Path, review_id: str) -> Review:

@@ -148,7 +148,7 @@ def test_decide_modify_with_set_values(config: Path, capsys: pytest.CaptureFixtu
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (["demo-9", "approve"], EXIT_USAGE, "no review 'demo-9' - did you mean demo-1"),
+        (["demo-9", "approve"], EXIT_USAGE, "no review 'demo-9' - did you mean \"demo-1\""),
         (["demo-1", "aprove"], EXIT_USAGE, 'did you mean "approve"'),
         (["demo-1", "modify", "--set", "novalue"], EXIT_USAGE, "key=value"),
         (["demo-1", "approve", "--as", "mallory"], EXIT_FAILED, "mallory is not a reviewer"),

@@ -197,12 +197,12 @@ def test_missing_env_var_names_key_and_variable(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "where", "fragment"),
     [
-        ("timezne: UTC\n", "timezne", "did you mean 'timezone'"),
-        ("server: {prot: 1}\n", "server.prot", "did you mean 'port'"),
+        ("timezne: UTC\n", "timezne", 'did you mean "timezone"'),
+        ("server: {prot: 1}\n", "server.prot", 'did you mean "port"'),
         (
             "loops:\n- {name: a, pattern: demo, shedule: {interval: 1m}}\n",
             "loops[0].shedule",
-            "did you mean 'schedule'",
+            'did you mean "schedule"',
         ),
         (
             "loops:\n- {name: a, pattern: demo, review: {timeout: {decide_afer: 1h}}}\n",

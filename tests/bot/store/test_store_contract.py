@@ -153,7 +153,7 @@ def test_a_failing_mutation_writes_nothing(store: Store) -> None:
 
 def test_unknown_review_suggests_close_ids(store: Store) -> None:
     store.put_review(make_review("triage-17"))
-    with pytest.raises(UnknownReviewError, match="did you mean triage-17"):
+    with pytest.raises(UnknownReviewError, match='did you mean "triage-17"'):
         store.get_review("triage-71")
     with pytest.raises(UnknownReviewError, match="nope"):
         store.update_review("nope", lambda r: None)
