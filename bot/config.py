@@ -265,6 +265,26 @@ def _hide(message: str, values: set[str]) -> str:
     return message
 
 
+class _RepeatedKey(yaml.YAMLError):
+    def __init__(self, key: Any, first: int, again: int) -> None:
+        super().__init__(f"line {again}: key {key!r} appears twice (first on line {first}); keep one")
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a repeated key: plain YAML keeps the last one silently,
+    so a second `schedule:` under a loop would quietly replace the first."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first_line: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in first_line:
+                raise _RepeatedKey(key, first_line[key], line)
+            first_line[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> BotConfig:
     """Read, substitute and validate ``path``; relative ``state_dir`` is resolved against the file's folder."""
     env = os.environ if environ is None else environ
@@ -278,7 +298,9 @@ def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] | None 
     except OSError as err:
         raise ConfigError([f"{name}: cannot read it ({err.strerror})"]) from None
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except _RepeatedKey as err:
+        raise ConfigError([f"{name}: {err}"]) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "YAML"

@@ -365,6 +365,25 @@ def test_unreadable_documents(tmp_path: Path, text: str, fragment: str) -> None:
     assert fragment in one_error(tmp_path, text)
 
 
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("timezone: UTC\ntimezone: Europe/Paris\n", "line 2: key 'timezone' appears twice (first on line 1)"),
+        (
+            "loops:\n- name: a\n  pattern: demo\n  schedule: {interval: 1m}\n  schedule: {cron: '0 9 * * *'}\n",
+            "line 5: key 'schedule' appears twice (first on line 4)",
+        ),
+    ],
+)
+def test_a_repeated_key_is_refused_not_silently_replaced(tmp_path: Path, text: str, fragment: str) -> None:
+    assert fragment in one_error(tmp_path, text)
+
+
+def test_the_same_key_in_different_mappings_is_fine(tmp_path: Path) -> None:
+    text = "loops:\n- {name: a, pattern: demo}\n- {name: b, pattern: demo}\n"
+    assert [loop.name for loop in load_config(write(tmp_path, text), {}).loops] == ["a", "b"]
+
+
 def test_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=f"{tmp_path / 'absent.yaml'}: file not found"):
         load_config(tmp_path / "absent.yaml", {})
