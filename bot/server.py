@@ -33,7 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
-from loop_engine.atomic import atomic_write_text
+from loop_engine.atomic import atomic_write_text, remove_stale_temp_files
 
 from bot.config import BotConfig
 from bot.posting import ReviewDesk, local_channel
@@ -128,6 +128,9 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
     lock = ServeLock(state_dir)
     lock.acquire()
     try:
+        leftovers = remove_stale_temp_files(state_dir)  # safe now: we are the only long-lived writer
+        if leftovers:
+            log.info("removed %d temp file(s) left by interrupted writes", len(leftovers))
         sock = bind_socket(config.server.host, config.server.port)
         store = FileStore(state_dir)
         desk = ReviewDesk({"local": local_channel(state_dir, decide_command)})

@@ -11,9 +11,13 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import time
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "fsync_directory"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "fsync_directory", "remove_stale_temp_files"]
+
+#: Temp files are named ``.<target name>.<random>.tmp`` next to their target.
+_TEMP_SUFFIX = ".tmp"
 
 
 def fsync_directory(directory: Path) -> None:
@@ -29,7 +33,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bo
     """Replace ``path`` with ``data`` atomically; with ``durable`` also survive power loss."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=_TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -49,3 +53,23 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bo
 def atomic_write_text(path: str | os.PathLike[str], text: str, *, durable: bool = True) -> Path:
     """``atomic_write_bytes`` for text, always UTF-8 whatever the locale."""
     return atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
+
+
+def remove_stale_temp_files(
+    root: str | os.PathLike[str], *, older_than: float = 60.0, now: float | None = None
+) -> list[Path]:
+    """Delete the temp files that writers killed between write and rename left under ``root``.
+
+    A live writer holds its temp file for milliseconds, so one last modified
+    more than ``older_than`` seconds before ``now`` (epoch seconds; default
+    the current time) belongs to a dead process. Only names this module
+    creates are touched; the targets themselves never are. Returns what was removed.
+    """
+    cutoff = (time.time() if now is None else now) - older_than
+    removed = []
+    for path in sorted(Path(root).rglob(f".*{_TEMP_SUFFIX}")):
+        with contextlib.suppress(FileNotFoundError):
+            if path.is_file() and path.stat().st_mtime < cutoff:
+                path.unlink()
+                removed.append(path)
+    return removed

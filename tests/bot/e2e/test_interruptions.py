@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -47,9 +48,13 @@ def test_kill9_while_applying_a_decision_then_restart_applies_it_once(ws: Worksp
     wait_for(lambda: "step_2" in started_steps(trail), timeout=15, what="the resumed run to start step 2")
     first.kill9()  # mid-resume: the decision is in the snapshot, the review not yet marked applied
     assert ws.review(review["id"])["status"] == "decided"
+    leftover = ws.state_dir / "runs" / f".{review['run']}.json.k9x.tmp"  # as a write cut short by kill -9 leaves
+    leftover.write_text("{")
+    os.utime(leftover, (time.time() - 3600, time.time() - 3600))
 
-    ws.serve()
+    second = ws.serve()
     ws.wait_run(review["run"], "completed", timeout=20)
+    assert not leftover.exists() and "removed 1 temp file(s) left by interrupted writes" in second.log()
     assert ws.review(review["id"])["status"] == "applied"
     snapshot = json.loads((ws.state_dir / "snapshots" / f"{review['run']}.json").read_text())["snapshot"]
     assert [d["decision"] for d in snapshot["decisions"]] == ["APPROVE"]  # applied exactly once
