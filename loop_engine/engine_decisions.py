@@ -62,11 +62,17 @@ class DecisionsMixin(EngineCore):
         state.metadata[_PENDING] = pending
         state.pending_review = request
         self._move(ExecutionState.WAITING_FOR_HUMAN)
+        self._show_waiting(request)
         self._save()
         if getattr(self._checkpoint, "decision_handler", None) is None:
             return
         response = await self._checkpoint.await_decision(request)
         await self._accept(response)
+
+    def _show_waiting(self, request: ReviewRequest) -> None:
+        """The request was summarised just before the pause; a reviewer reads it while the run waits."""
+        now = {"status": self._state.status.name, "execution_state": self._state.execution_state.value}
+        request.state_summary.update({key: value for key, value in now.items() if key in request.state_summary})
 
     async def _accept(self, response: ReviewResponse) -> None:
         state = self.state

@@ -23,6 +23,15 @@ async def test_iteration_boundary_pause_stops_paused_and_saves() -> None:
     assert sink.saves[-1] == ("cp-1", "waiting_for_human")
 
 
+async def test_the_review_shows_the_run_as_waiting_not_running() -> None:
+    engine = make_engine(["a", "b"], checkpoint=checkpoint(trigger_every_n_iterations=1))
+    result = await engine.run(LoopContext(goal="g"), trace_id="cp-show")
+    assert result.review_request is not None
+    summary = result.review_request.state_summary
+    assert (summary["status"], summary["execution_state"]) == ("PAUSED", "waiting_for_human")
+    assert "- **Status:** PAUSED" in result.review_request.to_markdown()
+
+
 class GiveUp:
     """A Recovery component that never recovers: every failure is terminal at once."""
 
