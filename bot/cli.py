@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     decide.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
                         help="a modification (repeatable); values are JSON when they parse")
     decide.add_argument("--as", dest="voter", metavar="NAME",
-                        help="who is voting (default: $LOOPBOT_USER, else $USER, else the OS user)")
+                        help="who is voting (default: $LOOPBOT_USER, else $USER, else the login name)")
     commands.add_parser("check", parents=[common], help="validate the config")
     return parser
 
@@ -165,9 +165,23 @@ def cmd_status(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     return EXIT_OK
 
 
-def _voter_name(args: argparse.Namespace) -> str:
-    """--as, else $LOOPBOT_USER, else $USER (what the example config names), else the OS account."""
-    return args.voter or os.environ.get("LOOPBOT_USER") or os.environ.get("USER") or getpass.getuser()
+def _login_name_as_user() -> None:
+    """Give $USER the login name where the environment lacks it (containers, cron, systemd).
+
+    The example config names ``${USER}`` as its reviewer and ``decide`` votes as
+    $USER: both must see the same name, or the config says "you" while the vote
+    comes from "root" and is refused.
+    """
+    if not os.environ.get("USER"):
+        try:
+            os.environ["USER"] = getpass.getuser()
+        except (KeyError, OSError):  # no login name at all: --as or $LOOPBOT_USER must say who votes
+            pass
+
+
+def _voter_name(args: argparse.Namespace) -> str | None:
+    """--as, else $LOOPBOT_USER, else $USER (what the example config names)."""
+    return args.voter or os.environ.get("LOOPBOT_USER") or os.environ.get("USER")
 
 
 def cmd_decide(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
@@ -185,8 +199,12 @@ def cmd_decide(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     except UnknownReviewError as err:
         _err(str(err))
         return EXIT_USAGE
+    voter = _voter_name(args)
+    if not voter:
+        _err("cannot tell who is voting: pass --as NAME or set LOOPBOT_USER")
+        return EXIT_USAGE
     now = utcnow()
-    vote = Vote(voter=f"local:{_voter_name(args)}", decision=decision, feedback=args.feedback,
+    vote = Vote(voter=f"local:{voter}", decision=decision, feedback=args.feedback,
                 modifications=modifications, at=now, source="local")
     result = store.update_review(args.review, lambda review: cast_vote(review, vote, now=now))
     if not result.accepted:
@@ -207,6 +225,7 @@ COMMANDS = {"check": cmd_check, "serve": cmd_serve, "run": cmd_run, "status": cm
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _login_name_as_user()
     path = _config_path(args)
     try:
         config = load_config(path)

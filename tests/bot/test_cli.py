@@ -135,6 +135,38 @@ def test_decide_votes_as_user_when_loopbot_user_is_unset(
     assert FileStore(config.parent / "state").get_review("demo-1").votes[0].voter == "local:bob"
 
 
+def test_without_user_the_example_config_and_decide_agree_on_the_login_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Containers often lack $USER: the example's `${USER:-you}` reviewer must still be who decide votes as."""
+    example = (Path(__file__).parents[2] / "config.example.yaml").read_text()
+    config = tmp_path / "config.yaml"
+    config.write_text(example.replace("state_dir: ./state", f"state_dir: {tmp_path / 'state'}"))
+    monkeypatch.delenv("LOOPBOT_USER")
+    monkeypatch.setenv("USER", "")  # unset, as far as loopbot is concerned; restored afterwards
+    monkeypatch.setattr("getpass.getuser", lambda: "ops")
+    assert cli(capsys, "run", "demo", "--config", str(config))[0] == EXIT_OK
+    code, out, err = cli(capsys, "decide", "demo-1", "approve", "--config", str(config))
+    assert code == EXIT_OK, err
+    assert FileStore(tmp_path / "state").get_review("demo-1").votes[0].voter == "local:ops"
+
+
+def test_with_no_name_at_all_decide_asks_who_votes(
+    config: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cli(capsys, "run", "demo", "--config", str(config))
+    monkeypatch.delenv("LOOPBOT_USER")
+    monkeypatch.setenv("USER", "")  # unset, as far as loopbot is concerned; restored afterwards
+
+    def no_login_name() -> str:
+        raise KeyError("getpwuid(): uid not found: 12345")
+
+    monkeypatch.setattr("getpass.getuser", no_login_name)
+    code, _, err = cli(capsys, "decide", "demo-1", "approve", "--config", str(config))
+    assert code == EXIT_USAGE and "pass --as NAME or set LOOPBOT_USER" in err
+    assert FileStore(config.parent / "state").get_review("demo-1").votes == []
+
+
 def test_decide_modify_with_set_values(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cli(capsys, "run", "demo", "--config", str(config))
     code, _, err = cli(capsys, "decide", "demo-1", "modify", "--set", "context.items=2", "--set", "note=ok",
