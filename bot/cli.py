@@ -10,6 +10,7 @@ next start).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import os
 import sys
@@ -173,10 +174,9 @@ def _login_name_as_user() -> None:
     comes from "root" and is refused.
     """
     if not os.environ.get("USER"):
-        try:
+        # with no login name at all, --as or $LOOPBOT_USER must say who votes
+        with contextlib.suppress(KeyError, OSError):
             os.environ["USER"] = getpass.getuser()
-        except (KeyError, OSError):  # no login name at all: --as or $LOOPBOT_USER must say who votes
-            pass
 
 
 def _voter_name(args: argparse.Namespace) -> str | None:
