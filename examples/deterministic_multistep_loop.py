@@ -21,10 +21,12 @@ from loop_engine.types import (
     ComponentType,
     ExecutionState,
     FailureStatus,
+    FailureType,
     LoopContext,
     LoopResult,
     LoopStatus,
     Observation,
+    RecoveryStrategy,
     Step,
     StepStatus,
 )
@@ -67,16 +69,26 @@ def checks(engine: LoopEngine, result: LoopResult) -> list[tuple[str, bool, str]
     step_2_failures = [f for f in state.failures if f.step_id == "step_2"]
     failure_ids = {f.failure_id for f in step_2_failures}
     linked = [r for r in state.recoveries if r.failure_id in failure_ids]
-    illegal = [
-        (a, b) for a, b in state.transitions if ExecutionState(b) not in TRANSITIONS[ExecutionState(a)]
-    ]
+    rejections = [e for e in state.evaluations if e.step_id == "step_2" and not e.passed]
+    broken = _broken_moves(state.transitions, state.execution_state)
     outputs: dict[str, Any] = {sid: s.output for sid, s in steps.items()}
     return [
         ("failure recorded for step_2", len(step_2_failures) == 1, f"{len(step_2_failures)} failure(s) on step_2"),
+        (
+            "the evaluator rejected step_2",
+            len(rejections) == 1
+            and all(f.source_component == "evaluator" for f in step_2_failures)
+            and all(f.type is FailureType.INVALID_OUTPUT for f in step_2_failures),
+            ", ".join(f"{f.type.name} from {f.source_component or '?'}" for f in step_2_failures)
+            + f"; {len(rejections)} rejecting evaluation(s)",
+        ),
         ("only step_2 failed", len(state.failures) == len(step_2_failures), f"{len(state.failures)} failure(s) in all"),
         (
-            "recovery linked to the failure",
-            len(linked) == 1 and linked[0].executed and linked[0].success is True,
+            "one RETRY linked to the failure, and it worked",
+            len(linked) == 1
+            and linked[0].strategy is RecoveryStrategy.RETRY
+            and linked[0].executed
+            and linked[0].success is True,
             ", ".join(f"{r.strategy.name} executed={r.executed} success={r.success}" for r in linked) or "none",
         ),
         (
@@ -92,7 +104,11 @@ def checks(engine: LoopEngine, result: LoopResult) -> list[tuple[str, bool, str]
             ", ".join(f"{sid}={s.status.name}" for sid, s in steps.items()),
         ),
         ("outputs correct", outputs == EXPECTED, str(outputs)),
-        ("transitions all in the table", not illegal, f"{len(state.transitions)} transitions, illegal: {illegal}"),
+        (
+            "every move in the table, each from where the last ended",
+            not broken,
+            f"{len(state.transitions)} transitions, broken: {broken}",
+        ),
         ("result COMPLETED", result.status is LoopStatus.COMPLETED, f"result.status={result.status.name}"),
         (
             "statuses agree",
@@ -106,6 +122,18 @@ def checks(engine: LoopEngine, result: LoopResult) -> list[tuple[str, bool, str]
         ),
         ("iterations == 4", result.iterations == 4, f"iterations={result.iterations} (3 steps + 1 retry)"),
     ]
+
+
+def _broken_moves(moves: list[tuple[str, str]], end: ExecutionState) -> list[str]:
+    """Moves that are not in the table or do not start where the previous one ended."""
+    broken, where = [], ExecutionState.INITIALIZED.value
+    for a, b in moves:
+        if a != where or ExecutionState(b) not in TRANSITIONS[ExecutionState(a)]:
+            broken.append(f"{a}->{b} (was at {where})")
+        where = b
+    if where != end.value:
+        broken.append(f"ends at {where}, run is at {end.value}")
+    return broken
 
 
 def main() -> int:

@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from .errors import ConfigurationError
 from .types import (
     ComponentType,
     Evaluation,
@@ -215,8 +216,11 @@ class MaxIterationsTerminator:
     """Stops the run once ``n`` iterations have run."""
 
     def __init__(self, n: int) -> None:
-        if n < 0:
-            raise ValueError(f"MaxIterationsTerminator(n={n}) needs n >= 0")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigurationError(
+                f"MaxIterationsTerminator(n={n!r}) needs a whole number n >= 1 (n=0 would stop every run "
+                "before its first step)"
+            )
         self.n = n
 
     def should_terminate(self, state: LoopState, goal: str, context: LoopContext) -> bool:

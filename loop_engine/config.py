@@ -39,6 +39,10 @@ class LoopConfig:
     backoff_jitter: float = 0.1
 
     def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Checked when built and again when a run starts, so a field changed since is caught too."""
         for item in fields(self):
             value = getattr(self, item.name)
             if item.type in ("bool",) and not isinstance(value, bool):

@@ -25,7 +25,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .components import PROTOCOLS, REQUIRED_METHODS, call_component
+from .components import PROTOCOLS, REQUIRED_METHODS
+from .engine_core import describe_exception, logger
 from .engine_recovery import RecoveryMixin
 from .engine_steps import StepsMixin
 from .errors import ComponentRegistrationError, ConfigurationError
@@ -35,6 +36,7 @@ from .state_machine import IN_ITERATION_STATES, derive_result_status
 from .types import (
     ComponentType,
     ExecutionState,
+    Failure,
     FailureType,
     LoopContext,
     LoopResult,
@@ -70,6 +72,10 @@ class LoopEngine(StepsMixin, RecoveryMixin):
                 f"a {kind.value} is already registered ({type(self._components[kind]).__name__}); "
                 "pass allow_replace=True to replace it"
             )
+        if isinstance(component, type):
+            raise ComponentRegistrationError(
+                f"{component.__name__} is a class; register an instance, e.g. {component.__name__}(...)"
+            )
         for method in REQUIRED_METHODS[kind]:
             if not callable(getattr(component, method, None)):
                 raise ComponentRegistrationError(
@@ -93,14 +99,14 @@ class LoopEngine(StepsMixin, RecoveryMixin):
         """Run a fresh loop until it completes, fails, is terminated or pauses."""
         if not isinstance(context, LoopContext):
             raise TypeError(f"run() needs a LoopContext, got {type(context).__name__}")
-        self._require_actor()
+        self._check_ready(context)
         with self._exclusive():
             now = datetime.now()
             self._state = LoopState(
                 context=context, trace_id=trace_id or new_trace_id(), started_at=now, updated_at=now
             )
             self._clock_mark = self._clock()
-            await self._drive()
+            await self._drive_or_fail()
             return self._result()
 
     async def resume(self, state: LoopState, response: ReviewResponse | None = None) -> LoopResult:
@@ -113,7 +119,7 @@ class LoopEngine(StepsMixin, RecoveryMixin):
                 "load it from a JSON snapshot (LoopStatePersistence with format='json') - markdown "
                 "snapshots keep only the header fields"
             )
-        self._require_actor()
+        self._check_ready(state.context)
         with self._exclusive():
             self._state = state
             self._clock_mark = self._clock()
@@ -125,10 +131,44 @@ class LoopEngine(StepsMixin, RecoveryMixin):
                 self._apply(state.decisions[-1])
             elif state.execution_state in IN_ITERATION_STATES:
                 self._abandon_iteration()
-            await self._drive()
+            await self._drive_or_fail()
             return self._result()
 
     # --------------------------------------------------------- the driver
+    async def _drive_or_fail(self) -> None:
+        """``_drive``, ending the run FAILED if an exception escapes the component boundaries.
+
+        Components' exceptions are recorded failures already; what reaches here is
+        a bug or bad data the checks missed. The run must not be left (or saved)
+        looking RUNNING, so it moves to FAILED through table transitions and the
+        exception propagates. A run paused for a human stays paused: a decision
+        handler that raises leaves a review that ``resume`` can still answer.
+        """
+        try:
+            await self._drive()
+        except Exception as exc:
+            state = self._state
+            here = state.execution_state
+            if here.is_terminal or (here is S.WAITING_FOR_HUMAN and state.pending_review is not None):
+                raise
+            failure = Failure(
+                type=FailureType.EXECUTION_ERROR,
+                message=f"internal error: {describe_exception(exc)}",
+                step_id=state.current_step.id if state.current_step is not None else None,
+                source_component="engine",
+            )
+            failure.mark_terminal()
+            state.failures.append(failure)
+            if here is S.INITIALIZED:
+                self._move(S.PLANNING)
+            elif here in IN_ITERATION_STATES:
+                self._move(S.ITERATION_COMPLETE)
+            try:
+                self._stop(S.FAILED, failure.message)
+            except Exception:  # saving may be what failed; the state in memory is FAILED either way
+                logger.exception("run %s: could not save the failed state", state.trace_id)
+            raise
+
     async def _drive(self) -> None:
         state = self._state
         while True:
@@ -154,7 +194,9 @@ class LoopEngine(StepsMixin, RecoveryMixin):
             plan = Plan(goal=context.goal, steps=[Step(id="step_1", description=context.goal)])
         else:
             try:
-                plan = await call_component(planner.create_plan, context.goal, dict(context.initial_context))
+                plan = await self._call(
+                    ComponentType.PLANNER, planner.create_plan, context.goal, dict(context.initial_context)
+                )
                 if not isinstance(plan, Plan):
                     raise TypeError(f"create_plan returned {type(plan).__name__}; it must return a Plan")
                 plan.validate()
@@ -174,7 +216,9 @@ class LoopEngine(StepsMixin, RecoveryMixin):
         terminator = self._components.get(ComponentType.TERMINATOR)
         if terminator is not None:
             try:
-                verdict = await call_component(terminator.should_terminate, state, context.goal, context)
+                verdict = await self._call(
+                    ComponentType.TERMINATOR, terminator.should_terminate, state, context.goal, context
+                )
             except Exception as exc:  # component boundary
                 await self._give_up(self._component_raised(None, "terminator", exc))
                 return None
@@ -262,7 +306,11 @@ class LoopEngine(StepsMixin, RecoveryMixin):
                     candidate.status = StepStatus.RETRY_PENDING
         self._move(S.ITERATION_COMPLETE)
 
-    def _require_actor(self) -> None:
+    def _check_ready(self, context: LoopContext | None) -> None:
+        """Config and context are checked again here: either may have changed since it was built."""
+        self._config.validate()
+        if context is not None:
+            context.validate()
         if ComponentType.ACTOR not in self._components:
             raise ConfigurationError(
                 "no actor registered; call engine.register_component(ComponentType.ACTOR, actor) before run()"

@@ -21,6 +21,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+from .components import call_component
 from .config import LoopConfig
 from .errors import ConfigurationError
 from .gates.base import GateRunner
@@ -118,6 +119,13 @@ class EngineCore:
         self._move(target)
         self._tick()
         self._save()
+
+    async def _call(self, kind: ComponentType, method: Callable[..., Any], *args: Any) -> Any:
+        """Call a component (sync or async), counting it in ``state.counters[kind.value]``:
+        the component call counters a saved state keeps."""
+        counters = self._state.counters
+        counters[kind.value] = counters.get(kind.value, 0) + 1
+        return await call_component(method, *args)
 
     def _tick(self) -> None:
         """Charge the time since the last tick to the budget (injectable clock)."""

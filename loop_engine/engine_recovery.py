@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from .components import call_component
 from .config import LoopConfig
 from .engine_core import EngineCore, describe_exception
 from .engine_decisions import DecisionsMixin
@@ -70,8 +69,12 @@ class EngineRuntime:
         if planner is None:
             raise ConfigurationError("PLAN_REVISION needs a planner; register one with ComponentType.PLANNER")
         state = engine.state
-        revised = await call_component(
-            planner.revise_plan, state.current_plan, list(state.observations), list(state.evaluations)
+        revised = await engine._call(
+            ComponentType.PLANNER,
+            planner.revise_plan,
+            state.current_plan,
+            list(state.observations),
+            list(state.evaluations),
         )
         if not isinstance(revised, Plan):
             raise TypeError(f"revise_plan returned {type(revised).__name__}; it must return a Plan")
@@ -100,11 +103,19 @@ class RecoveryMixin(DecisionsMixin):
         if not self.config.enable_recovery:
             await self._give_up(failure, "recovery is disabled (LoopConfig.enable_recovery=False)")
             return
-        try:
-            action = await call_component(self._recovery_policy().recover, failure, state, self._context())
-        except Exception as exc:  # component boundary
-            await self._give_up(failure, f"{failure.message}; recovery component raised {describe_exception(exc)}")
-            return
+        threshold = self.config.circuit_breaker_threshold
+        if state.consecutive_failures >= threshold:  # whatever the policy would choose
+            action = RecoveryAction(
+                strategy=RecoveryStrategy.CIRCUIT_BREAK,
+                reason=f"{state.consecutive_failures} consecutive failures (circuit_breaker_threshold={threshold})",
+            )
+        else:
+            try:
+                policy = self._recovery_policy()
+                action = await self._call(ComponentType.RECOVERY, policy.recover, failure, state, self._context())
+            except Exception as exc:  # component boundary
+                await self._give_up(failure, f"{failure.message}; recovery component raised {describe_exception(exc)}")
+                return
         if action is None:
             await self._give_up(failure, f"{failure.message} (recovery attempts exhausted)")
             return

@@ -14,7 +14,6 @@ import asyncio
 from datetime import datetime
 from typing import Any
 
-from .components import call_component
 from .engine_core import EngineCore, describe_exception
 from .gates.base import GateContext, GateResult, GateRunner
 from .types import (
@@ -47,7 +46,7 @@ class StepsMixin(EngineCore):
         actor = self._components[ComponentType.ACTOR]
         context.budget.steps_used += 1
         try:
-            output = await call_component(actor.execute, step, list(state.observations), context)
+            output = await self._call(ComponentType.ACTOR, actor.execute, step, list(state.observations), context)
         except Exception as exc:  # component boundary: see module docstring
             return self._component_raised(step, "actor", exc)
         finally:
@@ -108,7 +107,7 @@ class StepsMixin(EngineCore):
             observation = Observation(content=output, source="actor", step_id=step.id)
         else:
             try:
-                observation = await call_component(observer.observe, output, step, self._context())
+                observation = await self._call(ComponentType.OBSERVER, observer.observe, output, step, self._context())
             except Exception as exc:  # component boundary
                 return self._component_raised(step, "observer", exc)
             if not isinstance(observation, Observation):
@@ -126,8 +125,13 @@ class StepsMixin(EngineCore):
         self._move(ExecutionState.EVALUATING)
         state, context = self.state, self._context()
         try:
-            evaluation = await call_component(
-                evaluator.evaluate, state.current_plan, list(state.observations), context.goal, context
+            evaluation = await self._call(
+                ComponentType.EVALUATOR,
+                evaluator.evaluate,
+                state.current_plan,
+                list(state.observations),
+                context.goal,
+                context,
             )
         except Exception as exc:  # component boundary
             return self._component_raised(step, "evaluator", exc)
@@ -155,7 +159,9 @@ class StepsMixin(EngineCore):
             return None  # no verifier: evaluated steps complete
         self._move(ExecutionState.VERIFYING)
         try:
-            verdict = await call_component(verifier.verify, step, list(self.state.observations), self._context())
+            verdict = await self._call(
+                ComponentType.VERIFIER, verifier.verify, step, list(self.state.observations), self._context()
+            )
         except Exception as exc:  # component boundary
             return self._component_raised(step, "verifier", exc)
         step.verification_passed = verdict is True

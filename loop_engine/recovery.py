@@ -165,6 +165,7 @@ class ReplanStepHandler(RecoveryHandler):
             return HandlerResult(Next.FAIL, False, "cannot revise: there is no plan")
         runtime.transition(ExecutionState.REPLANNING)
         revised = await runtime.revise_plan()  # raises on a bad plan; the engine records it
+        revised.check_shape()
         _carry_over(old, revised)
         replacement = _rewrite_replaced(old, revised, failure.step_id)
         revised.validate()
@@ -174,10 +175,15 @@ class ReplanStepHandler(RecoveryHandler):
         if kept is not None and not kept.is_completed():
             kept.status = StepStatus.RETRY_PENDING
             return HandlerResult(Next.CONTINUE, None, f"plan revised to version {revised.version}; retrying {kept.id}")
-        failure.mark_recovered()
         if replacement:
+            # The problem moves to the replacement: its attempts keep counting against
+            # max_recovery_attempts, and it is recovered only when the replacement passes.
             action.params["replaced_by"] = replacement
             failure.context["replaced_by"] = replacement
+            replaced, failure.step_id = failure.step_id, replacement
+            message = f"plan revised to version {revised.version}; {replacement} replaces {replaced}"
+            return HandlerResult(Next.CONTINUE, None, message)
+        failure.mark_recovered()  # the revision dropped the failed work altogether
         return HandlerResult(Next.CONTINUE, True, f"plan revised to version {revised.version}")
 
 

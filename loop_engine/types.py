@@ -8,12 +8,12 @@ engine, serialisation in ``loop_engine.serialization``.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import Enum, auto
 from typing import TYPE_CHECKING, Any
 
-from .errors import PlanValidationError
+from .errors import ConfigurationError, PlanValidationError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from .checkpoint import ReviewRequest, ReviewResponse
@@ -221,8 +221,21 @@ class Plan:
     def is_complete(self) -> bool:
         return bool(self.steps) and all(s.is_completed() for s in self.steps)
 
+    def check_shape(self) -> None:
+        """The structural half of ``validate``: every step a ``Step`` with a string id,
+        a ``StepStatus`` and a list of string dependencies (which may still name
+        ids about to be rewritten, as a plan revision does)."""
+        if not isinstance(self.steps, list):
+            kind = type(self.steps).__name__
+            raise PlanValidationError(f"plan {self.id!r}: steps must be a list of Step, got {kind}")
+        for index, step in enumerate(self.steps):
+            _check_step_shape(self.id, index, step)
+
     def validate(self) -> None:
-        """Refuse duplicate step ids and dependencies on ids the plan lacks."""
+        """Refuse what would break a run later, far from its cause: steps that are
+        not ``Step``s, statuses that are not ``StepStatus`` members, duplicate
+        ids and dependencies on ids the plan lacks."""
+        self.check_shape()
         seen: set[str] = set()
         for step in self.steps:
             if step.id in seen:
@@ -237,6 +250,25 @@ class Plan:
                     f"step {step.id!r} depends on unknown step id(s) {unknown}; "
                     f"known ids are {sorted(seen)} - fix the dependency list or add the missing steps"
                 )
+
+
+def _check_step_shape(plan_id: str, index: int, step: Any) -> None:
+    where = f"plan {plan_id!r} step {index}"
+    if not isinstance(step, Step):
+        raise PlanValidationError(
+            f"{where} is a {type(step).__name__}, not a Step; build it as Step(id=..., description=...)"
+        )
+    if not isinstance(step.id, str) or not step.id:
+        raise PlanValidationError(f"{where} has id {step.id!r}; step ids are non-empty strings")
+    if not isinstance(step.status, StepStatus):
+        raise PlanValidationError(
+            f"step {step.id!r} has status {step.status!r}; use a StepStatus member, e.g. StepStatus.PENDING"
+        )
+    deps = step.dependencies
+    if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
+        raise PlanValidationError(
+            f"step {step.id!r} has dependencies {deps!r}; use a list of step ids, e.g. ['step_1'] (or [])"
+        )
 
 
 @dataclass
@@ -329,6 +361,21 @@ class Budget:
     time_used: float = 0.0
     cost_used: float = 0.0
 
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Limits and usage are numbers (limits may be None), so comparisons never fail mid-run."""
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if value is None and item.name.startswith("max_"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                unlimited = " or None for no limit" if item.name.startswith("max_") else ""
+                raise ConfigurationError(f"Budget.{item.name} must be a number{unlimited}, got {value!r}")
+            if value < 0:
+                raise ConfigurationError(f"Budget.{item.name}={value!r} cannot be negative")
+
     def exhausted_reason(self) -> str | None:
         """Which limit is used up, in words, or None while within every limit."""
         for limit, used, name in (
@@ -361,6 +408,25 @@ class LoopContext:
     initial_context: dict[str, Any] = field(default_factory=dict)
     budget: Budget = field(default_factory=Budget)
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Checked when built and again when a run starts, in case it was changed since."""
+        if not isinstance(self.goal, str):
+            raise ConfigurationError(f"LoopContext.goal must be a string, got {type(self.goal).__name__}")
+        for name in ("initial_context", "metadata"):
+            if not isinstance(getattr(self, name), dict):
+                raise ConfigurationError(
+                    f"LoopContext.{name} must be a dict, got {type(getattr(self, name)).__name__}"
+                )
+        if not isinstance(self.budget, Budget):
+            raise ConfigurationError(
+                f"LoopContext.budget must be a Budget, got {type(self.budget).__name__}; "
+                "use Budget(max_steps=..., max_cost=...)"
+            )
+        self.budget.validate()
 
 
 @dataclass

@@ -32,8 +32,13 @@ from .loops import FakeClock, RecordingPersistence, flaky_actor, make_engine
 
 
 def assert_legal(engine: LoopEngine) -> None:
+    """Every move is in the table and starts where the previous one ended; the last ends where the run is."""
+    where = ExecutionState.INITIALIZED.value
     for a, b in engine.state.transitions:
+        assert a == where, (where, a, b)
         assert ExecutionState(b) in TRANSITIONS[ExecutionState(a)], (a, b)
+        where = b
+    assert where == engine.state.execution_state.value
 
 
 async def test_tutorial_one_terminator_stops_after_one_iteration() -> None:

@@ -142,9 +142,14 @@ async def planner_returns_finished_plan_with_skip() -> LoopState:
     return await run(engine)
 
 
+class StopAtOnce:
+    def should_terminate(self, state: LoopState, goal: str, context: LoopContext) -> bool:
+        return True
+
+
 async def terminator_fires_before_any_iteration() -> LoopState:
     engine = make_engine()
-    engine.register_component(ComponentType.TERMINATOR, MaxIterationsTerminator(0))
+    engine.register_component(ComponentType.TERMINATOR, StopAtOnce())
     return await run(engine)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from loop_engine.gates import BudgetGate, GateContext, Severity
+from loop_engine.errors import ConfigurationError
 from loop_engine.types import Budget
 
 
@@ -66,7 +67,11 @@ def test_bad_estimates_fail_without_raising(estimate: Any) -> None:
 
 def test_wrong_budget_type_and_garbage_limits_fail() -> None:
     assert "must be a loop_engine.types.Budget" in check({"max_cost": 1}).message
-    assert not check(Budget(max_cost="ten")).passed  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="Budget.max_cost must be a number or None"):
+        Budget(max_cost="ten")  # type: ignore[arg-type]
+    garbled = Budget()
+    garbled.max_cost = "ten"  # type: ignore[assignment]  # changed after it was built
+    assert not check(garbled).passed
     assert BudgetGate().check(GateContext(budget=Budget(), metadata=None)).passed  # type: ignore[arg-type]
 
 
