@@ -32,6 +32,7 @@ from .errors import (
     NoDecisionHandlerError,
     PersistenceError,
     PlanValidationError,
+    RunInterrupted,
     SchemaVersionError,
 )
 from .gates import (
@@ -96,8 +97,8 @@ __all__ = [
     "NoDecisionHandlerError", "Observation", "Observer", "PassThroughObserver", "PersistenceConfig",
     "PersistenceError", "Plan", "PlanValidationError", "Planner", "PredicateEvaluator",
     "Recovery", "RecoveryAction", "RecoveryRegistry", "RecoveryStrategy", "ReplanStepHandler",
-    "RequestHumanHandler", "RetryHandler", "ReviewRequest", "ReviewResponse", "SCHEMA_VERSION",
-    "SchemaGate", "SchemaVersionError", "SecurityGate", "StandardGates", "Step", "StepStatus",
+    "RequestHumanHandler", "RetryHandler", "ReviewRequest", "ReviewResponse", "RunInterrupted",
+    "SCHEMA_VERSION", "SchemaGate", "SchemaVersionError", "SecurityGate", "StandardGates", "Step", "StepStatus",
     "SyntaxGate", "Terminator", "TestGate", "TypeCheckGate", "Verifier", "derive_result_status",
     "state_from_dict", "state_to_dict",
 ]

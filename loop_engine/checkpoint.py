@@ -135,6 +135,7 @@ class HumanCheckpoint:
         self._now = now
         self._external: list[tuple[str, str]] = []  # (cause key, reason), oldest first
         self._anonymous_prefix = f"run-{uuid.uuid4().hex[:12]}"
+        self._record_bases: dict[str, Path] = {}  # checkpoint id -> where its record was written
 
     # --- when -----------------------------------------------------------------
 
@@ -196,14 +197,26 @@ class HumanCheckpoint:
     # --- what -----------------------------------------------------------------
 
     def present_for_review(
-        self, state: LoopState, trigger: CheckpointTrigger, proposed_action: str = "Escalate to human"
+        self,
+        state: LoopState,
+        trigger: CheckpointTrigger,
+        proposed_action: str = "Escalate to human",
+        *,
+        failure: Failure | None = None,
     ) -> ReviewRequest:
         """Turn the state into a request, mark its cause reviewed and open it on the state.
 
-        Writes ``<checkpoint_dir>/<trace>_<checkpoint_id>.md`` and ``.json``
-        when ``save_checkpoints`` is on, never over an earlier record.
+        ``failure`` names the failure the request is about when the caller chose
+        it (a HUMAN_HANDOFF): its cause is then marked reviewed whatever the
+        triggers say, so the same failure is not put to a human again at the
+        next boundary. Writes ``<checkpoint_dir>/<trace>_<checkpoint_id>.md``
+        and ``.json`` when ``save_checkpoints`` is on, never over an earlier record.
         """
-        pending = self._pending_cause(state, trigger)
+        pending = (
+            (f"major_failure:{failure.failure_id}", _failure_context(failure))
+            if failure is not None
+            else self._pending_cause(state, trigger)
+        )
         cause, context = pending if pending is not None else ("", {})
         checkpoint_id = f"checkpoint_{state.checkpoint_counter + 1:04d}"
         # name the record files first: a trace id that is unsafe as a file name fails before the state changes
@@ -227,9 +240,19 @@ class HumanCheckpoint:
             self._external = [(c, r) for c, r in self._external if c != cause]
         state.pending_review = request
         if base is not None:
+            self._record_bases[checkpoint_id] = base
+            self.refresh_record(request)
+        return request
+
+    def refresh_record(self, request: ReviewRequest) -> None:
+        """(Re)write the saved record of ``request``, e.g. once the engine shows the run as waiting.
+
+        Does nothing for a request this checkpoint did not record.
+        """
+        base = self._record_bases.get(request.checkpoint_id)
+        if base is not None:
             atomic_write_text(f"{base}.json", request.to_json())
             atomic_write_text(f"{base}.md", request.to_markdown())
-        return request
 
     def _record_path(self, state: LoopState, checkpoint_id: str, suffixes: tuple[str, ...]) -> Path:
         """``<checkpoint_dir>/<trace>_<checkpoint_id>`` (or ``-2``, ``-3``...) with no file of ``suffixes`` yet.

@@ -29,7 +29,7 @@ from .components import PROTOCOLS, REQUIRED_METHODS
 from .engine_core import describe_exception, logger
 from .engine_recovery import RecoveryMixin
 from .engine_steps import StepsMixin
-from .errors import ComponentRegistrationError, ConfigurationError
+from .errors import ComponentRegistrationError, ConfigurationError, RunInterrupted
 from .recovery import failure_proposal
 from .review import CheckpointTrigger, ReviewResponse
 from .state_machine import IN_ITERATION_STATES, derive_result_status
@@ -50,6 +50,7 @@ from .types import (
 __all__ = ["LoopEngine"]
 
 S = ExecutionState
+_FAILURE_TRIGGERS = (CheckpointTrigger.ON_FAILURE, CheckpointTrigger.ON_MAJOR_FAILURE)
 
 
 class LoopEngine(StepsMixin, RecoveryMixin):
@@ -142,10 +143,13 @@ class LoopEngine(StepsMixin, RecoveryMixin):
         a bug or bad data the checks missed. The run must not be left (or saved)
         looking RUNNING, so it moves to FAILED through table transitions and the
         exception propagates. A run paused for a human stays paused: a decision
-        handler that raises leaves a review that ``resume`` can still answer.
+        handler that raises leaves a review that ``resume`` can still answer;
+        ``RunInterrupted`` from a save is a deliberate stop, not an error.
         """
         try:
             await self._drive()
+        except RunInterrupted:
+            raise
         except Exception as exc:
             state = self._state
             here = state.execution_state
@@ -277,7 +281,9 @@ class LoopEngine(StepsMixin, RecoveryMixin):
                 request = self._checkpoint.present_for_review(
                     self._state, trigger, proposed_action=self._boundary_proposal(trigger)
                 )
-                await self._pause(request, {"kind": "boundary"})
+                # a failure trigger's review settles that failure: a reject ends it, a retry reruns its step
+                failure_id = request.context.get("failure_id") if trigger in _FAILURE_TRIGGERS else None
+                await self._pause(request, self._state.get_failure(failure_id) if failure_id else None)
                 return
         self._save()
 

@@ -51,7 +51,7 @@ _PENDING = "pending_action"
 class DecisionsMixin(EngineCore):
     """Stops a run to ask a human, and applies the answer exactly once."""
 
-    async def _pause(self, request: ReviewRequest, pending: dict[str, Any]) -> None:
+    async def _pause(self, request: ReviewRequest, failure: Failure | None = None) -> None:
         """Stop in WAITING_FOR_HUMAN; with a decision handler, get and apply the answer now.
 
         The pause is saved before the handler is asked, so a handler that
@@ -59,7 +59,11 @@ class DecisionsMixin(EngineCore):
         that ``resume(state, response)`` can answer.
         """
         state = self._state
-        state.metadata[_PENDING] = pending
+        state.metadata[_PENDING] = (
+            {"kind": "boundary"}
+            if failure is None
+            else {"kind": "failure", "failure_id": failure.failure_id, "step_id": failure.step_id}
+        )
         state.pending_review = request
         self._move(ExecutionState.WAITING_FOR_HUMAN)
         self._show_waiting(request)
@@ -73,6 +77,9 @@ class DecisionsMixin(EngineCore):
         """The request was summarised just before the pause; a reviewer reads it while the run waits."""
         now = {"status": self._state.status.name, "execution_state": self._state.execution_state.value}
         request.state_summary.update({key: value for key, value in now.items() if key in request.state_summary})
+        refresh = getattr(self._checkpoint, "refresh_record", None)
+        if refresh is not None:
+            refresh(request)
 
     async def _accept(self, response: ReviewResponse) -> None:
         state = self.state
@@ -130,10 +137,13 @@ class DecisionsMixin(EngineCore):
                 failure.mark_recovered()
                 self._settle_recoveries(failure, success=True)
                 return
-        if failure is not None:
-            self._revive(failure)
-        elif decision is HumanDecision.RETRY and state.current_step is not None:
-            self._rerun(state.current_step)
+        if failure is not None and (not failure.is_open or failure.status is FailureStatus.ESCALATED):
+            self._revive(failure)  # it had ended the run, or was handed over: the human gives it another go
+        elif decision is HumanDecision.RETRY:
+            step = failed_step(failure, state) if failure is not None else state.current_step
+            if step is not None:
+                self._rerun(step)
+        # APPROVE on a failure still being recovered: the recovery already planned goes ahead
 
     def _revive(self, failure: Failure) -> None:
         failure.status = FailureStatus.RECOVERY_IN_PROGRESS

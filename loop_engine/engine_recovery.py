@@ -89,9 +89,20 @@ class RecoveryMixin(DecisionsMixin):
         if policy is not None:
             return policy
         return DefaultRecoveryPolicy(
-            escalate=self.checkpoint is not None,
+            escalate=self._asks_about_failures(),
             circuit_breaker_threshold=self.config.circuit_breaker_threshold,
         )
+
+    def _asks_about_failures(self) -> bool:
+        """Whether exhausted recovery should hand off to a human rather than fail:
+        only when the checkpoint is on and its triggers care about failures
+        (``manual_only`` and ``disabled`` presets do not)."""
+        if self.checkpoint is None:
+            return False
+        config = getattr(self.checkpoint, "config", None)
+        if config is None:
+            return True
+        return bool(config.enabled and (config.trigger_on_major_failure or config.trigger_on_failure))
 
     async def _recover(self, failure: Failure) -> None:
         """From a failed step to the next place: boundary, human, or FAILED."""
@@ -155,7 +166,7 @@ class RecoveryMixin(DecisionsMixin):
         if result.next is Next.CONTINUE:
             self._move(ExecutionState.ITERATION_COMPLETE)
         elif result.next is Next.WAIT_FOR_HUMAN and result.review_request is not None:
-            await self._pause(result.review_request, _failure_pending(failure))
+            await self._pause(result.review_request, failure)
         else:  # FAIL, or a handler that wanted a human but presented no review
             await self._give_up(failure, result.reason or f"{action.strategy.name} could not recover")
 
@@ -170,10 +181,6 @@ class RecoveryMixin(DecisionsMixin):
             trigger = self.checkpoint.should_pause(state)
             if trigger is not None:
                 request = self.checkpoint.present_for_review(state, trigger, proposed_action=failure_proposal(failure))
-                await self._pause(request, _failure_pending(failure))
+                await self._pause(request, failure)
                 return
         self._stop(ExecutionState.FAILED, reason or failure.message)
-
-
-def _failure_pending(failure: Failure) -> dict[str, Any]:
-    return {"kind": "failure", "failure_id": failure.failure_id, "step_id": failure.step_id}

@@ -18,6 +18,7 @@ __all__ = [
     "SchemaVersionError",
     "CheckpointError",
     "NoDecisionHandlerError",
+    "RunInterrupted",
 ]
 
 
@@ -67,3 +68,12 @@ class CheckpointError(LoopEngineError):
 
 class NoDecisionHandlerError(CheckpointError, RuntimeError):
     """``await_decision`` was called with no way to ask a human."""
+
+
+class RunInterrupted(LoopEngineError):
+    """Raise from ``persistence.save`` to stop a run where it stands without ending it.
+
+    The engine lets it through untouched: the run keeps the place just saved
+    (never marked FAILED), and ``resume(state)`` continues it from there - the
+    way a service stops its runs between steps when it shuts down.
+    """

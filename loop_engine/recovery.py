@@ -228,9 +228,13 @@ class RequestHumanHandler(RecoveryHandler):
             from .checkpoint import CheckpointConfig, HumanCheckpoint  # the engine works without checkpoints
 
             checkpoint = HumanCheckpoint(CheckpointConfig(save_checkpoints=False))
+        config = getattr(checkpoint, "config", None)
+        if config is not None and not config.enabled:
+            return HandlerResult(Next.FAIL, False, "human handoff chosen, but the checkpoint is disabled")
         failure.status = FailureStatus.ESCALATED
         request = checkpoint.present_for_review(
-            runtime.state, CheckpointTrigger.ON_MAJOR_FAILURE, proposed_action=failure_proposal(failure)
+            runtime.state, CheckpointTrigger.ON_MAJOR_FAILURE, proposed_action=failure_proposal(failure),
+            failure=failure,
         )
         return HandlerResult(Next.WAIT_FOR_HUMAN, True, f"escalated as {request.checkpoint_id}", request)
 

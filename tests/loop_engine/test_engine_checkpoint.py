@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from loop_engine.checkpoint import CheckpointConfig, CheckpointPresets, HumanCheckpoint
 from loop_engine.components import ListPlanner
-from loop_engine.review import CheckpointTrigger, HumanDecision
+from loop_engine.review import CheckpointTrigger, HumanDecision, ReviewRequest, ReviewResponse
 from loop_engine.types import ComponentType, ExecutionState, FailureStatus, LoopContext, LoopStatus, RecoveryStrategy
 
 from .loops import RecordingPersistence, checkpoint, decide, flaky_actor, make_engine
+from .test_recovery import engine_with
 
 
 async def test_iteration_boundary_pause_stops_paused_and_saves() -> None:
@@ -154,3 +161,91 @@ async def test_modify_after_a_planning_failure_plans_again_once() -> None:
     [failure] = result.failures
     assert failure.status is FailureStatus.TERMINAL
     assert engine.state.context.initial_context == {"hint": "try harder"}
+
+
+def _asked(answer: HumanDecision, **kwargs: object) -> tuple[list[ReviewRequest], object]:
+    asked: list[ReviewRequest] = []
+
+    def handler(request: ReviewRequest) -> ReviewResponse:
+        asked.append(request)
+        return decide(answer, **kwargs)(request)  # type: ignore[arg-type]
+
+    return asked, handler
+
+
+@pytest.mark.parametrize(
+    ("answer", "kwargs", "status", "failure_status", "retry_success"),
+    [
+        (HumanDecision.APPROVE, {}, LoopStatus.COMPLETED, FailureStatus.RECOVERED, True),
+        (HumanDecision.RETRY, {}, LoopStatus.COMPLETED, FailureStatus.RECOVERED, True),
+        (HumanDecision.MODIFY, {"modifications": {"step": {"output": "good"}}}, LoopStatus.COMPLETED,
+         FailureStatus.RECOVERED, True),
+        (HumanDecision.REJECT, {"feedback": "stop"}, LoopStatus.FAILED, FailureStatus.TERMINAL, False),
+    ],
+)
+async def test_an_on_failure_review_settles_the_failure_it_asked_about(
+    answer: HumanDecision, kwargs: dict[str, object], status: LoopStatus,
+    failure_status: FailureStatus, retry_success: bool,
+) -> None:
+    asked, handler = _asked(answer, **kwargs)
+    engine = make_engine(["a", "b"], act=flaky_actor({"step_1": 1}),
+                         checkpoint=checkpoint(handler, trigger_on_failure=True))  # type: ignore[arg-type]
+    result = await engine.run(LoopContext(goal="g"))
+    (request,) = asked  # asked once about the one failure, however it was answered
+    (failure,) = result.failures
+    assert request.trigger is CheckpointTrigger.ON_FAILURE and request.context["failure_id"] == failure.failure_id
+    assert result.status is status and failure.status is failure_status
+    assert [r.success for r in result.recoveries] == [retry_success]  # nothing left awaiting a verdict
+
+
+async def test_the_cost_threshold_pauses_a_real_run_once() -> None:
+    def costly(step: Any, observations: Any, context: LoopContext) -> str:
+        context.budget.cost_used += 0.6
+        return "good"
+
+    asked, handler = _asked(HumanDecision.APPROVE)
+    engine = make_engine(["a", "b", "c"], act=costly,
+                         checkpoint=checkpoint(handler, trigger_cost_threshold=1.0))  # type: ignore[arg-type]
+    result = await engine.run(LoopContext(goal="g"))
+    assert result.status is LoopStatus.COMPLETED
+    assert [(r.trigger, r.context["cost_used"]) for r in asked] == [(CheckpointTrigger.ON_COST_THRESHOLD, 1.2)]
+
+
+@pytest.mark.parametrize("preset", ["disabled", "manual_only"])
+async def test_presets_that_do_not_ask_about_failures_let_exhausted_recovery_fail(preset: str) -> None:
+    config = getattr(CheckpointPresets, preset)()
+    quiet = HumanCheckpoint(replace(config, save_checkpoints=False))
+    engine = make_engine(["a"], act=flaky_actor({"step_1": 99}), checkpoint=quiet)
+    result = await engine.run(LoopContext(goal="g"))
+    assert result.status is LoopStatus.FAILED and result.review_request is None
+    assert RecoveryStrategy.HUMAN_HANDOFF not in [r.strategy for r in result.recoveries]
+
+
+async def test_a_chosen_handoff_with_a_disabled_checkpoint_fails_and_says_why() -> None:
+    off = HumanCheckpoint(CheckpointPresets.disabled())
+    engine = engine_with(RecoveryStrategy.HUMAN_HANDOFF, {"step_2": 1}, checkpoint=off)
+    result = await engine.run(LoopContext(goal="g"))
+    assert result.status is LoopStatus.FAILED and result.review_request is None
+    assert result.reason == "human handoff chosen, but the checkpoint is disabled"
+
+
+async def test_a_handoff_review_counts_as_reviewing_its_failure() -> None:
+    asked, handler = _asked(HumanDecision.APPROVE)
+    engine = engine_with(
+        RecoveryStrategy.HUMAN_HANDOFF, {"step_2": 1},
+        checkpoint=checkpoint(handler, trigger_on_failure=True, trigger_on_major_failure=True),  # type: ignore[arg-type]
+    )
+    result = await engine.run(LoopContext(goal="g"))
+    (failure,) = result.failures
+    assert result.status is LoopStatus.COMPLETED
+    assert [r.cause for r in asked] == [f"major_failure:{failure.failure_id}"]  # once, not again at the boundary
+
+
+async def test_the_saved_checkpoint_record_matches_the_request_the_run_returns(tmp_path: Path) -> None:
+    cp = HumanCheckpoint(CheckpointConfig(trigger_every_n_iterations=1, checkpoint_dir=str(tmp_path)))
+    engine = make_engine(["a", "b"], checkpoint=cp)
+    result = await engine.run(LoopContext(goal="g"), trace_id="rec-1")
+    assert result.review_request is not None
+    (record,) = tmp_path.glob("rec-1_checkpoint_0001.json")
+    assert json.loads(record.read_text()) == result.review_request.to_dict()
+    assert "- **Status:** PAUSED" in (tmp_path / "rec-1_checkpoint_0001.md").read_text()

@@ -9,7 +9,7 @@ import pytest
 from loop_engine.components import CallableActor, ListPlanner, MaxIterationsTerminator
 from loop_engine.config import LoopConfig
 from loop_engine.engine import LoopEngine
-from loop_engine.errors import ComponentRegistrationError, ConfigurationError
+from loop_engine.errors import ComponentRegistrationError, ConfigurationError, RunInterrupted
 from loop_engine.types import (
     Budget,
     ComponentType,
@@ -181,3 +181,25 @@ async def test_component_calls_are_counted_in_the_state() -> None:
     engine.register_component(ComponentType.TERMINATOR, MaxIterationsTerminator(10))
     await engine.run(LoopContext(goal="g"))
     assert engine.state.counters == {"planner": 1, "actor": 3, "evaluator": 3, "recovery": 1, "terminator": 4}
+
+
+class StopsOnce:
+    """Persistence that asks the run to stop right after its ``n``-th save, as a shutting-down service does."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.saves = n, 0
+
+    def save(self, state: LoopState, trace_id: str | None = None) -> None:
+        self.saves += 1
+        if self.saves == self.n:
+            raise RunInterrupted("shutting down")
+
+
+async def test_run_interrupted_from_a_save_stops_without_failing_and_resume_goes_on() -> None:
+    engine = make_engine(["a", "b"], persistence=StopsOnce(3))
+    with pytest.raises(RunInterrupted):
+        await engine.run(LoopContext(goal="g"))
+    state = engine.state
+    assert state.status is LoopStatus.RUNNING and not state.failures  # stopped in place, not ended
+    result = await make_engine(["a", "b"]).resume(state)
+    assert result.status is LoopStatus.COMPLETED and not result.failures
