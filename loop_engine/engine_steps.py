@@ -16,6 +16,7 @@ from typing import Any
 
 from .engine_core import EngineCore, describe_exception
 from .gates.base import GateContext, GateResult, GateRunner
+from .jsonvalue import NotJSONSerialisableError, check_json
 from .types import (
     ComponentType,
     Evaluation,
@@ -51,6 +52,11 @@ class StepsMixin(EngineCore):
             return self._component_raised(step, "actor", exc)
         finally:
             self._tick()
+        if self._persistence is not None:  # a saved run must be able to store what its steps produce
+            try:
+                check_json(output, ("step", step.id, "output"))
+            except NotJSONSerialisableError as exc:
+                return self._fail_step(step, FailureType.INVALID_OUTPUT, f"actor failed: {exc}", "actor")
         step.output = output
         step.status = StepStatus.EXECUTED
 

@@ -83,9 +83,16 @@ def check_json(value: T, where: Where) -> T:
     try:
         _check(value)
     except _Refused as exc:
-        place = where if isinstance(where, str) else f"{where[0]} {where[1]!r} {where[2]}"
-        raise NotJSONSerialisableError(f"{place}{''.join(reversed(exc.path))}: {exc.problem}") from None
+        raise NotJSONSerialisableError(f"{_place(where)}{''.join(reversed(exc.path))}: {exc.problem}") from None
+    except RecursionError:
+        raise NotJSONSerialisableError(
+            f"{_place(where)}: nested too deeply, or contains itself; store a flatter value"
+        ) from None
     return value
+
+
+def _place(where: Where) -> str:
+    return where if isinstance(where, str) else f"{where[0]} {where[1]!r} {where[2]}"
 
 
 def json_copy(value: Any, where: Where) -> Any:

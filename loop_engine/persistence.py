@@ -56,8 +56,11 @@ def validate_trace_id(trace_id: Any, what: str = "trace id") -> str:
     """Refuse ids that could escape a directory or make odd file names (also used for checkpoint ids)."""
     if not isinstance(trace_id, str) or not trace_id:
         raise ValueError(f"{what} must be a non-empty string, got {trace_id!r}")
-    if len(trace_id) > _MAX_TRACE_ID:
-        raise ValueError(f"{what} is {len(trace_id)} characters; at most {_MAX_TRACE_ID} are allowed")
+    size = len(trace_id.encode("utf-8", "surrogatepass"))  # file names are limited in bytes, not characters
+    if size > _MAX_TRACE_ID:
+        raise ValueError(
+            f"{what} is {len(trace_id)} characters ({size} bytes in UTF-8); at most {_MAX_TRACE_ID} bytes are allowed"
+        )
     if "/" in trace_id or "\\" in trace_id or ".." in trace_id or trace_id.startswith("."):
         raise ValueError(
             f"{what} {trace_id!r} contains a path separator, '..' or a leading '.'; "

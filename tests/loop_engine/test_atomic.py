@@ -1,4 +1,4 @@
-"""Temp files a killed writer leaves behind, made by a real process and a real SIGKILL."""
+"""The one atomic write: its fsync order, and the temp files a real SIGKILL leaves behind."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+import loop_engine.atomic as atomic
 from loop_engine.atomic import atomic_write_text, remove_stale_temp_files
 
 #: Writes through atomic_write_bytes, but hangs where the rename would be, so it can be killed there.
@@ -64,3 +67,19 @@ def test_the_sweep_touches_only_old_temp_files_in_every_subdirectory(tmp_path: P
 def test_an_empty_or_missing_directory_has_nothing_to_remove(tmp_path: Path) -> None:
     assert remove_stale_temp_files(tmp_path) == []
     assert remove_stale_temp_files(tmp_path / "absent") == []
+
+
+def test_a_durable_write_fsyncs_the_file_before_the_rename_and_the_directory_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(atomic.os, "fsync", lambda fd: (events.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(atomic.os, "replace", lambda a, b: (events.append("replace"), real_replace(a, b))[1])
+    monkeypatch.setattr(atomic, "fsync_directory", lambda d: events.append(f"fsync dir {d.name}"))
+
+    atomic.atomic_write_text(tmp_path / "d" / "a.json", "x")
+    assert events == ["fsync", "replace", "fsync dir d"]
+    events.clear()
+    atomic.atomic_write_text(tmp_path / "d" / "a.json", "y", durable=False)
+    assert events == ["replace"]

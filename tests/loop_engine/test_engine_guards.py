@@ -9,6 +9,7 @@ import pytest
 from loop_engine.components import CallableActor, ListPlanner, MaxIterationsTerminator
 from loop_engine.config import LoopConfig
 from loop_engine.engine import LoopEngine
+from loop_engine.serialization import state_to_dict
 from loop_engine.errors import ComponentRegistrationError, ConfigurationError, RunInterrupted
 from loop_engine.types import (
     Budget,
@@ -203,3 +204,25 @@ async def test_run_interrupted_from_a_save_stops_without_failing_and_resume_goes
     assert state.status is LoopStatus.RUNNING and not state.failures  # stopped in place, not ended
     result = await make_engine(["a", "b"]).resume(state)
     assert result.status is LoopStatus.COMPLETED and not result.failures
+
+
+async def test_with_persistence_a_non_json_output_is_a_recoverable_failure_naming_the_step() -> None:
+    calls: list[str] = []
+
+    def act(step: Step, *_: Any) -> Any:
+        calls.append(step.id)
+        return object() if calls.count(step.id) == 1 and step.id == "step_2" else "good"
+
+    saved: list[dict[str, Any]] = []
+
+    class Json:
+        def save(self, state: LoopState, trace_id: str | None = None) -> None:
+            saved.append(state_to_dict(state))  # raises if anything in the state is not JSON
+
+    engine = make_engine(["a", "b"], act=act, persistence=Json())
+    result = await engine.run(LoopContext(goal="g"))
+    assert result.status is LoopStatus.COMPLETED and calls == ["step_1", "step_2", "step_2"]
+    (failure,) = result.failures
+    assert failure.type.name == "INVALID_OUTPUT" and failure.status is FailureStatus.RECOVERED
+    assert failure.message.startswith("actor failed: step 'step_2' output: ") and "object" in failure.message
+    assert saved[-1]["execution_state"] == "COMPLETED"

@@ -267,6 +267,14 @@ def test_safe_trace_ids_are_accepted() -> None:
         assert validate_trace_id(good) == good
 
 
+def test_the_length_limit_counts_bytes_because_file_names_do(tmp_path: Path) -> None:
+    assert validate_trace_id("é" * 64) == "é" * 64  # 128 bytes
+    with pytest.raises(ValueError, match=r"65 characters \(130 bytes in UTF-8\); at most 128 bytes"):
+        validate_trace_id("é" * 65)
+    with pytest.raises(ValueError, match="bytes"):
+        store(tmp_path).save(LoopState(), trace_id="\U0001F600" * 33)  # 132 bytes
+
+
 def test_default_trace_id_is_unique_and_stored_on_the_state(tmp_path: Path) -> None:
     """Reference defect: default id had one-second resolution and collided."""
     p = store(tmp_path, max_history=0)

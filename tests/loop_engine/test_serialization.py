@@ -384,3 +384,11 @@ def test_malformed_documents_raise_corrupt_state(mutate, message: str) -> None:
     mutate(data)
     with pytest.raises(CorruptStateError, match=message):
         state_from_dict(data)
+
+
+def test_a_value_that_contains_itself_is_refused_by_name_not_with_a_recursion_error() -> None:
+    loop: dict[str, object] = {}
+    loop["self"] = [loop]
+    state = LoopState(current_plan=Plan(steps=[Step(id="s1", output=loop)]))
+    with pytest.raises(NotJSONSerialisableError, match="step 's1' output: nested too deeply, or contains itself"):
+        state_to_dict(state)
