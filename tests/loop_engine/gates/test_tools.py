@@ -143,3 +143,23 @@ def test_defaults_and_configuration_errors() -> None:
         CommandGate([])
     with pytest.raises(ConfigurationError, match="timeout must be > 0"):
         LintGate(timeout=0)
+
+
+#: The venv's own ruff and mypy (dev dependencies), found the way the gates find tools: on PATH.
+VENV_TOOLS = {"PATH": str(Path(PY).parent)}
+
+
+@pytest.mark.parametrize(
+    ("gate", "bad", "complaint"),
+    [
+        (LintGate(env=VENV_TOOLS), "import os\n", "F401"),
+        (TypeCheckGate(["mypy", "--no-incremental", "."], env=VENV_TOOLS), "x: int = 'one'\n", "Incompatible types"),
+    ],
+    ids=["ruff", "mypy"],
+)
+def test_the_default_tools_really_run_and_judge_the_code(gate: CommandGate, bad: str, complaint: str) -> None:
+    good = gate.check(GateContext(files={"mod.py": "x: int = 1\n"}))
+    assert good.passed, good.details
+    result = gate.check(GateContext(files={"mod.py": bad}))
+    assert not result.passed and result.details["exit_code"] != 0
+    assert complaint in result.details["output_tail"]
