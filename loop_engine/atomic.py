@@ -32,7 +32,8 @@ def fsync_directory(directory: Path) -> None:
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> Path:
     """Replace ``path`` with ``data`` atomically; with ``durable`` also survive power loss."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.parent.is_dir():
+        _make_directories(target.parent, durable=durable)
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=_TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -48,6 +49,16 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bo
     if durable:
         fsync_directory(target.parent)
     return target
+
+
+def _make_directories(directory: Path, *, durable: bool) -> None:
+    """``mkdir -p``; durable, each new directory's entry is fsynced into its parent,
+    so a file renamed into it cannot vanish with the directory after a power loss."""
+    missing = [d for d in (directory, *directory.parents) if not d.exists()]
+    for new in reversed(missing):
+        new.mkdir(exist_ok=True)
+        if durable:
+            fsync_directory(new.parent)
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str, *, durable: bool = True) -> Path:

@@ -72,6 +72,7 @@ def test_an_empty_or_missing_directory_has_nothing_to_remove(tmp_path: Path) -> 
 def test_a_durable_write_fsyncs_the_file_before_the_rename_and_the_directory_after(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    (tmp_path / "d").mkdir()
     events: list[str] = []
     real_fsync, real_replace = os.fsync, os.replace
     monkeypatch.setattr(atomic.os, "fsync", lambda fd: (events.append("fsync"), real_fsync(fd))[1])
@@ -83,3 +84,13 @@ def test_a_durable_write_fsyncs_the_file_before_the_rename_and_the_directory_aft
     events.clear()
     atomic.atomic_write_text(tmp_path / "d" / "a.json", "y", durable=False)
     assert events == ["replace"]
+
+
+def test_new_directories_are_made_durable_in_their_parents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[Path] = []
+    monkeypatch.setattr(atomic, "fsync_directory", synced.append)
+    atomic.atomic_write_text(tmp_path / "a" / "b" / "f.json", "x")
+    assert synced == [tmp_path, tmp_path / "a", tmp_path / "a" / "b"]  # each new entry, then the rename
+    synced.clear()
+    atomic.atomic_write_text(tmp_path / "a" / "b" / "g.json", "x")
+    assert synced == [tmp_path / "a" / "b"]  # existing directories cost nothing extra
