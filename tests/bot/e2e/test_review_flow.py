@@ -38,11 +38,14 @@ def test_run_on_start_pauses_and_decide_completes_it(ws: Workspace) -> None:
     assert "APPROVE by local:alice" in (ws.state_dir / "local-reviews" / f"{review['id']}.md").read_text()
 
 
-def test_interval_schedule_fires_a_run(ws: Workspace) -> None:
+def test_a_scheduled_run_pauses_and_decide_completes_it(ws: Workspace) -> None:
     ws.write_config([demo_loop(schedule={"interval": "1s"})])
     ws.serve()
     review = ws.wait_open_review()
     assert ws.run(review["run"])["trigger"] == "schedule"
+    assert ws.cli("decide", review["id"], "approve").returncode == 0
+    run = ws.wait_run(review["run"], "completed")
+    assert run["review"] == review["id"] and ws.review(review["id"])["status"] == "applied"
 
 
 def test_kill9_while_waiting_then_restart_and_decide(ws: Workspace) -> None:
