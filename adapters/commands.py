@@ -5,7 +5,9 @@ The grammar (design.md, "Command grammar") is case-insensitive:
     approve [note]           aliases lgtm, yes
     reject <reason>          aliases deny, no; the reason is required
     retry [hint]
-    modify key=value ...     or a fenced ```json / ```yaml block
+    modify key=value ...     or a fenced ```json / ```yaml block; the keys the
+                             engine takes: context.KEY, plan.skip / plan.add,
+                             step.description / step.metadata / step.output
     pause [duration]         e.g. 2h, 1d
     status
     help
@@ -30,6 +32,7 @@ from typing import Any, Literal
 import yaml
 
 from loop_engine.checkpoint import HumanDecision
+from loop_engine.engine_decisions import MODIFY_KEYS
 
 from .durations import parse_duration
 from .suggest import did_you_mean
@@ -44,6 +47,7 @@ __all__ = [
     "parse_command",
     "parse_comment",
     "parse_assignments",
+    "modification_problem",
     "decision_from_word",
     "looks_like_review_id",
 ]
@@ -90,7 +94,7 @@ VERBS: tuple[VerbSpec, ...] = (
              "reject it and end the run; a reason is required (aliases: deny, no)"),
     VerbSpec(HumanDecision.RETRY, ("retry",), "retry [review-id] [hint]",
              "run the step again, optionally with a hint"),
-    VerbSpec(HumanDecision.MODIFY, ("modify",), "modify [review-id] key=value ...",
+    VerbSpec(HumanDecision.MODIFY, ("modify",), "modify [review-id] context.KEY=VALUE ...",
              "change the run, then continue: context.KEY=VALUE, step.description=..., plan.skip=[...] "
              "(or one fenced ```json / ```yaml block)"),
     VerbSpec(HumanDecision.PAUSE, ("pause",), "pause [review-id] [duration]",
@@ -106,6 +110,7 @@ HELP_TEXT = (
     + "\nOn GitHub: a comment line starting with /<command>, e.g. /approve."
 )
 
+_MODIFY_USAGE = "usage: modify [review-id] context.KEY=VALUE ..."
 _BY_NAME: dict[str, VerbSpec] = {name: spec for spec in VERBS for name in spec.names}
 _DECISION_NAMES = [name for spec in VERBS if isinstance(spec.verb, HumanDecision) for name in spec.names]
 
@@ -187,9 +192,30 @@ def parse_assignments(tokens: list[str]) -> dict[str, Any]:
     for token in tokens:
         key, sep, value = token.partition("=")
         if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
-            raise CommandError(f'modify expects key=value, got "{token}"\nusage: modify [review-id] key=value ...')
+            raise CommandError(f'modify expects key=value, got "{token}"\n{_MODIFY_USAGE}')
         _set_path(result, key.strip(), _scalar(value))
     return result
+
+
+def modification_problem(modifications: dict[str, Any]) -> str | None:
+    """Why the engine would refuse these MODIFY changes, else None.
+
+    Checked when the vote is cast: a change the engine refuses only when the
+    run resumes would leave a decided review that can never be applied.
+    """
+    if not modifications:
+        return "modify needs at least one change, e.g. context.KEY=VALUE"
+    unknown = sorted(set(modifications) - set(MODIFY_KEYS))
+    if unknown:
+        return (
+            f"modify cannot change {', '.join(repr(k) for k in unknown)}: changes go under "
+            f"{', '.join(MODIFY_KEYS)} - e.g. context.{unknown[0]}=VALUE (merged into the run's context), "
+            """step.description="..." or plan.skip='["step-id"]'"""
+        )
+    flat = [key for key in MODIFY_KEYS if key in modifications and not isinstance(modifications[key], dict)]
+    if flat:
+        return f"modify: {flat[0]} takes keys under it (e.g. {flat[0]}.KEY=VALUE), not a single value"
+    return None
 
 
 def _parse_block(info: str, body: str) -> dict[str, Any]:
@@ -208,16 +234,19 @@ def _parse_modify(rest: str) -> dict[str, Any]:
     if block:
         if rest[: block.start()].strip() or rest[block.end():].strip():
             raise CommandError("modify: give either key=value pairs or one fenced block, not both")
-        return _parse_block(block.group("info"), block.group("body"))
-    try:
-        tokens = shlex.split(rest)
-    except ValueError as exc:
-        raise CommandError(f"modify: {exc} (check the quotes)") from None
-    if not tokens:
-        raise CommandError(
-            "modify needs at least one key=value (or a fenced ```json block)\nusage: modify [review-id] key=value ..."
-        )
-    return parse_assignments(tokens)
+        modifications = _parse_block(block.group("info"), block.group("body"))
+    else:
+        try:
+            tokens = shlex.split(rest)
+        except ValueError as exc:
+            raise CommandError(f"modify: {exc} (check the quotes)") from None
+        if not tokens:
+            raise CommandError(f"modify needs at least one key=value (or a fenced ```json block)\n{_MODIFY_USAGE}")
+        modifications = parse_assignments(tokens)
+    problem = modification_problem(modifications)
+    if problem is not None:
+        raise CommandError(f"{problem}\n{_MODIFY_USAGE}")
+    return modifications
 
 
 def _build(verb_word: str, rest: str) -> Command:

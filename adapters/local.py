@@ -33,7 +33,7 @@ def answer_lines(review_id: str, decide_command: str = "loopbot decide") -> list
         f"{prefix} approve",
         f'{prefix} reject --feedback "reason"',
         f"{prefix} retry",
-        f"{prefix} modify --set key=value",
+        f"{prefix} modify --set context.KEY=VALUE",
         f"{prefix} pause",
     ]
 
@@ -127,9 +127,10 @@ class LocalChannel:
         self.log.info("review %s: %s (%s)", post.review_id, text.strip(), path)
 
     def post_escalation(self, post: ReviewPost, text: str) -> MessageRef:
-        path = self._append_update(post, f"Escalated: {text.strip()}")
+        """``text`` is the whole notice (the bot's says "Escalated: ..."), so it is written as given."""
+        path = self._append_update(post, text)
         self.log.warning(
-            "review %s (loop %s) escalated: %s - %s - approve with: %s",
-            post.review_id, post.loop, text.strip(), path, answer_lines(post.review_id, self.decide_command)[0],
+            "%s (loop %s) - %s - approve with: %s",
+            text.strip(), post.loop, path, answer_lines(post.review_id, self.decide_command)[0],
         )
         return self._ref(post.review_id)

@@ -13,17 +13,24 @@ import argparse
 import contextlib
 import getpass
 import os
+import shlex
+import shutil
 import sys
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
-from adapters.commands import CommandError, decision_from_word, parse_assignments
+from adapters.commands import CommandError, decision_from_word, modification_problem, parse_assignments
+from adapters.durations import parse_duration
+from loop_engine.checkpoint import HumanDecision
 
 from bot.config import BotConfig, ConfigError, load_config
 from bot.logging import RedactingFilter, setup_logging
 from bot.reviews import Vote, cast_vote
 from bot.status import render_json, render_table
 from bot.store import AlreadyRunningError, FileStore, ServeLock, StoreError, UnknownReviewError
+from bot.store.lock import ROLE_RUN, ROLE_SERVE
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_LOCKED"]
 
@@ -37,7 +44,7 @@ exit codes:
   0  done (run: completed, paused for review, or handed to the server)
   1  failed: invalid config, a vote refused, a run that failed or was rejected, an unusable store
   2  usage: unknown command, loop, review id or decision word
-  3  serve: another loopbot serve holds this state_dir (the message names its pid)
+  3  serve, run: another loopbot serve, or a foreground run, holds this state_dir (the message names its pid)
 
 config: --config PATH, else $LOOPBOT_CONFIG, else config.yaml
 """
@@ -69,9 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
     decide = commands.add_parser("decide", parents=[common], help="vote on a review")
     decide.add_argument("review", metavar="REVIEW")
     decide.add_argument("decision", metavar="DECISION", help="approve | reject | retry | modify | pause")
+    decide.add_argument("duration", nargs="?", metavar="DURATION",
+                        help="pause only: how long, e.g. 2h or 1d (default 24h)")
     decide.add_argument("--feedback", default="", metavar="TEXT", help="note; a reject needs a reason")
     decide.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
-                        help="a modification (repeatable); values are JSON when they parse")
+                        help="modify: a change, e.g. context.KEY=VALUE (repeatable; values are JSON when they "
+                             "parse); pause: until=TIME with a zone, e.g. 2031-01-01T09:00Z")
     decide.add_argument("--as", dest="voter", metavar="NAME",
                         help="who is voting (default: $LOOPBOT_USER, else $USER, else the login name)")
     commands.add_parser("check", parents=[common], help="validate the config")
@@ -82,11 +92,44 @@ def _config_path(args: argparse.Namespace) -> Path:
     return Path(args.config or os.environ.get("LOOPBOT_CONFIG") or "config.yaml")
 
 
+def _shown(path: Path) -> str:
+    """``path`` for a shell: relative to the cwd when under it (``.venv/bin/loopbot``), else absolute."""
+    absolute = Path(os.path.abspath(path))
+    cwd = Path.cwd()
+    if not absolute.is_relative_to(cwd) or cwd == Path(cwd.anchor):  # from /, "usr/bin/x" reads wrong
+        return shlex.quote(str(absolute))
+    relative = absolute.relative_to(cwd)
+    # a bare name would be looked up on PATH, not here
+    return shlex.quote(str(relative) if len(relative.parts) > 1 else f"./{relative}")
+
+
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _program() -> str:
+    """This loopbot as the user can start it again: bare ``loopbot`` only if that is what PATH finds.
+
+    After `make run` it is ``.venv/bin/loopbot``, which a fresh shell does not find as ``loopbot``.
+    """
+    argv0 = Path(sys.argv[0])
+    if argv0.suffix == ".py":  # python -m bot.cli
+        return f"{_shown(Path(sys.executable))} -m bot.cli"
+    on_path = shutil.which("loopbot")
+    if on_path and _same_file(on_path, argv0):
+        return "loopbot"
+    return _shown(argv0) if argv0.is_file() else "loopbot"
+
+
 def _decide_command(path: Path) -> str:
-    """The decide line the server prints must work when pasted, so it names a non-default config."""
+    """The decide line serve and run print must work when pasted: this program, and a non-default config."""
+    program = _program()
     if str(path) == "config.yaml" or os.environ.get("LOOPBOT_CONFIG") == str(path):
-        return "loopbot decide"
-    return f"loopbot --config {path} decide"
+        return f"{program} decide"
+    return f"{program} --config {shlex.quote(str(path))} decide"
 
 
 def _err(message: str) -> None:
@@ -135,8 +178,11 @@ def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     store = FileStore(state_dir)
     lock = ServeLock(state_dir)
     try:
-        lock.acquire()
+        lock.acquire(role=ROLE_RUN)
     except AlreadyRunningError as err:
+        if err.role != ROLE_SERVE:  # only a server reads the inbox: a request left here would start a run later
+            _err(str(err))
+            return EXIT_LOCKED
         request_id = store.enqueue_request("run", {"loop": args.loop, "trigger": "cli"})
         print(f"handed to the running server (pid {err.pid}): request {request_id}")
         return EXIT_OK
@@ -184,14 +230,50 @@ def _voter_name(args: argparse.Namespace) -> str | None:
     return args.voter or os.environ.get("LOOPBOT_USER") or os.environ.get("USER")
 
 
+_DECIDE_USAGE = {
+    None: "usage: loopbot decide REVIEW DECISION [DURATION] [--feedback TEXT] [--set KEY=VALUE ...] [--as NAME]",
+    HumanDecision.MODIFY: "usage: loopbot decide REVIEW modify --set context.KEY=VALUE ... "
+                          "(also plan.skip=[...], step.description=...) [--feedback TEXT]",
+    HumanDecision.PAUSE: "usage: loopbot decide REVIEW pause [DURATION, e.g. 2h] [--set until=TIME-WITH-ZONE]",
+}
+
+
+def _changes(args: argparse.Namespace, decision: HumanDecision, now: datetime) -> dict[str, Any]:
+    """The vote's changes from --set and DURATION; CommandError when they cannot go with ``decision``.
+
+    Checked here, before the store is touched, so a bad line is a usage error
+    that changes nothing.
+    """
+    changes = parse_assignments(args.assignments)
+    if args.duration is not None:
+        if decision is not HumanDecision.PAUSE:
+            raise CommandError(
+                f'unexpected "{args.duration}": only pause takes a duration (e.g. `pause 2h`); '
+                "give a note or reason with --feedback TEXT"
+            )
+        if "until" in changes:
+            raise CommandError("give pause a duration or --set until=TIME, not both")
+        try:
+            changes["until"] = (now + parse_duration(args.duration)).isoformat()
+        except ValueError as err:
+            raise CommandError(f"pause: {err}") from None
+    if decision is HumanDecision.MODIFY:
+        problem = modification_problem(changes)
+        if problem is not None:
+            raise CommandError(problem)
+    return changes
+
+
 def cmd_decide(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     from bot.runner import utcnow
 
+    now = utcnow()
+    decision: HumanDecision | None = None
     try:
         decision = decision_from_word(args.decision)
-        modifications = parse_assignments(args.assignments)
+        modifications = _changes(args, decision, now)
     except CommandError as err:
-        _err(f"{err}\nusage: loopbot decide REVIEW DECISION [--feedback TEXT] [--set KEY=VALUE ...] [--as NAME]")
+        _err(f"{err}\n{_DECIDE_USAGE.get(decision, _DECIDE_USAGE[None])}")
         return EXIT_USAGE
     store = FileStore(config.state_dir)
     try:
@@ -203,7 +285,6 @@ def cmd_decide(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     if not voter:
         _err("cannot tell who is voting: pass --as NAME or set LOOPBOT_USER")
         return EXIT_USAGE
-    now = utcnow()
     vote = Vote(voter=f"local:{voter}", decision=decision, feedback=args.feedback,
                 modifications=modifications, at=now, source="local")
     result = store.update_review(args.review, lambda review: cast_vote(review, vote, now=now))
@@ -221,6 +302,21 @@ def cmd_decide(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
 
 
 COMMANDS = {"check": cmd_check, "serve": cmd_serve, "run": cmd_run, "status": cmd_status, "decide": cmd_decide}
+#: The commands that build loops: they refuse a config naming a loop that cannot be built.
+_BUILDS_LOOPS = frozenset({"check", "serve", "run"})
+
+
+def _check_loops(config: BotConfig, path: Path) -> None:
+    """ConfigError naming each loop whose pattern, factory or options cannot be built.
+
+    Not in load_config: importing a factory runs the user's code, which only
+    the commands that build loops should do (status and decide never need to).
+    """
+    from bot.worker import LoopCatalog
+
+    problems = LoopCatalog(config).check()
+    if problems:
+        raise ConfigError([f"{path}: {line}" for line in problems])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -229,6 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = _config_path(args)
     try:
         config = load_config(path)
+        if args.command in _BUILDS_LOOPS:
+            _check_loops(config, path)
     except ConfigError as err:
         _err(f"invalid config:\n{err}")
         return EXIT_FAILED

@@ -65,6 +65,12 @@ __all__ = [
 _ENV = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 #: Environment values shorter than this are not hidden in error messages (no secret is that short).
 _MIN_SECRET = 4
+#: server keys the file may leave to the environment (a platform sets $PORT, and $HOST for 0.0.0.0).
+_SERVER_ENV = {"port": "PORT", "host": "HOST"}
+#: Channels this version can post reviews to; a configured slack:/github: block is accepted
+#: (configs stay valid across versions) but its reviews go to the local channel until it is built.
+BUILT_CHANNELS = frozenset({"local"})
+_CHANNEL_TITLES = {"slack": "Slack", "github": "GitHub"}
 
 
 class ConfigError(ValueError):
@@ -113,6 +119,19 @@ class BotConfig(BaseModel):
     def loop(self, name: str) -> LoopConfig | None:
         return next((loop for loop in self.loops if loop.name == name), None)
 
+    def unbuilt_channels(self) -> list[str]:
+        """The channels configured here that this version cannot post to (no route, no posts) yet."""
+        configured = [name for name in _CHANNEL_TITLES if getattr(self, name) is not None]
+        return [name for name in configured if name not in BUILT_CHANNELS]
+
+    def channel_warnings(self) -> list[str]:
+        """What serve warns at start, so nobody waits for a Slack message that will never come."""
+        return [
+            f"{name}: configured, but the {_CHANNEL_TITLES[name]} channel is not built in this version; "
+            "reviews are posted locally"
+            for name in self.unbuilt_channels()
+        ]
+
     def secret_values(self) -> Iterator[str]:
         """Every secret's plain value, for log redaction; never print these."""
         for block in (self.slack, self.github):
@@ -142,11 +161,13 @@ class BotConfig(BaseModel):
 
     def summary(self) -> str:
         """A few readable lines for `loopbot check` and startup logs; no secrets."""
-        channels = ["local"] + [name for name in ("slack", "github") if getattr(self, name) is not None]
+        unbuilt = self.unbuilt_channels()
+        channels = ["local"] + [n for n in _CHANNEL_TITLES if getattr(self, n) is not None and n not in unbuilt]
+        not_built = f" ({', '.join(unbuilt)} configured but not built yet)" if unbuilt else ""
         lines = [
             f"state_dir: {self.state_dir}",
             f"server: {self.server.host}:{self.server.port}",
-            f"channels: {', '.join(channels)}",
+            f"channels: {', '.join(channels)}{not_built}",
             f"loops: {len(self.loops)}",
         ]
         for loop in self.loops:
@@ -285,6 +306,32 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def _server_from_env(data: dict[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
+    """Fill ``server.port`` / ``server.host`` the file leaves out from $PORT / $HOST (a platform's way).
+
+    Returns {"server.port": "PORT", ...} for the values taken, so an error can
+    name the variable rather than a key the file does not have.
+    """
+    server = data.get("server")
+    if server is not None and not isinstance(server, dict):
+        return {}  # validation reports the wrong shape
+    server = data["server"] = dict(server or {})
+    taken = {}
+    for key, var in _SERVER_ENV.items():
+        if key not in server and environ.get(var):
+            server[key] = environ[var]
+            taken[f"server.{key}"] = var
+    server.setdefault("port", 8000)
+    return taken
+
+
+def _from_env_note(where: str, taken: Mapping[str, str], environ: Mapping[str, str]) -> str:
+    var = taken.get(where)
+    if var is None:
+        return ""
+    return f" (the value {environ[var]!r} comes from ${var}: fix ${var}, or set {where} in the file)"
+
+
 def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> BotConfig:
     """Read, substitute and validate ``path``; relative ``state_dir`` is resolved against the file's folder."""
     env = os.environ if environ is None else environ
@@ -312,15 +359,14 @@ def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] | None 
     data, errors = substitute_env(raw, env, used=from_env)
     if errors:
         raise ConfigError([f"{name}: {line}" for line in errors])
-    server = data.get("server")
-    if server is None or isinstance(server, dict):
-        server = dict(server or {})
-        server.setdefault("port", env.get("PORT", 8000))
-        data["server"] = server
+    taken = _server_from_env(data, env)
     try:
         config = BotConfig.model_validate(data)
     except ValidationError as err:
-        lines = [f"{name}: {where}: {_hide(message, from_env)}" for where, message in map(_explain, err.errors())]
+        lines = [
+            f"{name}: {where}: {_hide(message, from_env)}{_from_env_note(where, taken, env)}"
+            for where, message in map(_explain, err.errors())
+        ]
         raise ConfigError(lines) from None
     if not config.state_dir.is_absolute():
         config.state_dir = (Path(path).parent / config.state_dir).resolve()

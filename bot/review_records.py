@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from loop_engine.checkpoint import HumanDecision, ReviewResponse
@@ -49,7 +49,14 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def _dt(value: str | None) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value)
+    """Stored times are read as aware: a naive one (written before votes were checked) is taken as UTC.
+
+    Comparing a naive time with the aware clock would raise in every tick.
+    """
+    if value is None:
+        return None
+    parsed = datetime.fromisoformat(value)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 def _td(value: float | None) -> timedelta | None:
@@ -236,8 +243,10 @@ class Review:
     """A paused run's question to people, with every vote and deadline mark.
 
     ``status`` moves open -> decided (an outcome exists) -> applied (the
-    runner resumed the run with it). ``timed_out_at`` is set when a deadline
-    fired with default pause: the review stays open but goes quiet.
+    runner resumed the run with it), or decided -> failed when the run
+    refused the outcome (``error`` says why; the run failed with it, and no
+    tick tries again). ``timed_out_at`` is set when a deadline fired with
+    default pause: the review stays open but goes quiet.
     """
 
     id: str
@@ -257,6 +266,7 @@ class Review:
     applied_at: datetime | None = None
     delivery_keys: list[str] = field(default_factory=list)
     timed_out_at: datetime | None = None
+    error: str | None = None
 
     @property
     def approvals(self) -> list[str]:
@@ -282,6 +292,7 @@ class Review:
             "applied_at": _iso(self.applied_at),
             "delivery_keys": list(self.delivery_keys),
             "timed_out_at": _iso(self.timed_out_at),
+            "error": self.error,
         }
 
     @classmethod
@@ -311,4 +322,5 @@ class Review:
             applied_at=_dt(data.get("applied_at")),
             delivery_keys=list(data.get("delivery_keys") or []),
             timed_out_at=_dt(data.get("timed_out_at")),
+            error=data.get("error"),
         )

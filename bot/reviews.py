@@ -5,22 +5,29 @@ function takes ``now`` and mutates the ``Review`` it is given, so the rules
 are plain table tests and the store can run them inside one locked
 read-modify-write (``store.update_review(id, lambda r: cast_vote(r, v, now=now))``).
 
-Rules (design.md "Decide"): N distinct approvals decide APPROVE; any REJECT
-vetoes at once; RETRY and MODIFY from one authorised reviewer decide at once;
-one vote per person, replaced while the review is open; the first outcome
-wins; PAUSE silences reminders, escalation and the default decision until a
-time; deadlines decide with the policy default, marked as timed out.
+Rules (design.md "Decide"): only REJECT (a veto) and PAUSE act on one vote;
+APPROVE, RETRY and MODIFY each need ``approvals_required`` distinct people
+voting that same decision - for MODIFY, the changes applied are those of the
+vote that completes the count. One vote per person, replaced while the review
+is open; the first outcome wins; PAUSE silences reminders, escalation and the
+default decision until an aware time (a time without a zone is refused: it
+would be read in nobody's time zone); deadlines decide with the policy
+default, marked as timed out. A vote carries only changes its decision can
+use (MODIFY: the engine's keys; PAUSE: ``until``), so an outcome never fails
+when the run resumes for a reason the voter could have been told.
 The records themselves (Vote, Review, ...) live in ``bot.review_records``
 and are re-exported here.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from loop_engine.checkpoint import HumanDecision
 
+from adapters.commands import modification_problem
 from adapters.durations import format_duration, parse_duration
 from .review_records import (
     DEFAULT_PAUSE,
@@ -52,7 +59,11 @@ __all__ = [
     "due_actions",
     "decide_by_timeout",
     "mark_applied",
+    "mark_failed",
 ]
+
+#: Decisions that take effect on one person's vote; the others need ``approvals_required`` people.
+SINGLE_VOTE = (HumanDecision.REJECT, HumanDecision.PAUSE)
 
 @dataclass
 class VoteResult:
@@ -105,13 +116,28 @@ def _already_decided(review: Review) -> str:
     return f"already decided by {outcome.by} at {outcome.decided_at.isoformat()} ({how}{outcome.decision.name.lower()})"
 
 
+def _explicit_until(until: object) -> datetime:
+    """An ISO time with a zone; ValueError (the voter's message) otherwise.
+
+    A time without a zone is refused rather than guessed: UTC and the
+    voter's local time can differ by hours, and the voter can say which.
+    """
+    written = until.isoformat() if isinstance(until, datetime) else str(until)
+    parsed = until if isinstance(until, datetime) else None
+    if isinstance(until, str):
+        with contextlib.suppress(ValueError):
+            parsed = datetime.fromisoformat(until)
+    if parsed is None:
+        raise ValueError(f"pause until {written!r} is not an ISO time, e.g. 2031-01-01T09:00+01:00")
+    if parsed.tzinfo is None:
+        raise ValueError(f"pause until {written!r} has no time zone; add one, e.g. {written}Z (UTC) or {written}+01:00")
+    return parsed
+
+
 def _pause_until(vote: Vote, now: datetime) -> datetime:
     """A PAUSE lasts until modifications["until"], else the duration in the feedback, else 24h."""
-    until = vote.modifications.get("until")
-    if isinstance(until, datetime):
-        return until
-    if isinstance(until, str) and until:
-        return datetime.fromisoformat(until)
+    if vote.modifications.get("until") not in (None, ""):
+        return _explicit_until(vote.modifications["until"])
     words = vote.feedback.split()
     if words:
         try:
@@ -121,53 +147,86 @@ def _pause_until(vote: Vote, now: datetime) -> datetime:
     return now + DEFAULT_PAUSE
 
 
-def cast_vote(review: Review, vote: Vote, *, now: datetime, is_member: MembershipCheck | None = None) -> VoteResult:
-    """Record ``vote`` on ``review`` (mutating it) when the rules allow, and say what happened."""
+def _changes_problem(vote: Vote) -> str | None:
+    """Why the vote's changes cannot be used by its decision, else None."""
+    decision, changes = vote.decision, vote.modifications
+    if decision is HumanDecision.MODIFY:
+        return modification_problem(changes)
+    allowed = {"until"} if decision is HumanDecision.PAUSE else set()
+    extra = sorted(set(changes) - allowed)
+    if not extra:
+        return None
+    takes = "only until=TIME" if allowed else "no changes"
+    return f"{decision.name.lower()} takes {takes}, not {', '.join(extra)}; use modify to change the run"
+
+
+def _check(review: Review, vote: Vote, is_member: MembershipCheck | None) -> str | None:
+    """Why ``vote`` is refused, else None; refusals change nothing."""
     if vote.delivery_key is not None and vote.delivery_key in review.delivery_keys:
-        return VoteResult(False, "duplicate delivery")
+        return "duplicate delivery"
     if review.outcome is not None:
-        return VoteResult(False, _already_decided(review))
+        return _already_decided(review)
     if vote.voter == TIMEOUT_VOTER:
-        return VoteResult(False, "the timeout voter is reserved for deadlines; vote as a person")
+        return "the timeout voter is reserved for deadlines; vote as a person"
     reason = authorize(review.policy.reviewers, vote.voter, is_member)
     if reason is not None:
-        return VoteResult(False, f"vote refused: {reason}")
+        return f"vote refused: {reason}"
     if vote.decision is HumanDecision.REJECT and not vote.feedback.strip():
-        return VoteResult(False, "a reject needs a reason, e.g. `reject the labels are wrong`")
-    if vote.decision is HumanDecision.MODIFY and not vote.modifications:
-        return VoteResult(False, "a modify needs at least one change, e.g. `modify key=value`")
+        return "a reject needs a reason, e.g. `reject the labels are wrong`"
+    return _changes_problem(vote)
+
+
+def cast_vote(review: Review, vote: Vote, *, now: datetime, is_member: MembershipCheck | None = None) -> VoteResult:
+    """Record ``vote`` on ``review`` (mutating it) when the rules allow, and say what happened."""
+    refused = _check(review, vote, is_member)
+    if refused is not None:
+        return VoteResult(False, refused)
     if vote.decision is HumanDecision.PAUSE:
         try:
             until = _pause_until(vote, now)
-        except ValueError:
-            return VoteResult(False, f"pause until {vote.modifications.get('until')!r} is not an ISO time")
-        vote = replace(vote, modifications={**vote.modifications, "until": until.isoformat()})
+        except ValueError as err:
+            return VoteResult(False, str(err))
+        _record(review, replace(vote, modifications={**vote.modifications, "until": until.isoformat()}), now)
+        review.paused_until = until
+        quiet = "no reminders or default decision until then; the review stays open"
+        return VoteResult(True, f"paused until {until.isoformat()}: {quiet}")
+    _record(review, vote, now)
+    outcome = _outcome(review, vote, now)
+    if outcome is None:
+        agreeing = sum(1 for v in review.votes if v.decision is vote.decision)
+        required = review.policy.approvals_required
+        return VoteResult(
+            True, f"{vote.decision.name.lower()} from {vote.voter} recorded: {agreeing} of {required} needed"
+        )
+    review.outcome = outcome
+    review.status = "decided"
+    return VoteResult(True, f"decided: {outcome.decision.name.lower()} by {outcome.by}", outcome)
 
-    vote = replace(vote, at=vote.at or now)
+
+def _record(review: Review, vote: Vote, now: datetime) -> None:
+    """Keep one vote per person: a later vote replaces theirs."""
     key = vote.voter.casefold()
-    review.votes = [v for v in review.votes if v.voter.casefold() != key] + [vote]
+    review.votes = [v for v in review.votes if v.voter.casefold() != key] + [replace(vote, at=vote.at or now)]
     if vote.delivery_key is not None:
         review.delivery_keys.append(vote.delivery_key)
 
+
+def _outcome(review: Review, vote: Vote, now: datetime) -> Outcome | None:
+    """The outcome ``vote`` completes, or None while its decision lacks people.
+
+    A reject vetoes alone; approve, retry and modify need ``approvals_required``
+    distinct voters (``review.votes`` holds one vote per person) whose current
+    vote is that decision. A modify applies the completing vote's changes.
+    """
     decision = vote.decision
-    if decision is HumanDecision.PAUSE:
-        review.paused_until = datetime.fromisoformat(vote.modifications["until"])
-        until_text = review.paused_until.isoformat()
-        return VoteResult(
-            True, f"paused until {until_text}: no reminders or default decision until then; the review stays open"
-        )
-    if decision is HumanDecision.APPROVE:
-        approvers = [v for v in review.votes if v.decision is HumanDecision.APPROVE]
-        required = review.policy.approvals_required
-        if len(approvers) < required:
-            return VoteResult(True, f"approval from {vote.voter} recorded: {len(approvers)} of {required} needed")
-        notes = "; ".join(f"{v.voter}: {v.feedback}" for v in approvers if v.feedback.strip())
-        outcome = Outcome(decision, [v.voter for v in approvers], now, feedback=notes)
-    else:
-        outcome = Outcome(decision, [vote.voter], now, feedback=vote.feedback, modifications=dict(vote.modifications))
-    review.outcome = outcome
-    review.status = "decided"
-    return VoteResult(True, f"decided: {decision.name.lower()} by {outcome.by}", outcome)
+    if decision in SINGLE_VOTE:
+        return Outcome(decision, [vote.voter], now, feedback=vote.feedback)
+    agreeing = [v for v in review.votes if v.decision is decision]
+    if len(agreeing) < review.policy.approvals_required:
+        return None
+    notes = "; ".join(f"{v.voter}: {v.feedback}" for v in agreeing if v.feedback.strip())
+    changes = dict(vote.modifications) if decision is HumanDecision.MODIFY else {}
+    return Outcome(decision, [v.voter for v in agreeing], now, feedback=notes, modifications=changes)
 
 
 def _is_quiet(review: Review, now: datetime) -> bool:
@@ -235,6 +294,14 @@ def decide_by_timeout(review: Review, *, now: datetime) -> Outcome:
         review.outcome = outcome
         review.status = "decided"
     return outcome
+
+
+def mark_failed(review: Review, error: str) -> None:
+    """Record that the run refused the outcome, so no tick tries to apply it again."""
+    if review.outcome is None:
+        raise ValueError(f"review {review.id} has no outcome that could have failed (status {review.status})")
+    review.status = "failed"
+    review.error = error
 
 
 def mark_applied(review: Review, *, now: datetime) -> None:

@@ -26,9 +26,10 @@ from loop_engine.types import LoopResult, LoopState, LoopStatus
 
 from bot.config import BotConfig, ReviewConfig
 from bot.posting import ReviewDesk, outcome_text
-from bot.reviews import Review, mark_applied
-from bot.store.base import RunRecord, Store
+from bot.reviews import Review, mark_applied, mark_failed
+from bot.store.base import RunRecord, Store, StoreError
 from bot.worker import (
+    LoopBuildError,
     LoopCatalog,
     RunInterrupted,
     UnknownLoopError,
@@ -107,11 +108,19 @@ class Runner:
             return run.id
 
     def run_foreground(self, loop: str, *, trigger: str = "cli") -> RunRecord | None:
-        """Run in this thread until the run completes or pauses (the CLI without a server)."""
+        """Run in this thread until the run completes, pauses or fails (the CLI without a server).
+
+        The same boundary as a worker's: a crash is recorded on the run as
+        failed, never left "running" to block the loop's next run.
+        """
         run = self._new_run(loop, trigger)
         if run is None:
             return None
-        self._start(run)
+        try:
+            self._start(run)
+        except Exception as err:
+            log.exception("run %s stopped by an internal error", run.id)
+            self._fail(run.id, f"internal error: {err!r}")
         return self._store.get_run(run.id)
 
     def _engine(self, run: RunRecord) -> LoopEngine:
@@ -119,8 +128,13 @@ class Runner:
         return self._catalog.new_engine(run.loop, run.id, self._store, stop_requested=lambda: self._stopping)
 
     def _start(self, run: RunRecord) -> None:
-        engine = self._engine(run)
-        context = self._catalog.new_context(run.loop)
+        try:
+            engine = self._engine(run)
+            context = self._catalog.new_context(run.loop)
+        except LoopBuildError as err:  # the config names a loop that cannot be built: the run fails, saying why
+            log.error("run %s failed: %s", run.id, err, exc_info=None if err.expected else err)
+            self._fail(run.id, str(err))
+            return
         result = asyncio.run(engine.run(context, trace_id=run.id))
         self._settle(run.id, result, engine.state)
 
@@ -252,10 +266,29 @@ class Runner:
         log.info("applying review %s to run %s: %s", review.id, run.id, outcome_text(review))
         self._store.update_run(run.id, lambda r: self._finish(r, "running", None))
         engine = self._engine(run)
-        result, final = asyncio.run(continue_run(engine, state, response))
+        try:
+            result, final = asyncio.run(continue_run(engine, state, response))
+        except ValueError as err:  # the engine refused the outcome (e.g. a change it cannot make)
+            if isinstance(err, StoreError):
+                raise
+            self._outcome_refused(review, run.id, err)
+            return
         self._desk.update(review, outcome_text(review))
         self._store.update_review(review.id, lambda r: mark_applied(r, now=self._clock()))
         self._settle(run.id, result, final)
+
+    def _outcome_refused(self, review: Review, run_id: str, err: ValueError) -> None:
+        """Fail the run, then the review, once: a decided review left as it is would be retried every tick.
+
+        In that order, so a crash between the two leaves a decided review
+        that the next tick refuses again, never a failed review on a live run.
+        """
+        assert review.outcome is not None
+        reason = f"review {review.id}'s {review.outcome.decision.name.lower()} could not be applied: {err}"
+        log.error("run %s failed: %s", run_id, reason)
+        self._store.update_run(run_id, lambda r: self._finish(r, "failed", reason))
+        self._store.update_review(review.id, lambda r: mark_failed(r, reason))
+        self._desk.update(review, f"Failed: {reason}")
 
     # -- restart -------------------------------------------------------------------
 

@@ -48,8 +48,15 @@ __all__ = ["health", "create_app", "bind_socket", "HttpServer", "serve", "STOP_B
 log = logging.getLogger(__name__)
 
 
-def health(store: Store, state_dir: Path) -> tuple[int, dict[str, Any]]:
-    """(HTTP status, body) for /healthz: counts when the store reads and writes, 503 otherwise."""
+def health(store: Store, state_dir: Path, service: Service | None = None) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, body) for /healthz: counts when the store reads and writes, 503 otherwise.
+
+    Also 503 when ``service``'s tick has stopped or stalled: such a bot
+    still answers HTTP but applies no decision and fires no deadline.
+    """
+    problem = service.problem() if service is not None else None
+    if problem is not None:
+        return 503, {"status": "unavailable", "error": problem}
     if not state_dir.is_dir():
         return 503, {"status": "unavailable", "error": f"state_dir {state_dir} is missing"}
     try:
@@ -62,11 +69,16 @@ def health(store: Store, state_dir: Path) -> tuple[int, dict[str, Any]]:
     return 200, {"status": "ok", "runs": dict(runs), "open_reviews": open_reviews}
 
 
-def create_app(store: Store, state_dir: Path, extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
-    """The ASGI app; channel routes (Slack, GitHub) are the seam ``extra_routes``."""
+def create_app(
+    store: Store, state_dir: Path, extra_routes: Sequence[BaseRoute] = (), *, service: Service | None = None
+) -> Starlette:
+    """The ASGI app; channel routes (Slack, GitHub) are the seam ``extra_routes``.
+
+    ``service`` is the tick /healthz watches; serve passes the one it started.
+    """
 
     async def healthz(request: Request) -> JSONResponse:
-        code, body = await run_in_threadpool(health, store, Path(state_dir))
+        code, body = await run_in_threadpool(health, store, Path(state_dir), service)
         return JSONResponse(body, status_code=code)
 
     return Starlette(routes=[Route("/healthz", healthz, methods=["GET"]), *extra_routes])
@@ -144,6 +156,8 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
             config.server.host, http.port, os.getpid(), state_dir,
         )
         log.info("config:\n%s", config.summary())
+        for warning in config.channel_warnings():
+            log.warning("%s", warning)
         runner.recover()
 
         def fire(name: str) -> None:

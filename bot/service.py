@@ -5,6 +5,11 @@ One tick (1) starts the runs the CLI asked for through the store's inbox,
 process, or a deadline), and (3) fires review deadlines: reminders,
 escalations and default decisions. Everything it learns comes from the store,
 so a decision made while the bot was down is picked up by the first tick.
+
+No failure stops the ticking: one review that cannot be handled is logged
+and skipped (the others still move), a failed tick is logged and the next
+one runs, and the same failure repeated is logged once, not every tick.
+``problem()`` tells /healthz when the ticking itself has stopped or stalled.
 """
 
 from __future__ import annotations
@@ -12,19 +17,25 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
+from adapters.durations import format_duration
 from bot.reviews import Review, decide_by_timeout, due_actions
 from bot.runner import Runner, utcnow
-from bot.store.base import Store, StoreError
+from bot.store.base import Store
 
-__all__ = ["Service", "RUN_REQUEST"]
+__all__ = ["Service", "RUN_REQUEST", "STALE_AFTER", "STALE_TICKS"]
 
 log = logging.getLogger(__name__)
 
 #: The inbox request kind that asks the server to start a run: payload {"loop", "trigger"}.
 RUN_REQUEST = "run"
+
+#: /healthz says 503 when no tick has completed for max(STALE_AFTER, STALE_TICKS poll intervals).
+STALE_AFTER = timedelta(seconds=30)
+STALE_TICKS = 10
 
 
 class Service:
@@ -36,16 +47,41 @@ class Service:
         self._clock = clock
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._interval = 1.0
+        self._last_tick = clock()  # when a tick last completed (or the thread started)
+        self._died: str | None = None
+        self._failing: dict[str, str] = {}  # what failed -> its error, to log each failure once
 
     # -- one tick ------------------------------------------------------------------
 
     def tick(self) -> None:
-        self.take_requests()
+        """One pass; the inbox and each review fail alone, so the rest still moves."""
+        self._guarded("inbox", "run requests cannot be taken (runs asked for wait)", self.take_requests)
         for review in self._store.list_reviews():
-            if review.status == "decided":
-                self._runner.apply_decided(review.id)
-            elif review.status == "open":
-                self.fire_deadlines(review)
+            what = f"review {review.id} could not be handled"
+            self._guarded(f"review {review.id}", what, partial(self._handle, review))
+
+    def _handle(self, review: Review) -> None:
+        if review.status == "decided":
+            self._runner.apply_decided(review.id)
+        elif review.status == "open":
+            self.fire_deadlines(review)
+
+    def _guarded(self, key: str, what: str, job: Callable[[], None]) -> bool:
+        """Run ``job``; log a failure with its traceback the first time, a repeat only at debug level."""
+        try:
+            job()
+        except Exception as err:
+            text = f"{type(err).__name__}: {err}"
+            if self._failing.get(key) == text:
+                log.debug("%s (again): %s", what, text)
+            else:
+                self._failing[key] = text
+                log.error("%s: %s (retried every tick; logged again if the error changes)", what, text, exc_info=err)
+            return False
+        if self._failing.pop(key, None) is not None:
+            log.info("%s works again", key)
+        return True
 
     def take_requests(self) -> None:
         """Start the runs asked for; a request is acknowledged only once handled (at-least-once)."""
@@ -96,16 +132,38 @@ class Service:
     # -- the thread ----------------------------------------------------------------
 
     def _loop(self, interval: float) -> None:
-        while not self._stop.is_set():
-            try:
-                self.tick()
-            except (OSError, StoreError) as err:  # state dir gone, disk full, a corrupt document: /healthz says 503
-                log.error("tick failed, retrying in %.1fs: %s", interval, err)
-            self._stop.wait(interval)
+        try:
+            while not self._stop.is_set():
+                if self._guarded("tick", f"tick failed (next in {interval:.1f}s)", self.tick):
+                    self._last_tick = self._clock()
+                self._stop.wait(interval)
+        except BaseException as err:  # the thread's boundary: /healthz reports the death instead of hiding it
+            self._died = f"{type(err).__name__}: {err}"
+            log.critical("the tick thread stopped: %s", self._died, exc_info=err)
 
     def start(self, interval: float) -> None:
+        self._interval = interval
+        self._last_tick = self._clock()
         self._thread = threading.Thread(target=self._loop, args=(interval,), name="loopbot-tick", daemon=True)
         self._thread.start()
+
+    def problem(self) -> str | None:
+        """Why the ticking is unhealthy (stopped, or no tick completed for long), else None.
+
+        None before ``start`` and after ``stop``: only a thread that should be
+        ticking can be late.
+        """
+        if self._thread is None or self._stop.is_set():
+            return None
+        if not self._thread.is_alive():
+            return f"the tick thread stopped: {self._died or 'no reason recorded'}"
+        limit = max(STALE_AFTER, STALE_TICKS * timedelta(seconds=self._interval))
+        waited = self._clock() - self._last_tick
+        if waited <= limit:
+            return None
+        last_error = self._failing.get("tick")
+        why = f" (last error: {last_error})" if last_error else " (a tick may be stuck)"
+        return f"no tick has completed for {format_duration(waited)}, more than {format_duration(limit)}{why}"
 
     def stop(self, timeout: float = 2.0) -> None:
         self._stop.set()

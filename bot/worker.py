@@ -17,6 +17,7 @@ from typing import Any
 
 from loop_engine.checkpoint import CheckpointConfig, HumanCheckpoint, ReviewResponse
 from loop_engine.engine import LoopEngine
+from loop_engine.errors import RunInterrupted as EngineInterrupt
 from loop_engine.state_machine import derive_result_status
 from loop_engine.serialization import state_to_dict
 from loop_engine.types import ExecutionState, LoopContext, LoopResult, LoopState, LoopStatus
@@ -24,11 +25,12 @@ from loop_engine.types import ExecutionState, LoopContext, LoopResult, LoopState
 from adapters.suggest import did_you_mean
 
 from bot.config import BotConfig, LoopConfig
-from bot.patterns import LoopSpec, get_pattern, load_factory
+from bot.patterns import LoopSpec, PatternError, get_pattern, load_factory
 from bot.store.base import Store
 
 __all__ = [
     "UnknownLoopError",
+    "LoopBuildError",
     "RunInterrupted",
     "SnapshotSink",
     "LoopCatalog",
@@ -48,7 +50,23 @@ class UnknownLoopError(LookupError):
         self.name = name
 
 
-class RunInterrupted(Exception):
+class LoopBuildError(Exception):
+    """A configured loop cannot be built: its pattern is unknown, its factory won't load, or its builder refused.
+
+    ``key`` is the loop's config key at fault (``pattern``, ``factory`` or
+    ``options``), so `loopbot check` reports it like any other config error;
+    ``expected`` is False when the builder itself crashed (a bug worth a traceback).
+    """
+
+    def __init__(self, loop: str, key: str, problem: str, *, expected: bool = True) -> None:
+        super().__init__(f"cannot build loop {loop}: {problem}")
+        self.loop = loop
+        self.key = key
+        self.problem = problem
+        self.expected = expected
+
+
+class RunInterrupted(EngineInterrupt):
     """The bot is shutting down: the run stopped right after a save, between steps.
 
     Raised by ``SnapshotSink.save`` out of the engine, so nothing after the
@@ -122,13 +140,22 @@ class LoopCatalog:
     def _resolve(self, name: str) -> _Loop:
         if name not in self._loops:
             loop = self.loop_config(name)
-            if loop.pattern:
-                builder = get_pattern(loop.pattern)
-            else:
-                assert loop.factory is not None  # the config requires exactly one of pattern and factory
-                builder = load_factory(loop.factory)
-            self._loops[name] = _Loop(loop, builder(dict(loop.options)))
+            self._loops[name] = _Loop(loop, _build_spec(loop))
         return self._loops[name]
+
+    def check(self) -> list[str]:
+        """"loops[i].key: problem" for each loop that cannot be built (the others are built and kept).
+
+        Not part of ``load_config``: importing a factory runs user code, which
+        `check`, `serve` and `run` must do anyway, but `status` and `decide` need not.
+        """
+        problems = []
+        for i, loop in enumerate(self._config.loops):
+            try:
+                self._resolve(loop.name)
+            except LoopBuildError as err:
+                problems.append(f"loops[{i}].{err.key}: {err.problem}")
+        return problems
 
     def new_engine(self, name: str, run_id: str, store: Store, stop_requested: Callable[[], bool]) -> LoopEngine:
         """A fresh engine (components registered anew) that saves into ``run_id``'s snapshot."""
@@ -139,6 +166,23 @@ class LoopCatalog:
 
     def new_context(self, name: str) -> LoopContext:
         return self._resolve(name).spec.context_factory()
+
+
+def _build_spec(loop: LoopConfig) -> LoopSpec:
+    """Resolve the loop's pattern or factory and call it with the options; failures name the key at fault."""
+    key, source = ("pattern", loop.pattern) if loop.pattern else ("factory", loop.factory)
+    assert source is not None  # the config requires exactly one of pattern and factory
+    try:
+        builder = get_pattern(source) if key == "pattern" else load_factory(source)
+    except PatternError as err:
+        raise LoopBuildError(loop.name, key, str(err)) from err
+    try:
+        return builder(dict(loop.options))
+    except PatternError as err:  # a builder's way of refusing its options
+        raise LoopBuildError(loop.name, "options", str(err)) from err
+    except Exception as err:  # user code crashed: whatever it raised, the loop cannot be built
+        problem = f"{source} raised {type(err).__name__}: {err}"
+        raise LoopBuildError(loop.name, key, problem, expected=False) from err
 
 
 def _result_from_state(state: LoopState) -> LoopResult:

@@ -115,9 +115,12 @@ def load_factory(reference: str) -> PatternBuilder:
     except ModuleNotFoundError as exc:
         if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
             raise FactoryError(
-                f'factory "{reference}": module "{module_name}" not found; is it installed or on PYTHONPATH?'
+                f'cannot import {module_name}: module "{exc.name}" not found; is it installed or on PYTHONPATH?'
             ) from exc
-        raise  # the module exists but one of its own imports is missing: show that error as is
+        # the module exists but one of its own imports is missing: name that one
+        raise FactoryError(f"cannot import {module_name}: {type(exc).__name__}: {exc}") from exc
+    except Exception as exc:  # the module's own code failed (SyntaxError, an error at import): user code
+        raise FactoryError(f"cannot import {module_name}: {type(exc).__name__}: {exc}") from exc
     for part in attr_path.split("."):
         try:
             target = getattr(target, part)

@@ -6,6 +6,10 @@ to clean up. The file's content (pid, port, start time) only tells others
 *who* holds it; ``holder()`` probes the flock itself, never trusts the file.
 The info is rewritten in place, never via rename: a rename would put a new,
 unlocked file at the path.
+
+The info names the holder's ``role``: a ``serve`` reads the inbox and applies
+decisions, a foreground ``run`` does neither, so the CLI must know which one
+it is talking to before it hands either any work.
 """
 
 from __future__ import annotations
@@ -18,11 +22,23 @@ from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
-__all__ = ["AlreadyRunningError", "ServeLock", "LOCK_NAME"]
+__all__ = ["AlreadyRunningError", "ServeLock", "LOCK_NAME", "ROLE_SERVE", "ROLE_RUN", "role_of"]
 
 LOCK_NAME = "serve.lock"
 _PROBE_RETRIES = 5
 _PROBE_WAIT = 0.01
+#: Who holds the lock: a server (takes run requests, applies decisions) or a foreground `loopbot run`.
+ROLE_SERVE = "serve"
+ROLE_RUN = "run"
+
+
+def role_of(info: dict[str, Any]) -> str:
+    """The holder's role; lock files from before roles existed count as ``serve``.
+
+    Such a file is only read while its (older) writer is still alive, and the
+    long-lived holder across an upgrade is a server, not a minute-long run.
+    """
+    return str(info.get("role") or ROLE_SERVE)
 
 
 def _alive(pid: object) -> bool:
@@ -39,18 +55,26 @@ def _alive(pid: object) -> bool:
 
 
 class AlreadyRunningError(RuntimeError):
-    """Another live process holds the serve lock; the message names its pid."""
+    """Another live process holds the serve lock; the message names its pid and role."""
 
     def __init__(self, path: Path, info: dict[str, Any]) -> None:
         self.path = path
         self.info = info
         self.pid = info.get("pid")
+        self.role = role_of(info)
         started = f", started {info['started_at']}" if info.get("started_at") else ""
-        port = f", port {info['port']}" if info.get("port") is not None else ""
-        super().__init__(
-            f"another loopbot serve (pid {self.pid}{port}{started}) holds {path}; "
-            "stop it first, or give this one its own state_dir"
-        )
+        if self.role == ROLE_RUN:
+            message = (
+                f"a foreground `loopbot run` (pid {self.pid}{started}) is using {path.parent}; "
+                "wait for it to finish, or start `loopbot serve` afterwards so runs are handed to it"
+            )
+        else:
+            port = f", port {info['port']}" if info.get("port") is not None else ""
+            message = (
+                f"another loopbot serve (pid {self.pid}{port}{started}) holds {path}; "
+                "stop it first, or give this one its own state_dir"
+            )
+        super().__init__(message)
 
 
 def _read_info(fd: int) -> dict[str, Any]:
@@ -76,8 +100,8 @@ class ServeLock:
     def held(self) -> bool:
         return self._fd is not None
 
-    def acquire(self, *, port: int | None = None) -> dict[str, Any]:
-        """Take the lock or raise AlreadyRunningError naming the holder's pid."""
+    def acquire(self, *, role: str = ROLE_SERVE, port: int | None = None) -> dict[str, Any]:
+        """Take the lock as ``role`` or raise AlreadyRunningError naming the holder's pid and role."""
         if self._fd is not None:
             return self.info
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -95,7 +119,7 @@ class ServeLock:
                 os.close(fd)
                 raise AlreadyRunningError(self.path, info) from None
         self._fd = fd
-        self.info = {"pid": os.getpid(), "port": port, "started_at": datetime.now(UTC).isoformat()}
+        self.info = {"pid": os.getpid(), "role": role, "port": port, "started_at": datetime.now(UTC).isoformat()}
         self._write_info()
         return self.info
 
@@ -128,7 +152,10 @@ class ServeLock:
 
     @staticmethod
     def holder(state_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
-        """The live holder's info ({"pid", "port", "started_at"}), or None if nobody holds it."""
+        """The live holder's info ({"pid", "role", "port", "started_at"}), or None if nobody holds it.
+
+        Files written before roles existed have no "role": read it with ``role_of``.
+        """
         path = Path(state_dir) / LOCK_NAME
         try:
             fd = os.open(path, os.O_RDONLY)

@@ -11,6 +11,7 @@ from adapters.commands import (
     Command,
     CommandError,
     decision_from_word,
+    modification_problem,
     parse_assignments,
     parse_command,
     parse_comment,
@@ -37,13 +38,19 @@ A, R, T, M, P = (HumanDecision.APPROVE, HumanDecision.REJECT, HumanDecision.RETR
         ("No nope", Command(R, None, "nope")),
         ("retry", Command(T)),
         ("retry demo-3 use the cache", Command(T, "demo-3", "use the cache")),
-        ("modify demo-3 items=5", Command(M, "demo-3", "items=5", {"items": 5})),
-        ("modify a=x b=true", Command(M, None, "a=x b=true", {"a": "x", "b": True})),
+        ("modify demo-3 context.items=5", Command(M, "demo-3", "context.items=5", {"context": {"items": 5}})),
+        ("modify context.a=x context.b=true",
+         Command(M, None, "context.a=x context.b=true", {"context": {"a": "x", "b": True}})),
         ("modify context.repo=octo/ops", Command(M, None, "context.repo=octo/ops", {"context": {"repo": "octo/ops"}})),
-        ('modify note="two words"', Command(M, None, 'note="two words"', {"note": "two words"})),
-        ('modify x-1 ```json\n{"items": 2}\n```', Command(M, "x-1", '```json\n{"items": 2}\n```', {"items": 2})),
-        ("modify\n```yaml\nitems: 2\nlabels: [a, b]\n```", Command(M, None, "```yaml\nitems: 2\nlabels: [a, b]\n```",
-                                                                 {"items": 2, "labels": ["a", "b"]})),
+        ('modify context.note="two words"',
+         Command(M, None, 'context.note="two words"', {"context": {"note": "two words"}})),
+        ("""modify step.description="smaller" plan.skip='["s2"]'""",
+         Command(M, None, """step.description="smaller" plan.skip='["s2"]'""",
+                 {"step": {"description": "smaller"}, "plan": {"skip": ["s2"]}})),
+        ('modify x-1 ```json\n{"context": {"items": 2}}\n```',
+         Command(M, "x-1", '```json\n{"context": {"items": 2}}\n```', {"context": {"items": 2}})),
+        ("modify\n```yaml\ncontext:\n  labels: [a, b]\n```",
+         Command(M, None, "```yaml\ncontext:\n  labels: [a, b]\n```", {"context": {"labels": ["a", "b"]}})),
         ("pause", Command(P)),
         ("pause triage-17 2h", Command(P, "triage-17", "2h", pause_for=timedelta(hours=2))),
         ("PAUSE 1d", Command(P, None, "1d", pause_for=timedelta(days=1))),
@@ -73,7 +80,13 @@ def test_parse_command(text: str, expected: Command) -> None:
         ("modify items", 'modify expects key=value, got "items"'),
         ("modify =3", 'modify expects key=value, got "=3"'),
         ("modify a..b=3", 'modify expects key=value, got "a..b=3"'),
-        ("modify a=1 a.b=2", 'conflicts with an earlier value for "a"'),
+        ("modify context=1 context.b=2", 'conflicts with an earlier value for "context"'),
+        ("modify note=x", "modify cannot change 'note': changes go under context, plan, step"),
+        ("modify note=x", "e.g. context.note=VALUE"),
+        ("modify note=x", "usage: modify [review-id] context.KEY=VALUE"),
+        ("modify context.a=1 items=2", "modify cannot change 'items'"),
+        ("modify context=5", "context takes keys under it (e.g. context.KEY=VALUE)"),
+        ("modify ```json\n{\"items\": 2}\n```", "modify cannot change 'items'"),
         ('modify note="open', "check the quotes"),
         ("modify ```json\n[1]\n```", "must hold a mapping"),
         ("modify ```json\n{oops\n```", "not valid JSON"),
@@ -126,6 +139,16 @@ def test_decision_from_word_errors(word: str, message: str) -> None:
     assert message in str(info.value)
 
 
+def test_modification_problem_names_the_engine_keys() -> None:
+    assert modification_problem({"context": {"a": 1}, "plan": {"skip": ["s"]}, "step": {"output": 1}}) is None
+    assert "context, plan, step" in (modification_problem({"note": "x"}) or "")
+    assert "at least one change" in (modification_problem({}) or "")
+
+
+def test_help_shows_modify_with_a_key_the_engine_takes() -> None:
+    assert "modify [review-id] context.KEY=VALUE" in HELP_TEXT
+
+
 def test_parse_assignments_for_cli_set() -> None:
     assert parse_assignments(["items=3", "context.tag=x", "plan.skip=[\"s1\"]"]) == {
         "items": 3, "context": {"tag": "x"}, "plan": {"skip": ["s1"]},
@@ -145,11 +168,13 @@ def test_parse_assignments_for_cli_set() -> None:
         ("/approve\n/lgtm", [Command(A)]),
         ("/status\n/approve", [Command("status"), Command(A)]),
         (
-            "/modify items=2 context.tag=x",
-            [Command(M, None, "items=2 context.tag=x", {"items": 2, "context": {"tag": "x"}})],
+            "/modify context.items=2 context.tag=x",
+            [Command(M, None, "context.items=2 context.tag=x", {"context": {"items": 2, "tag": "x"}})],
         ),
-        ("/modify\n\n```json\n{\"items\": 2}\n```\n", [Command(M, None, "```json\n{\"items\": 2}\n```", {"items": 2})]),
-        ("/modify demo-1\n```yaml\nitems: 4\n```", [Command(M, "demo-1", "```yaml\nitems: 4\n```", {"items": 4})]),
+        ("/modify\n\n```json\n{\"context\": {\"items\": 2}}\n```\n",
+         [Command(M, None, "```json\n{\"context\": {\"items\": 2}}\n```", {"context": {"items": 2}})]),
+        ("/modify demo-1\n```yaml\ncontext: {items: 4}\n```",
+         [Command(M, "demo-1", "```yaml\ncontext: {items: 4}\n```", {"context": {"items": 4}})]),
         # never commands: prose, quotes, fenced code, HTML comments, indented code, paths
         ("I will /approve later", []),
         ("> /approve\n> quoted from above", []),
@@ -176,6 +201,7 @@ def test_parse_comment(body: str, expected: list[Command]) -> None:
         ("/aprove", 'did you mean "approve"?'),
         ("/reject", "reject needs a reason"),
         ("/modify", "modify needs at least one key=value"),
+        ("/modify note=ok", "modify cannot change 'note'"),
     ],
 )
 def test_parse_comment_errors(body: str, message: str) -> None:

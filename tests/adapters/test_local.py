@@ -47,7 +47,7 @@ def test_post_request_writes_the_request_and_every_decide_line(channel: LocalCha
         "loopbot decide demo-1 approve",
         'loopbot decide demo-1 reject --feedback "reason"',
         "loopbot decide demo-1 retry",
-        "loopbot decide demo-1 modify --set key=value",
+        "loopbot decide demo-1 modify --set context.KEY=VALUE",
         "loopbot decide demo-1 pause",
     ):
         assert f"\n{line}\n" in text
@@ -116,10 +116,13 @@ def test_escalation_is_written_and_logged_as_warning(channel: LocalChannel, capl
     post = make_post()
     channel.post_request(post)
     with caplog.at_level(logging.WARNING, logger="adapters.local"):
-        ref = channel.post_escalation(post, "no decision after 8h")
+        ref = channel.post_escalation(post, "Escalated: review demo-1 has had no decision for 8h")
     assert ref == MessageRef("local", {"review_id": "demo-1", "file": "demo-1.md"})
-    assert "- Escalated: no decision after 8h" in (channel.directory / "demo-1.md").read_text()
-    assert "loopbot decide demo-1 approve" in caplog.records[-1].getMessage()
+    text = (channel.directory / "demo-1.md").read_text()
+    assert "\n- Escalated: review demo-1 has had no decision for 8h\n" in text
+    assert text.count("Escalated") == 1  # the notice is written as given, not prefixed again
+    message = caplog.records[-1].getMessage()
+    assert "loopbot decide demo-1 approve" in message and message.count("scalated") == 1
 
 
 @pytest.mark.parametrize("bad", ["../x-1", "a/b-1", "", ".hidden-1"])

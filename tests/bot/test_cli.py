@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shlex
+import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from bot.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
-from bot.store import FileStore
+from bot.cli import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, _decide_command, main
+from bot.store import FileStore, ServeLock
+from bot.store.lock import ROLE_RUN, ROLE_SERVE
 
 from .runtime_support import demo, write_config
 
@@ -27,6 +32,24 @@ def _env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     root = logging.getLogger()
     for handler in [h for h in root.handlers if getattr(h, "_loopbot", False)]:
         root.removeHandler(handler)
+
+
+def installed(folder: Path) -> Path:
+    """An executable ``loopbot`` file in ``folder``, standing in for a console script."""
+    folder.mkdir(parents=True, exist_ok=True)
+    program = folder / "loopbot"
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    return program
+
+
+@pytest.fixture(autouse=True)
+def _loopbot_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """In-process sys.argv[0] is pytest's: make it a `loopbot` that PATH finds, as after `pip install`."""
+    program = installed(tmp_path / "installed-bin")
+    monkeypatch.setattr(sys, "argv", [str(program)])
+    monkeypatch.setenv("PATH", f"{program.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    return program
 
 
 @pytest.fixture
@@ -54,6 +77,7 @@ def test_check_prints_a_summary_without_secrets(config: Path, capsys: pytest.Cap
     code, out, err = cli(capsys, "check", "--config", str(config))
     assert code == EXIT_OK
     assert "OK" in out and "demo: pattern demo" in out and "nightly" in out
+    assert "channels: local (slack configured but not built yet)" in out  # no /slack/events route exists yet
     assert TOKEN not in out + err and SIGNING not in out + err
 
 
@@ -169,12 +193,47 @@ def test_with_no_name_at_all_decide_asks_who_votes(
 
 def test_decide_modify_with_set_values(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cli(capsys, "run", "demo", "--config", str(config))
-    code, _, err = cli(capsys, "decide", "demo-1", "modify", "--set", "context.items=2", "--set", "note=ok",
+    code, _, err = cli(capsys, "decide", "demo-1", "modify", "--set", "context.items=2", "--set", "context.note=ok",
                        "--as", "bob", "--config", str(config))
     assert code == EXIT_OK, err
     outcome = FileStore(config.parent / "state").get_review("demo-1").outcome
-    assert outcome is not None and outcome.modifications == {"context": {"items": 2}, "note": "ok"}
+    assert outcome is not None and outcome.modifications == {"context": {"items": 2, "note": "ok"}}
     assert outcome.decided_by == ["local:bob"]
+
+
+def test_the_modify_line_the_review_file_prints_is_accepted(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli(capsys, "run", "demo", "--config", str(config))
+    text = (config.parent / "state" / "local-reviews" / "demo-1.md").read_text()
+    [line] = [line for line in text.splitlines() if " modify " in line]
+    words = shlex.split(line)
+    code, _, err = cli(capsys, *words[words.index("decide"):], "--config", str(config))
+    assert code == EXIT_OK, err
+    assert FileStore(config.parent / "state").get_review("demo-1").status == "decided"
+
+
+def test_decide_pause_takes_a_duration(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cli(capsys, "run", "demo", "--config", str(config))
+    before = datetime.now(UTC)
+    code, out, err = cli(capsys, "decide", "demo-1", "pause", "2h", "--config", str(config))
+    assert code == EXIT_OK, err
+    review = FileStore(config.parent / "state").get_review("demo-1")
+    assert review.status == "open" and review.paused_until is not None
+    assert before + timedelta(hours=2) <= review.paused_until <= datetime.now(UTC) + timedelta(hours=2)
+    assert "paused until" in out
+
+
+def test_decide_pause_until_a_time_without_a_zone_is_refused(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli(capsys, "run", "demo", "--config", str(config))
+    code, _, err = cli(capsys, "decide", "demo-1", "pause", "--set", "until=2031-01-01T00:00", "--config", str(config))
+    assert code == EXIT_FAILED and "has no time zone" in err and "2031-01-01T00:00Z" in err
+    assert FileStore(config.parent / "state").get_review("demo-1").paused_until is None
+    code, _, err = cli(capsys, "decide", "demo-1", "pause", "--set", "until=2031-01-01T00:00Z", "--config", str(config))
+    assert code == EXIT_OK, err
+    assert FileStore(config.parent / "state").get_review("demo-1").paused_until == datetime(2031, 1, 1, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
@@ -183,6 +242,13 @@ def test_decide_modify_with_set_values(config: Path, capsys: pytest.CaptureFixtu
         (["demo-9", "approve"], EXIT_USAGE, "no review 'demo-9' - did you mean \"demo-1\""),
         (["demo-1", "aprove"], EXIT_USAGE, 'did you mean "approve"'),
         (["demo-1", "modify", "--set", "novalue"], EXIT_USAGE, "key=value"),
+        (["demo-1", "modify", "--set", "note=x"], EXIT_USAGE, "e.g. context.note=VALUE"),
+        (["demo-1", "modify", "--set", "note=x"], EXIT_USAGE, "usage: loopbot decide REVIEW modify --set context.KEY"),
+        (["demo-1", "modify", "--set", "context=5"], EXIT_USAGE, "context takes keys under it"),
+        (["demo-1", "approve", "--set", "context.a=1"], EXIT_FAILED, "approve takes no changes"),
+        (["demo-1", "approve", "2h"], EXIT_USAGE, "only pause takes a duration"),
+        (["demo-1", "pause", "soon"], EXIT_USAGE, "invalid duration 'soon'"),
+        (["demo-1", "pause", "2h", "--set", "until=2031-01-01T00:00Z"], EXIT_USAGE, "not both"),
         (["demo-1", "approve", "--as", "mallory"], EXIT_FAILED, "mallory is not a reviewer"),
         (["demo-1", "reject"], EXIT_FAILED, "a reject needs a reason"),
     ],
@@ -221,3 +287,109 @@ def test_serve_on_a_taken_port_fails_cleanly(tmp_path: Path, capsys: pytest.Capt
         taken.close()
     assert code == EXIT_FAILED and "cannot serve on 127.0.0.1:" in err
     assert ServeLock.holder(tmp_path / "state") is None  # the lock was released
+
+
+# -- check, run and serve refuse loops that cannot be built ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("loop", "line"),
+    [
+        ({"name": "a", "pattern": "demoo"}, 'loops[0].pattern: unknown pattern "demoo" - did you mean "demo"?'),
+        (
+            {"name": "a", "factory": "nosuch.mod:build"},
+            'loops[0].factory: cannot import nosuch.mod: module "nosuch" not found; is it installed or on PYTHONPATH?',
+        ),
+        (
+            {"name": "a", "pattern": "demo", "options": {"items": 500}},
+            "loops[0].options: demo: option items must be a whole number from 1 to 100, got 500",
+        ),
+    ],
+)
+def test_a_loop_that_cannot_be_built_is_a_config_error_for_check_run_and_serve(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], loop: dict[str, object], line: str
+) -> None:
+    path = write_config(tmp_path, [loop])
+    for command in (["check"], ["run", "a"], ["serve"]):
+        code, out, err = cli(capsys, *command, "--config", str(path))
+        assert code == EXIT_FAILED, command
+        assert f"invalid config:\n{path}: {line}" in err, command
+        assert "OK" not in out and "Traceback" not in err
+    assert not (tmp_path / "state").exists()  # nothing started, nothing stuck "running"
+
+
+def test_status_does_not_import_factories(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Importing a factory runs user code: only the commands that build loops do it."""
+    path = write_config(tmp_path, [{"name": "a", "factory": "nosuch.mod:build"}])
+    assert cli(capsys, "status", "--config", str(path))[0] == EXIT_OK
+
+
+# -- run while the state dir is locked ---------------------------------------------------------------
+
+
+def test_run_while_a_foreground_run_holds_the_state_dir_refuses(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = config.parent / "state"
+    other = ServeLock(state)
+    other.acquire(role=ROLE_RUN)
+    try:
+        code, out, err = cli(capsys, "run", "demo", "--config", str(config))
+    finally:
+        other.release()
+    assert code == EXIT_LOCKED
+    assert f"a foreground `loopbot run` (pid {os.getpid()}" in err and "loopbot serve" in err
+    assert "handed" not in out
+    assert not (state / "inbox").exists() or not list((state / "inbox").iterdir())  # no surprise run later
+
+
+def test_run_while_a_server_holds_the_state_dir_hands_it_over(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = config.parent / "state"
+    server = ServeLock(state)
+    server.acquire(role=ROLE_SERVE, port=8123)
+    try:
+        code, out, _ = cli(capsys, "run", "demo", "--config", str(config))
+    finally:
+        server.release()
+    assert code == EXIT_OK and f"handed to the running server (pid {os.getpid()}): request request-1" in out
+    assert [r.payload["loop"] for r in FileStore(state).take_requests()] == ["demo"]
+    assert FileStore(state).list_runs() == []
+
+
+# -- the decide line must run when pasted -------------------------------------------------------------
+
+
+def test_after_make_run_the_decide_line_names_the_venv_script(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make run` starts .venv/bin/loopbot, which a fresh shell does not find as `loopbot`."""
+    installed(tmp_path / ".venv" / "bin")
+    write_config(tmp_path, [demo()])
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", [".venv/bin/loopbot"])
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    code, out, _ = cli(capsys, "run", "demo", "--config", "config.yaml")
+    assert code == EXIT_OK
+    assert "approve with: .venv/bin/loopbot decide demo-1 approve" in out
+    assert ".venv/bin/loopbot decide demo-1 approve" in (tmp_path / "state/local-reviews/demo-1.md").read_text()
+
+
+def test_the_decide_line_says_loopbot_only_when_path_finds_this_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _loopbot_on_path: Path
+) -> None:
+    assert _decide_command(Path("my config.yaml")) == "loopbot --config 'my config.yaml' decide"
+    elsewhere = installed(tmp_path / "other-install")  # PATH finds another (older?) loopbot first
+    monkeypatch.setattr(sys, "argv", [str(elsewhere)])
+    assert _decide_command(Path("config.yaml")) == f"{elsewhere} decide"  # outside the cwd: absolute
+    monkeypatch.chdir(tmp_path)
+    assert _decide_command(Path("config.yaml")) == "other-install/loopbot decide"
+    monkeypatch.setattr(sys, "argv", [str(installed(tmp_path))])
+    assert _decide_command(Path("config.yaml")) == "./loopbot decide"  # never a bare name PATH would look up
+
+
+def test_the_decide_line_of_python_m_bot_cli(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", [str(Path(__file__).parents[2] / "bot" / "cli.py")])
+    monkeypatch.chdir("/")
+    assert _decide_command(Path("config.yaml")) == f"{shlex.quote(os.path.abspath(sys.executable))} -m bot.cli decide"

@@ -148,6 +148,12 @@ def test_example_names_the_person_at_the_terminal_as_its_reviewer() -> None:
     assert demo.review.to_policy().reviewers.local == ["alice"]
 
 
+def test_example_takes_host_and_port_from_a_platforms_environment() -> None:
+    """A platform running the Procfile's bare `loopbot serve` sets $PORT and, for 0.0.0.0, $HOST."""
+    config = load_config(ROOT / "config.example.yaml", {"HOST": "0.0.0.0", "PORT": "5000"})
+    assert (config.server.host, config.server.port) == ("0.0.0.0", 5000)
+
+
 def test_example_documents_every_key() -> None:
     text = (ROOT / "config.example.yaml").read_text()
     for key in [
@@ -171,6 +177,21 @@ def test_defaults(tmp_path: Path) -> None:
     assert load_config(path, {"PORT": "5123"}).server.port == 5123
     assert load_config(write(tmp_path, "server: {port: 7000}\n"), {"PORT": "5123"}).server.port == 7000
     assert load_config(write(tmp_path, ""), {}).loops == []
+
+
+def test_host_defaults_to_env_host_only_when_the_file_sets_none(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, "loops: []\n"), {"HOST": "0.0.0.0"}).server.host == "0.0.0.0"
+    assert load_config(write(tmp_path, "server: {port: 1}\n"), {"HOST": "0.0.0.0"}).server.host == "0.0.0.0"
+    assert load_config(write(tmp_path, "server: {host: '::1'}\n"), {"HOST": "0.0.0.0"}).server.host == "::1"
+    assert load_config(write(tmp_path, "loops: []\n"), {"HOST": ""}).server.host == "127.0.0.1"
+
+
+def test_a_bad_port_from_env_names_port_not_only_a_key_the_file_lacks(tmp_path: Path) -> None:
+    error = one_error(tmp_path, "loops: []\n", {"PORT": "abc"})
+    assert error.startswith("server.port: ")
+    assert "the value 'abc' comes from $PORT" in error and "or set server.port in the file" in error
+    in_file = one_error(tmp_path, "server: {port: abc}\n", {"PORT": "abc"})
+    assert in_file.startswith("server.port: ") and "$PORT" not in in_file
 
 
 def test_env_substitution(tmp_path: Path) -> None:
@@ -413,6 +434,19 @@ def test_secrets_never_show_in_errors(tmp_path: Path) -> None:
 
 def test_summary_reads_well(tmp_path: Path) -> None:
     summary = load_config(write(tmp_path, FULL), SECRETS).summary()
-    assert "channels: local, slack, github" in summary
+    assert "channels: local (slack, github configured but not built yet)" in summary
     assert "triage: pattern daily-triage; cron '0 9 * * mon-fri' America/New_York; 2 approval(s) needed" in summary
     assert "sweep: factory mypkg.loops:build; every 30m, runs on start" in summary
+
+
+def test_configured_channels_that_are_not_built_are_said_so(tmp_path: Path) -> None:
+    """No /slack/events route exists yet: the summary and serve's warnings must not pretend otherwise."""
+    slack_only = FULL.split("github:")[0] + "loops: []\n"
+    config = load_config(write(tmp_path, slack_only), SECRETS)
+    assert config.unbuilt_channels() == ["slack"]
+    assert "channels: local (slack configured but not built yet)" in config.summary()
+    assert config.channel_warnings() == [
+        "slack: configured, but the Slack channel is not built in this version; reviews are posted locally"
+    ]
+    local = load_config(write(tmp_path, "loops: []\n"), {})
+    assert "channels: local\n" in local.summary() and local.channel_warnings() == []

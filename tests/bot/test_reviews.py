@@ -18,6 +18,7 @@ from bot.reviews import (
     decide_by_timeout,
     due_actions,
     mark_applied,
+    mark_failed,
 )
 from loop_engine.checkpoint import HumanDecision
 
@@ -44,7 +45,12 @@ def make_review(**policy: object) -> Review:
 
 
 def vote(voter: str, decision: HumanDecision, feedback: str = "", **kw: object) -> Vote:
+    if decision is HumanDecision.MODIFY:
+        kw.setdefault("modifications", CHANGE)
     return Vote(voter=voter, decision=decision, feedback=feedback, **kw)  # type: ignore[arg-type]
+
+
+CHANGE = {"context": {"items": 2}}
 
 
 # (policy, votes in order, expected accepted flags, expected final decision or None, decided_by)
@@ -84,8 +90,42 @@ TALLY = [
         ["local:b"],
     ),
     ("reject needs a reason", {}, [("local:a", R, "  ")], [False], None, None),
-    ("retry decides at once", {"approvals_required": 3}, [("local:a", RT, "try again")], [True], RT, ["local:a"]),
-    ("modify without changes refused", {}, [("local:a", M, "")], [False], None, None),
+    ("one retry decides when one person is required", {}, [("local:a", RT, "try again")], [True], RT, ["local:a"]),
+    ("2 of M: one retry leaves it open", {"approvals_required": 2}, [("local:a", RT, "")], [True], None, None),
+    (
+        "2 of M: two retries decide",
+        {"approvals_required": 2},
+        [("local:a", RT, ""), ("local:b", RT, "")],
+        [True, True],
+        RT,
+        ["local:a", "local:b"],
+    ),
+    ("2 of M: one modify leaves it open", {"approvals_required": 2}, [("local:a", M, "")], [True], None, None),
+    (
+        "2 of M: two modifies decide",
+        {"approvals_required": 2},
+        [("local:a", M, ""), ("local:b", M, "")],
+        [True, True],
+        M,
+        ["local:a", "local:b"],
+    ),
+    (
+        "2 of M: different decisions do not add up",
+        {"approvals_required": 2},
+        [("local:a", A, ""), ("local:b", RT, ""), ("local:c", M, "")],
+        [True, True, True],
+        None,
+        None,
+    ),
+    (
+        "2 of M: changing a vote moves the person to the other count",
+        {"approvals_required": 2},
+        [("local:a", RT, ""), ("local:b", A, ""), ("local:a", A, "")],
+        [True, True, True],
+        A,
+        ["local:b", "local:a"],
+    ),
+    ("2 of M: one reject still vetoes", {"approvals_required": 2}, [("local:a", R, "no")], [True], R, ["local:a"]),
     (
         "a replaced vote no longer counts",
         {"approvals_required": 2},
@@ -142,11 +182,54 @@ def test_late_vote_is_told_who_decided_and_when() -> None:
 
 def test_modify_carries_the_changes() -> None:
     review = make_review()
-    result = cast_vote(review, vote("local:a", M, "smaller", modifications={"items": 2}), now=T0)
-    assert result.outcome is not None and result.outcome.modifications == {"items": 2}
+    result = cast_vote(review, vote("local:a", M, "smaller", modifications=CHANGE), now=T0)
+    assert result.outcome is not None and result.outcome.modifications == CHANGE
     response = result.outcome.to_response("checkpoint_0001")
-    assert response.decision is M and response.modifications == {"items": 2}
+    assert response.decision is M and response.modifications == CHANGE
     assert response.reviewer == "local:a" and response.checkpoint_id == "checkpoint_0001"
+
+
+def test_n_of_m_modify_applies_the_changes_of_the_vote_that_completes_the_count() -> None:
+    review = make_review(approvals_required=2)
+    first = cast_vote(review, vote("local:a", M, modifications={"context": {"items": 1}}), now=T0)
+    assert first.accepted and first.outcome is None and "modify from local:a recorded: 1 of 2 needed" in first.message
+    second = cast_vote(review, vote("local:b", M, modifications={"context": {"items": 5}}), now=T0 + H)
+    assert second.outcome is not None and second.outcome.modifications == {"context": {"items": 5}}
+    assert second.outcome.decided_by == ["local:a", "local:b"]
+
+
+def test_a_lone_retry_says_how_many_are_needed() -> None:
+    result = cast_vote(make_review(approvals_required=3), vote("local:a", RT), now=T0)
+    assert result.accepted and result.message == "retry from local:a recorded: 1 of 3 needed"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({}, "at least one change"),
+        ({"note": "x"}, "modify cannot change 'note'"),
+        ({"note": "x"}, "e.g. context.note=VALUE"),
+        ({"context": {"a": 1}, "items": 2}, "modify cannot change 'items'"),
+        ({"context": "x"}, "context takes keys under it"),
+    ],
+)
+def test_modify_changes_the_engine_cannot_make_are_refused_at_vote_time(changes, message) -> None:
+    review = make_review()
+    before = review.to_dict()
+    result = cast_vote(review, vote("local:a", M, modifications=changes), now=T0)
+    assert not result.accepted and message in result.message
+    assert review.to_dict() == before
+
+
+@pytest.mark.parametrize("decision", [A, R, RT])
+def test_changes_on_a_decision_that_cannot_use_them_are_refused(decision) -> None:
+    result = cast_vote(make_review(), vote("local:a", decision, "why", modifications=CHANGE), now=T0)
+    assert not result.accepted and "takes no changes" in result.message and "use modify" in result.message
+
+
+def test_pause_takes_no_change_but_until() -> None:
+    result = cast_vote(make_review(), vote("local:a", P, modifications={"until": "2031-01-01T00:00Z", "x": 1}), now=T0)
+    assert not result.accepted and "pause takes only until=TIME, not x" in result.message
 
 
 AUTH = [
@@ -223,9 +306,51 @@ def test_pause_sets_paused_until_and_keeps_the_review_open(name, the_vote, until
     Review.from_dict(review.to_dict())  # the stored vote stays JSON
 
 
-def test_bad_pause_until_is_refused() -> None:
-    result = cast_vote(make_review(), vote("local:a", P, modifications={"until": "next tuesday"}), now=T0)
+@pytest.mark.parametrize("until", ["next tuesday", 5])
+def test_bad_pause_until_is_refused(until) -> None:
+    result = cast_vote(make_review(), vote("local:a", P, modifications={"until": until}), now=T0)
     assert not result.accepted and "not an ISO time" in result.message
+
+
+@pytest.mark.parametrize("until", ["2031-01-01T00:00", datetime(2031, 1, 1)])
+def test_pause_until_without_a_time_zone_is_refused_and_changes_nothing(until) -> None:
+    review = make_review(**DEADLINES)
+    before = review.to_dict()
+    result = cast_vote(review, vote("local:a", P, modifications={"until": until}), now=T0)
+    assert not result.accepted
+    assert "has no time zone" in result.message and "2031-01-01T00:00" in result.message and "Z (UTC)" in result.message
+    assert review.to_dict() == before
+    assert due_actions(review, now=T0 + 3 * H) == ["remind"]
+
+
+def test_pause_until_in_another_zone_compares_with_the_clock() -> None:
+    review = make_review(**DEADLINES)
+    assert cast_vote(review, vote("local:a", P, modifications={"until": "2025-01-06T12:00+01:00"}), now=T0).accepted
+    # until 11:00 UTC; remind_after (2h) counts from the pause's end
+    assert due_actions(review, now=T0 + 4 * H - timedelta(minutes=1)) == []
+    assert due_actions(review, now=T0 + 4 * H) == ["remind"]
+
+
+def test_a_stored_naive_pause_is_read_as_utc_and_does_not_break_deadlines() -> None:
+    """Reviews written before pauses were checked may hold a naive time; the tick must not crash on them."""
+    data = make_review(**DEADLINES).to_dict()
+    data["paused_until"] = "2025-01-06T12:00:00"
+    review = Review.from_dict(data)
+    assert review.paused_until == datetime(2025, 1, 6, 12, 0, tzinfo=UTC)
+    assert due_actions(review, now=T0 + H) == []
+    assert due_actions(review, now=T0 + 3 * H + 2 * H) == ["remind"]
+
+
+def test_mark_failed_records_the_error_and_ends_the_review() -> None:
+    review = make_review()
+    with pytest.raises(ValueError, match="no outcome"):
+        mark_failed(review, "x")
+    cast_vote(review, vote("local:a", M), now=T0)
+    mark_failed(review, "the engine refused it")
+    assert (review.status, review.error) == ("failed", "the engine refused it")
+    assert Review.from_dict(review.to_dict()) == review
+    assert due_actions(review, now=T0 + 100 * H) == []
+    assert "already decided by local:a" in cast_vote(review, vote("local:b", A), now=T0 + H).message
 
 
 H = timedelta(hours=1)

@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 
+from bot.patterns import LoopSpec
 from bot.reviews import Vote, cast_vote
 from bot.store import FileStore
 from bot.worker import UnknownLoopError
 from loop_engine.checkpoint import HumanDecision
 from loop_engine.serialization import state_from_dict
+from loop_engine.types import LoopContext
 
 from .runtime_support import T0, Bench, bench, demo, wait_for
 from .slow_loop import trail_lines
@@ -302,3 +304,46 @@ def test_a_kill_after_any_write_loses_no_vote_and_applies_the_outcome_once(tmp_p
         state = state_from_dict(b.store.load_snapshot(run.id))
         decisions = [(d.checkpoint_id, d.decision) for d in state.decisions]
         assert decisions == [("checkpoint_0001", HumanDecision.APPROVE)], where
+
+
+# -- a run whose loop cannot be built, or whose engine blows up, never stays "running" --------
+
+
+def exploding_build(options: dict[str, Any]) -> LoopSpec:
+    """A factory whose engine cannot even be made: a bug in user code, found only when a run starts."""
+
+    def engine_factory(**_: Any) -> Any:
+        raise RuntimeError("engine wiring is broken")
+
+    return LoopSpec(engine_factory=engine_factory, context_factory=LoopContext)
+
+
+def test_a_foreground_run_of_an_unknown_pattern_fails_saying_why_and_frees_the_loop(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    b = bench(tmp_path, [{"name": "a", "pattern": "demoo"}])
+    run = b.runner.run_foreground("a")
+    assert run is not None and run.status == "failed"
+    assert run.reason is not None and run.reason.startswith('cannot build loop a: unknown pattern "demoo"')
+    assert 'did you mean "demo"?' in run.reason
+    assert [r.exc_info for r in caplog.records if r.levelno >= logging.ERROR] == [None]  # no traceback
+    again = b.runner.run_foreground("a")  # not "already has an active run"
+    assert again is not None and again.id == "a-run-2" and again.status == "failed"
+
+
+def test_a_server_run_of_a_factory_that_does_not_import_fails_saying_why(tmp_path: Path) -> None:
+    b = bench(tmp_path, [{"name": "a", "factory": "nosuch.mod:build"}])
+    run_id = b.runner.request_run("a", trigger="schedule")
+    assert run_id is not None and b.runner.join(10)
+    run = b.store.get_run(run_id)
+    assert run.status == "failed"
+    assert run.reason == (
+        'cannot build loop a: cannot import nosuch.mod: module "nosuch" not found; is it installed or on PYTHONPATH?'
+    )
+
+
+def test_a_foreground_run_whose_engine_raises_is_recorded_failed(tmp_path: Path) -> None:
+    b = bench(tmp_path, [{"name": "a", "factory": f"{__name__}:exploding_build"}])
+    run = b.runner.run_foreground("a")
+    assert run is not None and run.status == "failed"
+    assert run.reason == "internal error: RuntimeError('engine wiring is broken')"

@@ -10,6 +10,7 @@ from starlette.responses import PlainTextResponse
 from starlette.testclient import TestClient
 
 from bot.server import bind_socket, create_app, health
+from bot.service import Service
 
 from .runtime_support import bench, demo
 
@@ -51,6 +52,36 @@ def test_healthz_is_503_when_the_state_dir_cannot_be_written(tmp_path: Path) -> 
     (blocker / "keep").write_text("x")
     code, body = health(b.store, state_dir)
     assert code == 503 and "store unusable" in body["error"]
+
+
+class StalledService(Service):
+    """A tick that reports itself stuck; Service.problem itself is tested in test_service."""
+
+    def problem(self) -> str | None:
+        return "no tick has completed for 5m, more than 30s (a tick may be stuck)"
+
+
+def test_healthz_is_503_with_the_reason_when_the_tick_is_unhealthy(tmp_path: Path) -> None:
+    b = bench(tmp_path, [demo()])
+    b.runner.run_foreground("demo")
+    service = StalledService(b.store, b.runner, clock=b.clock)
+    response = TestClient(create_app(b.store, b.config.state_dir, service=service)).get("/healthz")
+    assert response.status_code == 503
+    assert response.json() == {
+        "status": "unavailable", "error": "no tick has completed for 5m, more than 30s (a tick may be stuck)",
+    }
+
+
+def test_healthz_is_200_while_the_tick_is_healthy(tmp_path: Path) -> None:
+    b = bench(tmp_path, [demo()])
+    b.runner.run_foreground("demo")
+    service = Service(b.store, b.runner, clock=b.clock)
+    service.start(60)  # one tick now, the next only after the test
+    try:
+        response = TestClient(create_app(b.store, b.config.state_dir, service=service)).get("/healthz")
+    finally:
+        service.stop()
+    assert response.status_code == 200 and response.json()["status"] == "ok"
 
 
 def test_channel_routes_plug_in_through_extra_routes(tmp_path: Path) -> None:

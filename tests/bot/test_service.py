@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
-from bot.reviews import Vote, cast_vote
+import pytest
+
+from bot.posting import ReviewDesk, local_channel
+from bot.reviews import Outcome, Review, Vote, cast_vote
+from bot.runner import Runner
 from bot.service import RUN_REQUEST, Service
 from bot.store import FileStore
 from loop_engine.checkpoint import HumanDecision
@@ -153,15 +158,181 @@ def test_the_tick_thread_starts_and_stops(tmp_path: Path) -> None:
         service.stop()
 
 
-def test_a_corrupt_document_does_not_stop_the_tick_thread(tmp_path: Path, caplog: Any) -> None:
-    b = bench(tmp_path, [demo()])
+class CountingStore(FileStore):
+    """Counts the ticks that reach the reviews; ``fail_with`` makes that many of them raise it first."""
+
+    def __init__(self, root: Path, fail_with: list[BaseException] | None = None) -> None:
+        super().__init__(root)
+        self.listings = 0
+        self.fail_with = list(fail_with or [])
+
+    def list_reviews(self) -> list[Review]:
+        self.listings += 1
+        if self.fail_with:
+            raise self.fail_with.pop(0)
+        return super().list_reviews()
+
+
+def test_a_corrupt_document_does_not_stop_the_tick_thread_and_is_logged_once(tmp_path: Path, caplog: Any) -> None:
+    store = CountingStore(tmp_path / "state")
+    b = bench(tmp_path, [demo()], store=store)
     reviews = b.config.state_dir / "reviews"
     reviews.mkdir(parents=True)
     (reviews / "demo-1.json").write_text("{torn", encoding="utf-8")
     service = service_for(b)
     service.start(0.01)
     try:
-        wait_for(lambda: caplog.text.count("tick failed") >= 2, timeout=10, what="two failed ticks")
+        wait_for(lambda: store.listings >= 3, timeout=10, what="three ticks")
     finally:
         service.stop()
-    assert "demo-1.json" in caplog.text
+    failures = [r for r in caplog.records if "tick failed" in r.getMessage() and r.levelno == logging.ERROR]
+    assert len(failures) == 1 and "demo-1.json" in failures[0].getMessage()
+
+
+def test_any_error_in_a_tick_is_logged_with_its_traceback_and_ticking_goes_on(tmp_path: Path, caplog: Any) -> None:
+    store = CountingStore(tmp_path / "state", fail_with=[TypeError("can't compare offset-naive and offset-aware")])
+    b = bench(tmp_path, [demo()], store=store)
+    b.store.enqueue_request(RUN_REQUEST, {"loop": "demo"})
+    service = service_for(b)
+    service.start(0.01)
+    try:
+        wait_for(lambda: store.listings >= 3, timeout=10, what="ticks after the failed one")
+        assert service.problem() is None
+    finally:
+        service.stop()
+    [failure] = [r for r in caplog.records if "tick failed" in r.getMessage()]
+    assert failure.exc_info is not None and "offset-naive" in failure.getMessage()
+    assert "Traceback" in caplog.text
+
+
+class BrokenRunner(Runner):
+    """A runner that cannot apply one review; the others must still be applied."""
+
+    def apply_decided(self, review_id: str) -> bool:
+        if review_id == "demo-1":
+            raise RuntimeError("review demo-1 is broken")
+        return super().apply_decided(review_id)
+
+
+def test_one_review_that_fails_does_not_stop_the_others(tmp_path: Path, caplog: Any) -> None:
+    b = bench(tmp_path, [demo(overlap="allow")])
+    runner = BrokenRunner(b.config, b.store, ReviewDesk({"local": b.channel}), clock=b.clock)
+    first, second = runner.run_foreground("demo"), runner.run_foreground("demo")
+    assert first is not None and second is not None and (first.review_id, second.review_id) == ("demo-1", "demo-2")
+    for rid in ("demo-1", "demo-2"):
+        b.store.update_review(rid, lambda r: cast_vote(r, Vote("local:bob", HumanDecision.APPROVE), now=T0))
+    service = Service(b.store, runner, clock=b.clock)
+    for _ in range(3):
+        service.tick()
+        assert runner.join(10)
+    assert b.store.get_run(second.id).status == "completed"
+    assert b.store.get_review("demo-1").status == "decided"
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and "review demo-1 could not be handled" in errors[0].getMessage()
+    assert errors[0].exc_info is not None
+
+
+def test_a_corrupt_inbox_request_is_logged_once_and_reviews_still_move(tmp_path: Path, caplog: Any) -> None:
+    b = bench(tmp_path, [demo()])
+    run = b.runner.run_foreground("demo")
+    assert run is not None and run.review_id
+    b.store.update_review(run.review_id, lambda r: cast_vote(r, Vote("local:bob", HumanDecision.APPROVE), now=T0))
+    inbox = b.config.state_dir / "inbox"
+    inbox.mkdir(parents=True, exist_ok=True)
+    (inbox / "request-7.json").write_text("{torn", encoding="utf-8")
+    service = service_for(b)
+    settle(service, b)
+    settle(service, b)
+    assert b.store.get_run(run.id).status == "completed"
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and "run requests cannot be taken" in errors[0].getMessage()
+    assert "request-7.json" in errors[0].getMessage()
+
+
+def test_an_outcome_the_run_refuses_fails_run_and_review_once(tmp_path: Path, caplog: Any) -> None:
+    """A review decided before votes were checked (modify note=x): applying it fails once, not every poll."""
+    b = bench(tmp_path, [demo()])
+    run = b.runner.run_foreground("demo")
+    assert run is not None and run.review_id
+    rid = run.review_id
+
+    def decided_with_a_bad_change(review: Review) -> None:
+        review.outcome = Outcome(HumanDecision.MODIFY, ["local:bob"], T0, modifications={"note": "x"})
+        review.status = "decided"
+
+    b.store.update_review(rid, decided_with_a_bad_change)
+    service = service_for(b)
+    settle(service, b)
+    failed = b.store.get_run(run.id)
+    review = b.store.get_review(rid)
+    assert failed.status == "failed" and "review demo-1's modify could not be applied" in (failed.reason or "")
+    assert "unknown modification key" in (failed.reason or "")
+    assert review.status == "failed" and review.error == failed.reason
+    assert "Failed: review demo-1's modify could not be applied" in b.channel.calls[-1][2]
+    updated_at = failed.updated_at
+    settle(service, b)
+    settle(service, b)
+    assert b.store.get_run(run.id).updated_at == updated_at
+    assert caplog.text.count("could not be applied") == 1
+
+
+def test_the_escalation_entry_in_the_local_review_file_says_escalated_once(tmp_path: Path) -> None:
+    b = bench(tmp_path, [demo(review={"timeout": {"escalate_after": "2h", "escalate_to": [{"local": {}}]}})])
+    local = local_channel(b.config.state_dir)
+    runner = Runner(b.config, b.store, ReviewDesk({"local": local}), clock=b.clock)
+    run = runner.run_foreground("demo")
+    assert run is not None and run.review_id
+    b.clock.advance(hours=2)
+    service = Service(b.store, runner, clock=b.clock)
+    service.tick()
+    assert runner.join(10)
+    text = local.path_for(run.review_id).read_text(encoding="utf-8")
+    assert "\n- Escalated: review demo-1 has had no decision since" in text
+    assert text.count("Escalated") == 1
+
+
+# -- /healthz's view of the tick ------------------------------------------------------
+
+
+class Fatal(BaseException):
+    """Not an Exception: gets past the per-tick guard, like a bug that kills the thread."""
+
+
+def test_a_dead_tick_thread_is_a_problem_with_the_reason(tmp_path: Path) -> None:
+    store = CountingStore(tmp_path / "state", fail_with=[Fatal("the thread is gone")])
+    service = service_for(bench(tmp_path, [demo()], store=store))
+    assert service.problem() is None  # not started: nothing to be late
+    service.start(0.01)
+    try:
+        problem = wait_for(service.problem, timeout=10, what="the dead thread to be reported")
+    finally:
+        service.stop()
+    assert problem == "the tick thread stopped: Fatal: the thread is gone"
+
+
+class HangingStore(FileStore):
+    """A tick that never completes (a stuck lock, a hung disk) until ``release`` is set."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.release = threading.Event()
+
+    def list_reviews(self) -> list[Review]:
+        self.release.wait(10)
+        return super().list_reviews()
+
+
+@pytest.mark.parametrize(("interval", "limit"), [(1.0, 30), (5.0, 50)])
+def test_a_tick_that_has_not_completed_for_long_is_a_problem(tmp_path: Path, interval: float, limit: int) -> None:
+    store = HangingStore(tmp_path / "state")
+    b = bench(tmp_path, [demo()], store=store)
+    service = service_for(b)
+    service.start(interval)
+    try:
+        b.clock.advance(seconds=limit)
+        assert service.problem() is None
+        b.clock.advance(seconds=1)
+        assert service.problem() == f"no tick has completed for {limit + 1}s, more than {limit}s (a tick may be stuck)"
+    finally:
+        store.release.set()
+        service.stop()

@@ -79,8 +79,8 @@ def test_load_factory_resolves_module_callable() -> None:
 @pytest.mark.parametrize(
     ("reference", "message"),
     [
-        ("no_such_pkg_xyz.loops:build", 'module "no_such_pkg_xyz.loops" not found'),
-        ("bot.no_such_module:build", 'module "bot.no_such_module" not found'),
+        ("no_such_pkg_xyz.loops:build", 'cannot import no_such_pkg_xyz.loops: module "no_such_pkg_xyz" not found'),
+        ("bot.no_such_module:build", 'cannot import bot.no_such_module: module "bot.no_such_module" not found'),
         ("bot.patterns.demo:nothing", 'module "bot.patterns.demo" has no attribute "nothing"'),
         (f"{__name__}:NOT_CALLABLE", "is a int, not a callable"),
         ("bot.patterns.demo", 'must look like "package.module:callable"'),
@@ -97,6 +97,21 @@ def test_load_factory_errors(reference: str, message: str) -> None:
 def test_a_factory_whose_own_import_fails_shows_that_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "brokenloops_e1.py").write_text("import missing_dependency_e1\n\ndef build(options):\n    pass\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(ModuleNotFoundError, match="missing_dependency_e1"):
+    with pytest.raises(FactoryError, match="cannot import brokenloops_e1: ModuleNotFoundError: .*missing_dep"):
         load_factory("brokenloops_e1:build")
     sys.modules.pop("brokenloops_e1", None)
+
+
+def test_a_factory_module_that_fails_at_import_is_a_factory_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever the user's module raises while importing, `check` must report it as a config problem."""
+    (tmp_path / "brokenloops_e2.py").write_text("def build(options:\n")
+    (tmp_path / "brokenloops_e3.py").write_text("raise RuntimeError('needs $API_URL')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(FactoryError, match="cannot import brokenloops_e2: SyntaxError"):
+        load_factory("brokenloops_e2:build")
+    with pytest.raises(FactoryError, match=r"cannot import brokenloops_e3: RuntimeError: needs \$API_URL"):
+        load_factory("brokenloops_e3:build")
+    for name in ("brokenloops_e2", "brokenloops_e3"):
+        sys.modules.pop(name, None)

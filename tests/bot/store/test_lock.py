@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bot.store import AlreadyRunningError, ServeLock
+from bot.store.lock import ROLE_RUN, ROLE_SERVE, role_of
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -70,3 +72,32 @@ def test_a_killed_holder_frees_the_lock(tmp_path: Path) -> None:
     lock = ServeLock(tmp_path)
     assert lock.acquire()["pid"] == os.getpid()
     lock.release()
+
+
+def test_the_lock_names_its_holders_role(tmp_path: Path) -> None:
+    """A foreground `run` never reads the inbox: whoever finds the lock taken must know it is not a server."""
+    run = ServeLock(tmp_path)
+    run.acquire(role=ROLE_RUN)
+    holder = ServeLock.holder(tmp_path)
+    assert holder is not None and holder["role"] == "run" and role_of(holder) == ROLE_RUN
+    with pytest.raises(AlreadyRunningError) as info:
+        ServeLock(tmp_path).acquire()
+    assert info.value.role == ROLE_RUN
+    assert f"a foreground `loopbot run` (pid {os.getpid()}" in str(info.value)
+    assert "loopbot serve" in str(info.value) and "another loopbot serve" not in str(info.value)
+    run.release()
+    with ServeLock(tmp_path) as serve:
+        assert serve.info["role"] == ROLE_SERVE
+        with pytest.raises(AlreadyRunningError, match="another loopbot serve") as info:
+            ServeLock(tmp_path).acquire(role=ROLE_RUN)
+        assert info.value.role == ROLE_SERVE
+
+
+def test_a_lock_file_from_before_roles_reads_as_a_server(tmp_path: Path) -> None:
+    with ServeLock(tmp_path):
+        (tmp_path / "serve.lock").write_text(json.dumps({"pid": os.getpid(), "port": 8123}))  # an older writer
+        holder = ServeLock.holder(tmp_path)
+        assert holder == {"pid": os.getpid(), "port": 8123} and role_of(holder) == ROLE_SERVE
+        with pytest.raises(AlreadyRunningError, match=f"another loopbot serve \\(pid {os.getpid()}, port 8123") as info:
+            ServeLock(tmp_path).acquire(role=ROLE_RUN)
+        assert info.value.role == ROLE_SERVE

@@ -1,0 +1,54 @@
+"""serve()'s start: what it takes (the lock, as a server) and what it warns about before serving."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.config import load_config
+from bot.server import HttpServer, serve
+from bot.store import ServeLock
+
+from .runtime_support import demo, write_config
+
+SLACK = {"bot_token": "xoxb-not-used", "signing_secret": "not-used-either"}
+GITHUB = {"token": "ghp-not-used"}
+
+
+def serve_once(config_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any] | None:
+    """Run serve()'s whole start and stop; instead of serving, look at who holds the lock."""
+    config = load_config(config_path, environ={})
+    seen: list[dict[str, Any] | None] = []
+    monkeypatch.setattr(HttpServer, "run", lambda self: seen.append(ServeLock.holder(config.state_dir)))
+    monkeypatch.setattr(HttpServer, "install_signal_handlers", lambda self: None)  # keep pytest's Ctrl-C
+    assert serve(config) == 0
+    return seen[0]
+
+
+def test_serve_holds_the_lock_as_a_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    holder = serve_once(write_config(tmp_path, [demo()]), monkeypatch)
+    assert holder is not None and holder["role"] == "serve" and holder["port"]
+    assert ServeLock.holder(tmp_path / "state") is None  # released at the stop
+
+
+def test_serve_warns_about_each_configured_channel_it_cannot_post_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    serve_once(write_config(tmp_path, [demo()], slack=SLACK, github=GITHUB), monkeypatch)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "slack: configured, but the Slack channel is not built in this version; reviews are posted locally",
+        "github: configured, but the GitHub channel is not built in this version; reviews are posted locally",
+    ]
+    assert "channels: local (slack, github configured but not built yet)" in caplog.text
+
+
+def test_serve_without_slack_or_github_warns_about_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    serve_once(write_config(tmp_path, [demo()]), monkeypatch)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
