@@ -30,7 +30,7 @@ from bot.logging import RedactingFilter, setup_logging
 from bot.reviews import Vote, cast_vote
 from bot.status import render_json, render_table
 from bot.store import AlreadyRunningError, FileStore, ServeLock, StoreError, UnknownReviewError
-from bot.store.lock import ROLE_RUN, ROLE_SERVE
+from bot.store.lock import ROLE_RUN, ROLE_SERVE, role_of
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_LOCKED"]
 
@@ -294,8 +294,11 @@ def cmd_decide(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     print(result.message)
     if result.outcome is not None:
         holder = ServeLock.holder(config.state_dir)
-        if holder:
+        if holder and role_of(holder) == ROLE_SERVE:
             print(f"the running server (pid {holder.get('pid')}) resumes the run within a second")
+        elif holder:
+            print(f"a foreground `loopbot run` (pid {holder.get('pid')}) holds the state dir: "
+                  "the run resumes when `loopbot serve` next starts")
         else:
             print("no server is running: the run resumes when `loopbot serve` starts")
     return EXIT_OK

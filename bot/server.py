@@ -148,7 +148,7 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
         desk = ReviewDesk({"local": local_channel(state_dir, decide_command)})
         runner = Runner(config, store, desk)
         service = Service(store, runner)
-        http = HttpServer(create_app(store, state_dir), sock)
+        http = HttpServer(create_app(store, state_dir, service=service), sock)
         http.install_signal_handlers()
         lock.update(port=http.port)
         log.info(

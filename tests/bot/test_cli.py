@@ -139,6 +139,24 @@ def test_status_json_shape_and_no_secrets(config: Path, capsys: pytest.CaptureFi
     assert TOKEN not in table
 
 
+@pytest.mark.parametrize(
+    ("role", "said"),
+    [(ROLE_SERVE, "resumes the run within a second"), (ROLE_RUN, "resumes when `loopbot serve` next starts")],
+)
+def test_decide_says_who_will_apply_it_by_what_holds_the_state_dir(
+    config: Path, capsys: pytest.CaptureFixture[str], role: str, said: str
+) -> None:
+    cli(capsys, "run", "demo", "--config", str(config))
+    holder = ServeLock(config.parent / "state")
+    holder.acquire(role=role)
+    try:
+        code, out, err = cli(capsys, "decide", "demo-1", "approve", "--config", str(config))
+    finally:
+        holder.release()
+    assert code == EXIT_OK, err
+    assert said in out and f"(pid {os.getpid()})" in out
+
+
 def test_decide_records_a_vote_and_says_who_applies_it(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cli(capsys, "run", "demo", "--config", str(config))
     code, out, err = cli(capsys, "decide", "DEMO-1", "lgtm", "--config", str(config))

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from bot.config import load_config
+import bot.server as server_module
 from bot.server import HttpServer, serve
+from bot.service import Service
 from bot.store import ServeLock
 
 from .runtime_support import demo, write_config
@@ -52,3 +54,11 @@ def test_serve_without_slack_or_github_warns_about_nothing(
 ) -> None:
     serve_once(write_config(tmp_path, [demo()]), monkeypatch)
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_serve_lets_healthz_watch_the_tick_it_started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wired: dict[str, Any] = {}
+    real = server_module.create_app
+    monkeypatch.setattr(server_module, "create_app", lambda *a, **kw: (wired.update(kw), real(*a, **kw))[1])
+    serve_once(write_config(tmp_path, [demo()]), monkeypatch)
+    assert isinstance(wired.get("service"), Service)
