@@ -12,8 +12,10 @@ File names are lower-cased ids, so lookups are case-insensitive.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
+import logging
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -39,6 +41,8 @@ from .base import (
 )
 
 __all__ = ["FileStore"]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 D = TypeVar("D")
@@ -266,12 +270,22 @@ class FileStore:
         return self._decode(path, document, build)
 
     def take_requests(self) -> list[Request]:
-        """Every pending request, oldest first; each stays until ``finish_request``."""
+        """Every pending request, oldest first; each stays until ``finish_request``.
+
+        A damaged request file is renamed ``<name>.corrupt`` (and logged) rather
+        than raised on every call: one bad file must not block every run asked for.
+        """
         requests = []
         for path in self._ids("inbox"):
-            document = self._read(path, DOC_FORMAT)
-            if document is not None:  # finished by another thread since listing
-                requests.append(self._load_request(path, document))
+            try:
+                document = self._read(path, DOC_FORMAT)
+                if document is not None:  # finished by another thread since listing
+                    requests.append(self._load_request(path, document))
+            except CorruptDocumentError as err:
+                aside = path.with_name(path.name + ".corrupt")
+                with contextlib.suppress(FileNotFoundError):
+                    os.replace(path, aside)
+                    log.error("%s; moved it to %s, other requests go on", err, aside.name)
         return sorted(requests, key=lambda r: (_number(r.id), r.id))
 
     def finish_request(self, request_id: str) -> None:

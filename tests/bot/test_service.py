@@ -232,7 +232,7 @@ def test_one_review_that_fails_does_not_stop_the_others(tmp_path: Path, caplog: 
     assert errors[0].exc_info is not None
 
 
-def test_a_corrupt_inbox_request_is_logged_once_and_reviews_still_move(tmp_path: Path, caplog: Any) -> None:
+def test_a_corrupt_inbox_request_is_set_aside_once_and_the_rest_still_moves(tmp_path: Path, caplog: Any) -> None:
     b = bench(tmp_path, [demo()])
     run = b.runner.run_foreground("demo")
     assert run is not None and run.review_id
@@ -245,8 +245,10 @@ def test_a_corrupt_inbox_request_is_logged_once_and_reviews_still_move(tmp_path:
     settle(service, b)
     assert b.store.get_run(run.id).status == "completed"
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
-    assert len(errors) == 1 and "run requests cannot be taken" in errors[0].getMessage()
-    assert "request-7.json" in errors[0].getMessage()
+    assert len(errors) == 1 and "moved it to request-7.json.corrupt" in errors[0].getMessage()
+    assert (inbox / "request-7.json.corrupt").exists()
+    later = b.store.enqueue_request("run", {"loop": "demo", "trigger": "cli"})
+    assert [r.id for r in b.store.take_requests()] == [later]  # the inbox is not blocked
 
 
 def test_an_outcome_the_run_refuses_fails_run_and_review_once(tmp_path: Path, caplog: Any) -> None:

@@ -261,6 +261,19 @@ def test_corrupt_document_is_named(tmp_path: Path) -> None:
         store.get_review("demo-1")
 
 
+def test_a_corrupt_request_is_set_aside_once_and_the_others_are_taken(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = FileStore(tmp_path)
+    first, second = store.enqueue_request("run", {"loop": "a"}), store.enqueue_request("run", {"loop": "b"})
+    broken = tmp_path / "inbox" / f"{first}.json"
+    broken.write_text('{"format": 1, "id": "req')
+    assert [r.id for r in store.take_requests()] == [second]
+    assert not broken.exists() and broken.with_name(broken.name + ".corrupt").read_text().startswith('{"format"')
+    assert [r.id for r in store.take_requests()] == [second]
+    assert len([r for r in caplog.records if "moved it to" in r.getMessage()]) == 1 and str(broken) in caplog.text
+
+
 def test_newer_format_is_refused_naming_file_and_versions(tmp_path: Path) -> None:
     store = FileStore(tmp_path)
     store.put_run(make_run())
