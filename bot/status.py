@@ -15,6 +15,9 @@ from bot.store.base import RunRecord
 
 __all__ = ["run_view", "review_view", "render_json", "render_table"]
 
+#: What the ANSWER WITH column says of a review no longer open.
+_NOT_OPEN = {"decided": "(being applied)", "failed": "(could not be applied: see the run's reason)"}
+
 
 def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat(timespec="seconds")
@@ -94,7 +97,7 @@ def render_table(runs: list[RunRecord], reviews: list[Review], decide_command: s
                 [
                     r.id, r.run_id, r.status, f"{len(r.approvals)}/{r.policy.approvals_required}",
                     ", ".join(f"{v.voter}:{v.decision.name.lower()}" for v in r.votes) or "-",
-                    f"{decide_command} {r.id} approve" if r.status == "open" else "(being applied)",
+                    f"{decide_command} {r.id} approve" if r.status == "open" else _NOT_OPEN.get(r.status, ""),
                 ]
                 for r in pending
             ],
