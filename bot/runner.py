@@ -268,16 +268,16 @@ class Runner:
         engine = self._engine(run)
         try:
             result, final = asyncio.run(continue_run(engine, state, response))
-        except ValueError as err:  # the engine refused the outcome (e.g. a change it cannot make)
-            if isinstance(err, StoreError):
-                raise
+        except (RunInterrupted, StoreError):
+            raise  # shutdown, or a store to retry later: the review stays decided
+        except Exception as err:  # refused (e.g. a change it cannot make) or crashed: either way, once
             self._outcome_refused(review, run.id, err)
             return
         self._desk.update(review, outcome_text(review))
         self._store.update_review(review.id, lambda r: mark_applied(r, now=self._clock()))
         self._settle(run.id, result, final)
 
-    def _outcome_refused(self, review: Review, run_id: str, err: ValueError) -> None:
+    def _outcome_refused(self, review: Review, run_id: str, err: Exception) -> None:
         """Fail the run, then the review, once: a decided review left as it is would be retried every tick.
 
         In that order, so a crash between the two leaves a decided review
@@ -285,7 +285,7 @@ class Runner:
         """
         assert review.outcome is not None
         reason = f"review {review.id}'s {review.outcome.decision.name.lower()} could not be applied: {err}"
-        log.error("run %s failed: %s", run_id, reason)
+        log.error("run %s failed: %s", run_id, reason, exc_info=not isinstance(err, ValueError))
         self._store.update_run(run_id, lambda r: self._finish(r, "failed", reason))
         self._store.update_review(review.id, lambda r: mark_failed(r, reason))
         self._desk.update(review, f"Failed: {reason}")

@@ -11,6 +11,7 @@ import pytest
 
 from bot.posting import ReviewDesk, local_channel
 from bot.reviews import Outcome, Review, Vote, cast_vote
+import bot.runner as runner_module
 from bot.runner import Runner
 from bot.service import RUN_REQUEST, Service
 from bot.store import FileStore
@@ -276,6 +277,26 @@ def test_an_outcome_the_run_refuses_fails_run_and_review_once(tmp_path: Path, ca
     settle(service, b)
     assert b.store.get_run(run.id).updated_at == updated_at
     assert caplog.text.count("could not be applied") == 1
+
+
+def test_an_outcome_whose_resume_crashes_fails_run_and_review_once(
+    tmp_path: Path, caplog: Any, monkeypatch: Any
+) -> None:
+    b = bench(tmp_path, [demo()])
+    run = b.runner.run_foreground("demo")
+    assert run is not None and run.review_id
+    b.store.update_review(run.review_id, lambda r: cast_vote(r, Vote("local:bob", HumanDecision.APPROVE), now=T0))
+
+    def crash(*args: Any) -> Any:
+        raise RuntimeError("engine bug")
+
+    monkeypatch.setattr(runner_module, "continue_run", crash)
+    service = service_for(b)
+    settle(service, b)
+    settle(service, b)
+    assert b.store.get_run(run.id).status == "failed" and b.store.get_review(run.review_id).status == "failed"
+    assert "could not be applied: engine bug" in (b.store.get_run(run.id).reason or "")
+    assert caplog.text.count("could not be applied") == 1 and "Traceback" in caplog.text
 
 
 def test_the_escalation_entry_in_the_local_review_file_says_escalated_once(tmp_path: Path) -> None:
