@@ -124,5 +124,5 @@ class ReviewDesk:
                 refs.append(channel.post_escalation(post, text).to_dict())
             except ChannelError as err:
                 log.error("could not escalate review %s to %s: %s", review.id, name, err)
-        log.warning("review %s escalated: %s", review.id, text)
+        log.warning("%s (posted to %d target(s))", text, len(refs))
         return refs

@@ -129,7 +129,9 @@ def test_a_local_escalation_target_needs_no_other_channel(tmp_path: Path, caplog
     with caplog.at_level(logging.WARNING):
         settle(service, b)
     assert b.channel.kinds() == ["post", "escalate"] and "Escalated: review demo-1" in b.channel.calls[-1][2]
-    assert "not configured" not in caplog.text and "review demo-1 escalated" in caplog.text
+    assert "not configured" not in caplog.text
+    assert caplog.text.count("Escalated") == 1 and "Escalated: review demo-1 has had no decision" in caplog.text
+    assert "(posted to 1 target(s))" in caplog.text
 
 
 def test_default_pause_keeps_the_review_open_and_quiet(tmp_path: Path) -> None:
