@@ -15,19 +15,18 @@ from loop_engine.types import (
     Budget,
     ComponentType,
     ExecutionState,
-    Failure,
     FailureStatus,
     LoopContext,
     LoopState,
     LoopStatus,
     Plan,
-    RecoveryAction,
     RecoveryStrategy,
     Step,
 )
 
 from .loops import flaky_actor, make_engine
 from .test_engine import assert_legal
+from .test_recovery import Always
 
 
 class PlannerOf:
@@ -120,14 +119,6 @@ async def test_an_error_escaping_the_components_ends_the_run_failed_and_propagat
     assert state.stop_reason == "internal error: OSError: disk full"
     assert state.failures[-1].status is FailureStatus.TERMINAL and state.failures[-1].source_component == "engine"
     assert_legal(engine)
-
-
-class Always:
-    def __init__(self, strategy: RecoveryStrategy) -> None:
-        self.strategy = strategy
-
-    def recover(self, failure: Failure, state: LoopState, context: LoopContext) -> RecoveryAction:
-        return RecoveryAction(strategy=self.strategy)
 
 
 class ReplacingPlanner(ListPlanner):
