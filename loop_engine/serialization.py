@@ -254,6 +254,21 @@ def _member(table: dict[str, Any], name: Any, label: str) -> Any:
         raise ValueError(f"{label}: {name!r} is not one of {', '.join(table)}") from None
 
 
+def _check_header(state: LoopState) -> None:
+    """The fields the engine computes with: a wrong type here would fail far from the file."""
+    for name in ("current_iteration", "checkpoint_counter", "consecutive_failures"):
+        value = getattr(state, name)
+        if type(value) is not int or value < 0:
+            raise ValueError(f"{name} must be a whole number >= 0, got {value!r}")
+    for name in ("metadata", "counters"):
+        if type(getattr(state, name)) is not dict:
+            raise ValueError(f"{name} must be an object, got {getattr(state, name)!r}")
+    for name in ("trace_id", "stop_reason"):
+        value = getattr(state, name)
+        if value is not None and type(value) is not str:
+            raise ValueError(f"{name} must be a string or null, got {value!r}")
+
+
 def _dt(value: str | None) -> datetime | None:
     return None if value is None else _fromiso(value)
 
@@ -373,7 +388,9 @@ def state_from_dict(data: dict[str, Any]) -> LoopState:
     try:
         with gc_paused():
             plan = None if data["current_plan"] is None else _plan_from(data["current_plan"])
-            return LoopState(
+            if plan is not None:
+                plan.check_shape()
+            state = LoopState(
                 status=decode_enum(LoopStatus, data["status"], "status"),
                 execution_state=decode_enum(ExecutionState, data["execution_state"], "execution_state"),
                 current_iteration=data["current_iteration"],
@@ -397,6 +414,8 @@ def state_from_dict(data: dict[str, Any]) -> LoopState:
                 decisions=[ReviewResponse.from_dict(d) for d in data["decisions"]],
                 consecutive_failures=data["consecutive_failures"],
             )
+            _check_header(state)
+            return state
     except KeyError as exc:
         raise CorruptStateError(f"state document is missing key {exc.args[0]!r}") from None
     except (TypeError, ValueError, IndexError, AttributeError) as exc:

@@ -392,3 +392,26 @@ def test_a_value_that_contains_itself_is_refused_by_name_not_with_a_recursion_er
     state = LoopState(current_plan=Plan(steps=[Step(id="s1", output=loop)]))
     with pytest.raises(NotJSONSerialisableError, match="step 's1' output: nested too deeply, or contains itself"):
         state_to_dict(state)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("current_iteration", "3", "current_iteration must be a whole number >= 0, got '3'"),
+        ("consecutive_failures", -1, "consecutive_failures must be a whole number >= 0"),
+        ("metadata", [1], "metadata must be an object"),
+        ("trace_id", 5, "trace_id must be a string or null"),
+    ],
+)
+def test_header_fields_of_the_wrong_type_are_refused_on_load(key: str, value: object, message: str) -> None:
+    document = state_to_dict(LoopState())
+    document[key] = value
+    with pytest.raises(CorruptStateError, match=message):
+        state_from_dict(document)
+
+
+def test_a_plan_step_of_the_wrong_shape_is_refused_on_load() -> None:
+    document = state_to_dict(LoopState(current_plan=Plan(steps=[Step(id="a")])))
+    document["current_plan"]["steps"][0]["id"] = 7
+    with pytest.raises(CorruptStateError, match="step ids are non-empty strings"):
+        state_from_dict(document)
