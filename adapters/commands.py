@@ -32,7 +32,7 @@ from typing import Any, Literal
 import yaml
 
 from loop_engine.checkpoint import HumanDecision
-from loop_engine.engine_decisions import MODIFY_KEYS
+from loop_engine.engine_decisions import MODIFY_KEYS, modifications_problem
 
 from .durations import parse_duration
 from .suggest import did_you_mean
@@ -215,7 +215,8 @@ def modification_problem(modifications: dict[str, Any]) -> str | None:
     flat = [key for key in MODIFY_KEYS if key in modifications and not isinstance(modifications[key], dict)]
     if flat:
         return f"modify: {flat[0]} takes keys under it (e.g. {flat[0]}.KEY=VALUE), not a single value"
-    return None
+    problem = modifications_problem(modifications)  # the engine's own rules for what is under each key
+    return None if problem is None else f"modify: {problem}"
 
 
 def _parse_block(info: str, body: str) -> dict[str, Any]:

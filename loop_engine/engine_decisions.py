@@ -41,7 +41,7 @@ from .recovery import failed_step
 from .review import HumanDecision, ReviewRequest, ReviewResponse
 from .types import ExecutionState, Failure, FailureStatus, Plan, Step, StepStatus
 
-__all__ = ["DecisionsMixin", "MODIFY_KEYS"]
+__all__ = ["DecisionsMixin", "MODIFY_KEYS", "modifications_problem"]
 
 MODIFY_KEYS = ("context", "plan", "step")
 _STEP_KEYS = ("description", "metadata", "output")
@@ -166,19 +166,10 @@ class DecisionsMixin(EngineCore):
 
     def _check_modifications(self, modifications: Any) -> None:
         """Refuse a MODIFY that cannot be applied, before anything is recorded."""
-        if not isinstance(modifications, dict) or not modifications:
-            raise ValueError(f"MODIFY needs a non-empty modifications dict with keys {MODIFY_KEYS}")
-        unknown = sorted(set(modifications) - set(MODIFY_KEYS))
-        if unknown:
-            raise ValueError(f"unknown modification key(s) {unknown}; use {MODIFY_KEYS}")
-        if "context" in modifications and not isinstance(modifications["context"], dict):
-            raise ValueError("modifications['context'] must be a dict merged into the initial context")
+        problem = modifications_problem(modifications)
+        if problem is not None:
+            raise ValueError(problem)
         if "step" in modifications:
-            fields = modifications["step"]
-            if not isinstance(fields, dict) or set(fields) - set(_STEP_KEYS):
-                raise ValueError(f"modifications['step'] must be a dict with keys from {_STEP_KEYS}")
-            if "metadata" in fields and not isinstance(fields["metadata"], dict):
-                raise ValueError("modifications['step']['metadata'] must be a dict")
             pending = self.state.metadata.get(_PENDING) or {}
             failure = self.state.get_failure(pending.get("failure_id", ""))
             if self._modify_target(failure) is None:
@@ -186,19 +177,17 @@ class DecisionsMixin(EngineCore):
         if "plan" in modifications:
             self._check_plan_changes(modifications["plan"])
 
-    def _check_plan_changes(self, changes: Any) -> None:
+    def _check_plan_changes(self, changes: dict[str, Any]) -> None:
         plan = self.state.current_plan
-        if plan is None or not isinstance(changes, dict) or set(changes) - {"skip", "add"}:
-            raise ValueError("modifications['plan'] must be {'skip': [ids], 'add': [steps]} on a run that has a plan")
+        if plan is None:
+            raise ValueError("modifications['plan'] given but the run has no plan yet; change its context instead")
         skip, add = changes.get("skip", []), changes.get("add", [])
-        if not isinstance(skip, list):
-            raise ValueError(f"modifications['plan']['skip'] must be a list of step ids, got {type(skip).__name__}")
         unknown = [s for s in skip if plan.get_step(s) is None]
         if unknown:
             known = [s.id for s in plan.steps]
             raise PlanValidationError(f"cannot skip unknown step id(s) {unknown}; known ids: {known}")
         candidate = Plan(id=plan.id, steps=[Step(id=s.id, dependencies=list(s.dependencies)) for s in plan.steps])
-        candidate.steps.extend(_new_step(spec) for spec in _as_list(add))
+        candidate.steps.extend(_new_step(spec) for spec in add)
         candidate.validate()
 
     def _modify(self, modifications: dict[str, Any], target: Step | None) -> None:
@@ -228,15 +217,54 @@ class DecisionsMixin(EngineCore):
                 target.metadata["output_source"] = "reviewer"
 
 
-def _as_list(value: Any) -> list[Any]:
-    if not isinstance(value, list):
-        raise ValueError(f"modifications['plan']['add'] must be a list of steps, got {type(value).__name__}")
-    return value
+def modifications_problem(modifications: Any) -> str | None:
+    """Why MODIFY cannot take ``modifications``, judged on their shape alone, else None.
+
+    Needs no run, so a vote can be refused when it is cast rather than when
+    the run resumes; ``resume`` checks the same and then what needs the run
+    (that the step exists, that skipped ids are in the plan).
+    """
+    if not isinstance(modifications, dict) or not modifications:
+        return f"MODIFY needs a non-empty modifications dict with keys {MODIFY_KEYS}"
+    unknown = sorted(set(modifications) - set(MODIFY_KEYS))
+    if unknown:
+        return f"unknown modification key(s) {unknown}; use {MODIFY_KEYS}"
+    if "context" in modifications and not isinstance(modifications["context"], dict):
+        return "modifications['context'] must be a dict merged into the initial context"
+    if "step" in modifications:
+        fields = modifications["step"]
+        if not isinstance(fields, dict) or not fields:
+            return f"modifications['step'] must be a dict with keys from {_STEP_KEYS}"
+        extra = sorted(set(fields) - set(_STEP_KEYS))
+        if extra:
+            return f"modifications['step'] cannot change {extra}; use keys from {_STEP_KEYS}"
+        if "metadata" in fields and not isinstance(fields["metadata"], dict):
+            return "modifications['step']['metadata'] must be a dict"
+    if "plan" in modifications:
+        return _plan_changes_problem(modifications["plan"])
+    return None
 
 
-def _new_step(spec: Any) -> Step:
-    if not isinstance(spec, dict) or not isinstance(spec.get("id"), str) or not spec["id"]:
-        raise ValueError(f"an added step needs at least a string 'id', got {spec!r}")
+def _plan_changes_problem(changes: Any) -> str | None:
+    if not isinstance(changes, dict) or not changes or set(changes) - {"skip", "add"}:
+        return "modifications['plan'] must be {'skip': [step ids], 'add': [steps]} (either or both)"
+    skip = changes.get("skip", [])
+    if not isinstance(skip, list) or not all(isinstance(s, str) for s in skip):
+        return f"modifications['plan']['skip'] must be a list of step ids, got {skip!r}"
+    add = changes.get("add", [])
+    if not isinstance(add, list):
+        return f"modifications['plan']['add'] must be a list of steps, got {type(add).__name__}"
+    for spec in add:
+        if not isinstance(spec, dict) or not isinstance(spec.get("id"), str) or not spec["id"]:
+            return f"an added step needs at least a string 'id', got {spec!r}"
+        deps = spec.get("dependencies", [])
+        if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
+            return f"added step {spec['id']!r}: dependencies must be a list of step ids, got {deps!r}"
+    return None
+
+
+def _new_step(spec: dict[str, Any]) -> Step:
+    """An added step; ``modifications_problem`` has checked its shape."""
     return Step(
         id=spec["id"],
         description=str(spec.get("description", "")),

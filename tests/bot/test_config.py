@@ -400,6 +400,17 @@ def test_a_repeated_key_is_refused_not_silently_replaced(tmp_path: Path, text: s
     assert fragment in one_error(tmp_path, text)
 
 
+def test_yaml_merge_keys_still_work_and_explicit_keys_override_them(tmp_path: Path) -> None:
+    text = (
+        "loops:\n"
+        "- &base {name: a, pattern: demo, run_on_start: true}\n"
+        "- <<: *base\n"
+        "  name: b\n"
+    )
+    loops = load_config(write(tmp_path, text), {}).loops
+    assert [(loop.name, loop.run_on_start) for loop in loops] == [("a", True), ("b", True)]
+
+
 def test_the_same_key_in_different_mappings_is_fine(tmp_path: Path) -> None:
     text = "loops:\n- {name: a, pattern: demo}\n- {name: b, pattern: demo}\n"
     assert [loop.name for loop in load_config(write(tmp_path, text), {}).loops] == ["a", "b"]
