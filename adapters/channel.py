@@ -26,7 +26,8 @@ class ReviewPost:
     """What a channel shows for one review.
 
     Each channel words its own way to answer (a decide line, buttons, a slash
-    command); ``reviewers_hint`` says who may answer.
+    command); ``reviewers_hint`` says who may answer and ``approvals_required``
+    how many of them must agree, so nobody approves and waits unaware.
     """
 
     review_id: str
@@ -34,6 +35,7 @@ class ReviewPost:
     run_id: str
     request: ReviewRequest
     reviewers_hint: str = ""
+    approvals_required: int = 1
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,7 @@ VERBS: tuple[VerbSpec, ...] = (
              "change the run, then continue: context.KEY=VALUE, step.description=..., plan.skip=[...] "
              "(or one fenced ```json / ```yaml block)"),
     VerbSpec(HumanDecision.PAUSE, ("pause",), "pause [review-id] [duration]",
-             "keep it waiting and silence reminders for a while, e.g. 2h or 1d (default 24h)"),
+             "keep it waiting and silence reminders for a while, e.g. 2h or 1d (default 24h, at most 366d)"),
     VerbSpec("status", ("status",), "status [review-id]", "show open reviews and runs"),
     VerbSpec("help", ("help",), "help", "show this help"),
 )

@@ -77,7 +77,9 @@ class LocalChannel:
             f"- **Run:** {post.run_id}",
         ]
         if post.reviewers_hint:
-            lines.append(f"- **Who can answer:** {post.reviewers_hint}")
+            lines.append(f"- **Who can answer:** needs {post.approvals_required} of: {post.reviewers_hint}")
+        else:
+            lines.append(f"- **Approvals needed:** {post.approvals_required}")
         lines += ["", post.request.to_markdown().rstrip(), "", "## How to answer", ""]
         lines += ["```sh", *answer_lines(post.review_id, self.decide_command), "```", ""]
         return "\n".join(lines)

@@ -15,14 +15,16 @@ import getpass
 import os
 import shlex
 import shutil
+import signal
 import sys
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from adapters.commands import CommandError, decision_from_word, modification_problem, parse_assignments
+from adapters.commands import VERBS, CommandError, decision_from_word, modification_problem, parse_assignments
 from adapters.durations import parse_duration
+from adapters.suggest import did_you_mean
 from loop_engine.checkpoint import HumanDecision
 
 from bot.config import BotConfig, ConfigError, load_config
@@ -32,19 +34,27 @@ from bot.status import render_json, render_table
 from bot.store import AlreadyRunningError, FileStore, ServeLock, StoreError, UnknownReviewError
 from bot.store.lock import ROLE_RUN, ROLE_SERVE, role_of
 
-__all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_LOCKED"]
+if TYPE_CHECKING:  # pragma: no cover - typing only; run loads these when it needs them
+    from adapters.local import LocalChannel
+    from bot.runner import Runner
+
+__all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_LOCKED", "EXIT_SIGNAL_BASE"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_LOCKED = 3
+#: A foreground run stopped by a signal exits 128 + its number: 130 for Ctrl-C (SIGINT), 143 for SIGTERM.
+EXIT_SIGNAL_BASE = 128
 
 EPILOG = """\
 exit codes:
   0  done (run: completed, paused for review, or handed to the server)
-  1  failed: invalid config, a vote refused, a run that failed or was rejected, an unusable store
+  1  failed: invalid config, a vote refused, a run that failed or was rejected, an unusable store,
+     a run not started because its loop already has an active run
   2  usage: unknown command, loop, review id or decision word
   3  serve, run: another loopbot serve, or a foreground run, holds this state_dir (the message names its pid)
+  130, 143  run: stopped by Ctrl-C (SIGINT) or SIGTERM; the run is saved and `loopbot serve` continues it
 
 config: --config PATH, else $LOOPBOT_CONFIG, else config.yaml
 """
@@ -163,6 +173,37 @@ def cmd_serve(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
         return EXIT_FAILED
 
 
+def _run_here(runner: Runner, store: FileStore, local: LocalChannel, loop: str, path: Path) -> int:
+    """The foreground run itself, under the state dir's lock: report where it ended."""
+    from bot.foreground import StopOnSignal, active_run_help
+    from bot.worker import saved_progress
+
+    with StopOnSignal(runner) as stop:
+        try:
+            run = runner.run_foreground(loop)
+        except KeyboardInterrupt:
+            active = runner.active_run(loop)
+            named = f"run {active.id}" if active else "the run"
+            _err(f"aborted: {named} stopped mid-step; `loopbot serve` continues it from its last saved step")
+            return EXIT_SIGNAL_BASE + signal.SIGINT
+    if run is None:  # the loop's slot is taken; we hold the state dir, so nothing else moves that run
+        active = runner.active_run(loop)
+        assert active is not None
+        for line in active_run_help(active, store, local, _decide_command(path)):
+            _err(line)
+        return EXIT_FAILED
+    if run.status == "running" and stop.signum is not None:
+        progress = saved_progress(store.load_snapshot(run.id))
+        print(f"interrupted: run {run.id} is saved {progress}; `loopbot serve` continues it")
+        return EXIT_SIGNAL_BASE + stop.signum
+    print(f"run {run.id}: {run.status}" + (f" - {run.reason}" if run.reason else ""))
+    if run.status == "waiting" and run.review_id:
+        print(f"review {run.review_id}: {local.path_for(run.review_id)}")
+        print(f"approve with: {_decide_command(path)} {run.review_id} approve")
+        print("then start `loopbot serve` to resume the run once it is decided")
+    return EXIT_OK if run.status in ("completed", "waiting") else EXIT_FAILED
+
+
 def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     from bot.posting import ReviewDesk, local_channel
     from bot.runner import Runner
@@ -190,24 +231,19 @@ def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
         setup_logging(secrets=_secrets(config))
         local = local_channel(state_dir, _decide_command(path))
         runner = Runner(config, store, ReviewDesk({"local": local}), catalog=catalog)
-        run = runner.run_foreground(args.loop)
+        return _run_here(runner, store, local, args.loop, path)
     finally:
         lock.release()
-    if run is None:
-        print(f"not started: loop {args.loop} already has an active run (see `loopbot status`)")
-        return EXIT_OK
-    print(f"run {run.id}: {run.status}" + (f" - {run.reason}" if run.reason else ""))
-    if run.status == "waiting" and run.review_id:
-        print(f"review {run.review_id}: {local.path_for(run.review_id)}")
-        print(f"approve with: {_decide_command(path)} {run.review_id} approve")
-        print("then start `loopbot serve` (or leave it running) to resume the run")
-    return EXIT_OK if run.status in ("completed", "waiting") else EXIT_FAILED
 
 
 def cmd_status(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     store = FileStore(config.state_dir)
     runs, reviews = store.list_runs(), store.list_reviews()
-    text = render_json(runs, reviews) if args.json else render_table(runs, reviews, _decide_command(path))
+    holder = ServeLock.holder(config.state_dir)
+    serving = holder is not None and role_of(holder) == ROLE_SERVE
+    text = render_json(runs, reviews) if args.json else render_table(
+        runs, reviews, _decide_command(path), serving=serving, voter=_voter_name(None)
+    )
     print(RedactingFilter(_secrets(config)).redact(text))
     return EXIT_OK
 
@@ -225,10 +261,17 @@ def _login_name_as_user() -> None:
             os.environ["USER"] = getpass.getuser()
 
 
-def _voter_name(args: argparse.Namespace) -> str | None:
+def _voter_name(given: str | None) -> str | None:
     """--as, else $LOOPBOT_USER, else $USER (what the example config names)."""
-    return args.voter or os.environ.get("LOOPBOT_USER") or os.environ.get("USER")
+    return given or os.environ.get("LOOPBOT_USER") or os.environ.get("USER")
 
+
+_DECISION_SPECS = [spec for spec in VERBS if isinstance(spec.verb, HumanDecision)]
+_DECISION_WORDS = [name for spec in _DECISION_SPECS for name in spec.names]
+#: "decisions: approve (lgtm, yes), reject (deny, no), ..." - the words `decide` takes.
+_DECISIONS = "decisions: " + ", ".join(
+    spec.names[0] + (f" ({', '.join(spec.names[1:])})" if spec.names[1:] else "") for spec in _DECISION_SPECS
+)
 
 _DECIDE_USAGE = {
     None: "usage: loopbot decide REVIEW DECISION [DURATION] [--feedback TEXT] [--set KEY=VALUE ...] [--as NAME]",
@@ -268,20 +311,28 @@ def cmd_decide(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     from bot.runner import utcnow
 
     now = utcnow()
-    decision: HumanDecision | None = None
     try:
         decision = decision_from_word(args.decision)
+    except CommandError:  # its message is the chat help: say it in the CLI's words
+        hint = did_you_mean(args.decision, _DECISION_WORDS)
+        _err(f'unknown decision "{args.decision}"{hint}\n{_DECIDE_USAGE[None]}\n{_DECISIONS}')
+        return EXIT_USAGE
+    try:
         modifications = _changes(args, decision, now)
     except CommandError as err:
         _err(f"{err}\n{_DECIDE_USAGE.get(decision, _DECIDE_USAGE[None])}")
         return EXIT_USAGE
     store = FileStore(config.state_dir)
     try:
-        store.get_review(args.review)
+        review = store.get_review(args.review)
     except UnknownReviewError as err:
         _err(str(err))
         return EXIT_USAGE
-    voter = _voter_name(args)
+    if decision is HumanDecision.REJECT and not args.feedback.strip() and review.outcome is None:
+        # the vote rules would refuse it too, but with the chat's syntax
+        _err(f'a reject needs a reason: {_decide_command(path)} {review.id} reject --feedback "the labels are wrong"')
+        return EXIT_FAILED
+    voter = _voter_name(args.voter)
     if not voter:
         _err("cannot tell who is voting: pass --as NAME or set LOOPBOT_USER")
         return EXIT_USAGE

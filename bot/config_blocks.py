@@ -18,7 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, f
 from loop_engine.checkpoint import CheckpointConfig, CheckpointPresets
 from loop_engine.errors import ConfigurationError
 
-from adapters.durations import parse_duration
+from adapters.durations import duration_from_seconds, parse_duration
 from adapters.suggest import did_you_mean
 from .reviews import Reviewers, ReviewPolicy
 
@@ -46,13 +46,15 @@ _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
 def _duration(value: Any) -> Any:
-    """Durations are "30m"-style strings or plain seconds."""
+    """Durations are "30m"-style strings or plain seconds, bounded by ``MAX_DURATION`` either way.
+
+    The bound is checked here, at load, so ``check`` refuses a deadline that
+    would overflow the date arithmetic of every tick.
+    """
     if isinstance(value, str):
         return parse_duration(value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if value <= 0:
-            raise ValueError(f"duration must be longer than zero, got {value}")
-        return timedelta(seconds=value)
+        return duration_from_seconds(value)
     return value
 
 

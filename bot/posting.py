@@ -16,7 +16,7 @@ from adapters.channel import Channel, ChannelError, MessageRef, ReviewPost
 from adapters.local import LocalChannel
 from loop_engine.checkpoint import ReviewRequest
 
-from bot.reviews import Review
+from bot.reviews import Review, changes_text
 
 __all__ = ["ReviewDesk", "review_post", "outcome_text", "local_channel", "LOCAL_REVIEWS_DIR"]
 
@@ -40,11 +40,12 @@ def review_post(review: Review) -> ReviewPost:
         run_id=review.run_id,
         request=ReviewRequest.from_dict(review.request),
         reviewers_hint=(", ".join(local) if local else ""),
+        approvals_required=review.policy.approvals_required,
     )
 
 
 def outcome_text(review: Review) -> str:
-    """'Decided: APPROVE by local:alice at T' - or says plainly that it timed out."""
+    """'Decided: APPROVE by local:alice at T' - or says plainly that it timed out; a MODIFY shows its changes."""
     outcome = review.outcome
     if outcome is None:
         return "Undecided"
@@ -52,8 +53,9 @@ def outcome_text(review: Review) -> str:
     if outcome.timed_out:
         return f"Timed out: {outcome.decision.name} (default) at {when}. {outcome.feedback}".strip()
     who = ", ".join(outcome.decided_by)
+    changes = f" with changes {changes_text(outcome.modifications)}" if outcome.modifications else ""
     note = f" - {outcome.feedback}" if outcome.feedback else ""
-    return f"Decided: {outcome.decision.name} by {who} at {when}{note}"
+    return f"Decided: {outcome.decision.name} by {who} at {when}{changes}{note}"
 
 
 def _target_names(targets: list[Any]) -> list[str]:

@@ -105,11 +105,14 @@ class Vote:
 
 @dataclass
 class Reviewers:
-    """Who may vote; None or empty everywhere means anyone who can reach the channel.
+    """Who may vote; nothing set (every key None) means anyone who can reach the channel.
 
-    Once any list is set, a voter must be named by the list of their own
-    channel (or pass the channel's membership check for groups, teams and
-    ``github_min_permission``); a channel with no list refuses everyone.
+    Once any key is set - even to an empty list - a voter must be named by the
+    list of their own channel (or pass the channel's membership check for
+    groups, teams and ``github_min_permission``); a channel with no list, or
+    an empty one, refuses everyone. ``local: []`` is read as "nobody votes
+    locally", never as "anyone": an empty list that opened the door to all
+    would turn a config slip into a hole.
     """
 
     local: list[str] | None = None
@@ -121,7 +124,7 @@ class Reviewers:
 
     @property
     def anyone(self) -> bool:
-        return not any(self.to_dict().values())
+        return all(value is None for value in self.to_dict().values())
 
     def to_dict(self) -> dict[str, Any]:
         return {

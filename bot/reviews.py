@@ -7,12 +7,13 @@ read-modify-write (``store.update_review(id, lambda r: cast_vote(r, v, now=now))
 
 Rules (design.md "Decide"): only REJECT (a veto) and PAUSE act on one vote;
 APPROVE, RETRY and MODIFY each need ``approvals_required`` distinct people
-voting that same decision - for MODIFY, the changes applied are those of the
-vote that completes the count. One vote per person, replaced while the review
-is open; the first outcome wins; PAUSE silences reminders, escalation and the
-default decision until an aware time (a time without a zone is refused: it
-would be read in nobody's time zone); deadlines decide with the policy
-default, marked as timed out. A vote carries only changes its decision can
+voting that same decision - for MODIFY, with the very same changes, so no
+one's changes are dropped for someone else's. One vote per person, replaced
+while the review is open (the reply says what it replaced); the first
+outcome wins; PAUSE silences reminders, escalation and the default decision
+until an aware, future time (a time without a zone is refused: it would be
+read in nobody's time zone); deadlines decide with the policy default,
+marked as timed out. A vote carries only changes its decision can
 use (MODIFY: the engine's keys; PAUSE: ``until``), so an outcome never fails
 when the run resumes for a reason the voter could have been told.
 The records themselves (Vote, Review, ...) live in ``bot.review_records``
@@ -22,13 +23,16 @@ and are re-exported here.
 from __future__ import annotations
 
 import contextlib
+import json
+import re
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from loop_engine.checkpoint import HumanDecision
 
 from adapters.commands import modification_problem
-from adapters.durations import format_duration, parse_duration
+from adapters.durations import DurationRangeError, format_duration, parse_duration
 from .review_records import (
     DEFAULT_PAUSE,
     REVIEW_FORMAT,
@@ -56,6 +60,7 @@ __all__ = [
     "MembershipCheck",
     "authorize",
     "cast_vote",
+    "changes_text",
     "due_actions",
     "decide_by_timeout",
     "mark_applied",
@@ -64,6 +69,11 @@ __all__ = [
 
 #: Decisions that take effect on one person's vote; the others need ``approvals_required`` people.
 SINGLE_VOTE = (HumanDecision.REJECT, HumanDecision.PAUSE)
+#: How far ahead ``pause --set until=TIME`` may reach: further is a typo, and near year 9999 the
+#: deadline arithmetic after the pause would overflow on every tick.
+MAX_PAUSE_AHEAD = timedelta(days=3653)
+#: "2031-01-01Z" / "2031-01-01+01:00": a zone with no time before it (Python reads the latter as 01:00, no zone).
+_DATE_THEN_ZONE = re.compile(r"\A(\d{4}-\d{2}-\d{2})(Z|[+-]\d{2}:\d{2})\Z", re.IGNORECASE)
 
 @dataclass
 class VoteResult:
@@ -89,6 +99,8 @@ def authorize(reviewers: Reviewers, voter: str, is_member: MembershipCheck | Non
     if channel == "local":
         if key in _fold(reviewers.local):
             return None
+        if reviewers.local == []:
+            return "review.reviewers.local is empty, so nobody may vote locally; add names to it (e.g. local: [alice])"
         named = ", ".join(reviewers.local or []) or "nobody"
         return f"{name} is not a reviewer of this loop for local votes (review.reviewers.local: {named})"
     if channel == "slack":
@@ -116,32 +128,61 @@ def _already_decided(review: Review) -> str:
     return f"already decided by {outcome.by} at {outcome.decided_at.isoformat()} ({how}{outcome.decision.name.lower()})"
 
 
-def _explicit_until(until: object) -> datetime:
-    """An ISO time with a zone; ValueError (the voter's message) otherwise.
+def _explicit_until(until: object, now: datetime) -> datetime:
+    """An ISO time with a zone, later than ``now`` and not absurdly far; ValueError (the voter's message) otherwise."""
+    parsed = _aware_time(until, now)
+    written = until.isoformat() if isinstance(until, datetime) else str(until)
+    if parsed <= now:
+        raise ValueError(
+            f"pause until {written!r} is in the past (it is now {now.isoformat(timespec='minutes')}); "
+            "give a later time, or a duration such as `pause 2h`"
+        )
+    if parsed - now > MAX_PAUSE_AHEAD:
+        raise ValueError(
+            f"pause until {written!r} is more than 10 years ahead; pause until an earlier time, and again when it ends"
+        )
+    return parsed
+
+
+def _aware_time(until: object, now: datetime) -> datetime:
+    """``until`` as an aware datetime; ValueError with a corrected example otherwise.
 
     A time without a zone is refused rather than guessed: UTC and the
     voter's local time can differ by hours, and the voter can say which.
+    Every example a message suggests parses here (the tests check it).
     """
     written = until.isoformat() if isinstance(until, datetime) else str(until)
+    zone_after_date = _DATE_THEN_ZONE.match(written.strip()) if isinstance(until, str) else None
+    if zone_after_date:
+        date, zone = zone_after_date.groups()
+        raise ValueError(f"pause until {written!r} has a zone but no time; write both, e.g. {date}T00:00{zone.upper()}")
     parsed = until if isinstance(until, datetime) else None
     if isinstance(until, str):
         with contextlib.suppress(ValueError):
-            parsed = datetime.fromisoformat(until)
+            parsed = datetime.fromisoformat(until.strip())
     if parsed is None:
-        raise ValueError(f"pause until {written!r} is not an ISO time, e.g. 2031-01-01T09:00+01:00")
+        tomorrow = (now.astimezone(UTC) + timedelta(days=1)).date().isoformat()
+        raise ValueError(f"pause until {written!r} is not an ISO time, e.g. {tomorrow}T09:00+01:00")
     if parsed.tzinfo is None:
-        raise ValueError(f"pause until {written!r} has no time zone; add one, e.g. {written}Z (UTC) or {written}+01:00")
+        base = parsed.isoformat(timespec="minutes" if not (parsed.second or parsed.microsecond) else "auto")
+        raise ValueError(f"pause until {written!r} has no time zone; add one, e.g. {base}Z (UTC) or {base}+01:00")
     return parsed
 
 
 def _pause_until(vote: Vote, now: datetime) -> datetime:
-    """A PAUSE lasts until modifications["until"], else the duration in the feedback, else 24h."""
+    """A PAUSE lasts until modifications["until"], else the duration in the feedback, else 24h.
+
+    Feedback that is not a duration is a note; a duration over the cap is
+    refused, not read as a note, so ``pause 3000000d`` is never a 24h pause.
+    """
     if vote.modifications.get("until") not in (None, ""):
-        return _explicit_until(vote.modifications["until"])
+        return _explicit_until(vote.modifications["until"], now)
     words = vote.feedback.split()
     if words:
         try:
             return now + parse_duration(words[0])
+        except DurationRangeError:
+            raise
         except ValueError:
             pass  # free text, not a duration: the default pause applies
     return now + DEFAULT_PAUSE
@@ -186,29 +227,61 @@ def cast_vote(review: Review, vote: Vote, *, now: datetime, is_member: Membershi
             until = _pause_until(vote, now)
         except ValueError as err:
             return VoteResult(False, str(err))
-        _record(review, replace(vote, modifications={**vote.modifications, "until": until.isoformat()}), now)
+        replaced = _record(review, replace(vote, modifications={**vote.modifications, "until": until.isoformat()}), now)
         review.paused_until = until
         quiet = "no reminders or default decision until then; the review stays open"
-        return VoteResult(True, f"paused until {until.isoformat()}: {quiet}")
-    _record(review, vote, now)
+        return VoteResult(True, f"paused until {until.isoformat()}: {quiet}{replaced}")
+    replaced = _record(review, vote, now)
     outcome = _outcome(review, vote, now)
     if outcome is None:
-        agreeing = sum(1 for v in review.votes if v.decision is vote.decision)
-        required = review.policy.approvals_required
-        return VoteResult(
-            True, f"{vote.decision.name.lower()} from {vote.voter} recorded: {agreeing} of {required} needed"
-        )
+        return VoteResult(True, _tally(review, vote) + replaced)
     review.outcome = outcome
     review.status = "decided"
-    return VoteResult(True, f"decided: {outcome.decision.name.lower()} by {outcome.by}", outcome)
+    changes = f" with changes {changes_text(outcome.modifications)}" if outcome.modifications else ""
+    return VoteResult(True, f"decided: {outcome.decision.name.lower()} by {outcome.by}{changes}{replaced}", outcome)
 
 
-def _record(review: Review, vote: Vote, now: datetime) -> None:
-    """Keep one vote per person: a later vote replaces theirs."""
+def changes_text(changes: dict[str, Any]) -> str:
+    """A vote's changes as people wrote them (JSON), for replies and logs."""
+    return json.dumps(changes, ensure_ascii=False, default=str)
+
+
+def _same_changes(a: Vote, b: Vote) -> bool:
+    """Equal as JSON, not as Python: ``1``, ``1.0`` and ``true`` are different changes to a run."""
+    return json.dumps(a.modifications, sort_keys=True, default=str) == json.dumps(
+        b.modifications, sort_keys=True, default=str
+    )
+
+
+def _agrees(other: Vote, vote: Vote) -> bool:
+    """Does ``other`` count towards ``vote``'s decision? A modify only with identical changes."""
+    if other.decision is not vote.decision:
+        return False
+    return vote.decision is not HumanDecision.MODIFY or _same_changes(other, vote)
+
+
+def _record(review: Review, vote: Vote, now: datetime) -> str:
+    """Keep one vote per person: a later vote replaces theirs. Returns the note saying what it replaced."""
     key = vote.voter.casefold()
+    earlier = next((v for v in review.votes if v.voter.casefold() == key), None)
     review.votes = [v for v in review.votes if v.voter.casefold() != key] + [replace(vote, at=vote.at or now)]
     if vote.delivery_key is not None:
         review.delivery_keys.append(vote.delivery_key)
+    if earlier is None or (_agrees(earlier, vote) and earlier.decision is not HumanDecision.PAUSE):
+        return ""
+    return f"; replaces your earlier {earlier.decision.name.lower()}"
+
+
+def _tally(review: Review, vote: Vote) -> str:
+    """'approve from local:a recorded: 1 of 2 needed'; a modify also names its changes and any rival ones."""
+    counted = sum(1 for v in review.votes if _agrees(v, vote))
+    required = review.policy.approvals_required
+    text = f"{vote.decision.name.lower()} from {vote.voter} recorded: {counted} of {required} needed"
+    if vote.decision is not HumanDecision.MODIFY:
+        return text
+    rivals = [v for v in review.votes if v.decision is HumanDecision.MODIFY and not _same_changes(v, vote)]
+    proposed = "".join(f"; {v.voter} proposed different changes: {changes_text(v.modifications)}" for v in rivals)
+    return f"{text} for these changes: {changes_text(vote.modifications)}{proposed}"
 
 
 def _outcome(review: Review, vote: Vote, now: datetime) -> Outcome | None:
@@ -216,12 +289,13 @@ def _outcome(review: Review, vote: Vote, now: datetime) -> Outcome | None:
 
     A reject vetoes alone; approve, retry and modify need ``approvals_required``
     distinct voters (``review.votes`` holds one vote per person) whose current
-    vote is that decision. A modify applies the completing vote's changes.
+    vote is that decision - for modify, with identical changes, which are the
+    changes applied.
     """
     decision = vote.decision
     if decision in SINGLE_VOTE:
         return Outcome(decision, [vote.voter], now, feedback=vote.feedback)
-    agreeing = [v for v in review.votes if v.decision is decision]
+    agreeing = [v for v in review.votes if _agrees(v, vote)]
     if len(agreeing) < review.policy.approvals_required:
         return None
     notes = "; ".join(f"{v.voter}: {v.feedback}" for v in agreeing if v.feedback.strip())

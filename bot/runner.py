@@ -49,6 +49,13 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def _explained(err: Exception) -> bool:
+    """Whether ``err`` says all there is to say (a refusal, a loop gone or unbuildable), so no traceback."""
+    if isinstance(err, LoopBuildError):
+        return err.expected
+    return isinstance(err, (ValueError, UnknownLoopError))
+
+
 class Runner:
     """Starts runs, opens reviews at pauses, applies outcomes, recovers after a restart."""
 
@@ -72,13 +79,14 @@ class Runner:
 
     # -- starting runs -------------------------------------------------------------
 
-    def _active_run(self, loop: str) -> RunRecord | None:
+    def active_run(self, loop: str) -> RunRecord | None:
+        """The run holding ``loop``'s one active slot, if any (the CLI names it when it starts nothing)."""
         return next((r for r in self._store.list_runs() if r.loop == loop and r.status in ACTIVE_STATUSES), None)
 
     def _new_run(self, loop: str, trigger: str) -> RunRecord | None:
         """Create the run record, or None when the loop's one slot is taken (overlap: skip)."""
         loop_config = self._catalog.loop_config(loop)
-        active = self._active_run(loop)
+        active = self.active_run(loop)
         if active is not None and loop_config.overlap != "allow":
             waiting = f" on review {active.review_id}" if active.review_id else ""
             log.info(
@@ -108,16 +116,20 @@ class Runner:
             return run.id
 
     def run_foreground(self, loop: str, *, trigger: str = "cli") -> RunRecord | None:
-        """Run in this thread until the run completes, pauses or fails (the CLI without a server).
+        """Run in this thread until the run completes, pauses, fails or is stopped (the CLI without a server).
 
         The same boundary as a worker's: a crash is recorded on the run as
-        failed, never left "running" to block the loop's next run.
+        failed, never left "running" to block the loop's next run. After
+        ``request_stop`` (Ctrl-C) the run stops at its next step boundary and
+        stays "running" with its snapshot saved, for `serve` to continue.
         """
         run = self._new_run(loop, trigger)
         if run is None:
             return None
         try:
             self._start(run)
+        except RunInterrupted as stop:
+            log.info("%s; `loopbot serve` continues it", stop)
         except Exception as err:
             log.exception("run %s stopped by an internal error", run.id)
             self._fail(run.id, f"internal error: {err!r}")
@@ -151,8 +163,8 @@ class Runner:
             job()
         except RunInterrupted as stop:  # shutdown: the snapshot is saved between steps; the next start goes on
             log.info("%s; it continues at the next start", stop)
-        except UnknownLoopError as err:  # the loop left the config while a run of it was unfinished
-            log.error("run %s cannot continue: %s", run_id, err)
+        except (UnknownLoopError, LoopBuildError) as err:  # the loop left the config, or no longer builds
+            log.error("run %s cannot continue: %s", run_id, err, exc_info=None if _explained(err) else err)
             self._fail(run_id, str(err))
         except Exception as err:  # the worker boundary: record the crash on the run, keep the bot up
             log.exception("run %s stopped by an internal error", run_id)
@@ -264,9 +276,11 @@ class Runner:
         if pending is not None and pending.checkpoint_id == review.checkpoint_id and not already:
             response = review.outcome.to_response(review.checkpoint_id)
         log.info("applying review %s to run %s: %s", review.id, run.id, outcome_text(review))
-        self._store.update_run(run.id, lambda r: self._finish(r, "running", None))
-        engine = self._engine(run)
         try:
+            # Built before the run is marked running: a loop gone from the config, or one whose
+            # factory now fails, refuses the outcome once instead of leaving it decided for every tick.
+            engine = self._engine(run)
+            self._store.update_run(run.id, lambda r: self._finish(r, "running", None))
             result, final = asyncio.run(continue_run(engine, state, response))
         except (RunInterrupted, StoreError):
             raise  # shutdown, or a store to retry later: the review stays decided
@@ -285,7 +299,7 @@ class Runner:
         """
         assert review.outcome is not None
         reason = f"review {review.id}'s {review.outcome.decision.name.lower()} could not be applied: {err}"
-        log.error("run %s failed: %s", run_id, reason, exc_info=not isinstance(err, ValueError))
+        log.error("run %s failed: %s", run_id, reason, exc_info=None if _explained(err) else err)
         self._store.update_run(run_id, lambda r: self._finish(r, "failed", reason))
         self._store.update_review(review.id, lambda r: mark_failed(r, reason))
         self._desk.update(review, f"Failed: {reason}")

@@ -10,13 +10,15 @@ import json
 from datetime import datetime
 from typing import Any
 
-from bot.reviews import Review
+from bot.reviews import Review, authorize
 from bot.store.base import RunRecord
 
 __all__ = ["run_view", "review_view", "render_json", "render_table"]
 
 #: What the ANSWER WITH column says of a review no longer open.
 _NOT_OPEN = {"decided": "(being applied)", "failed": "(could not be applied: see the run's reason)"}
+#: ... of a decided review while no server runs: only `serve` applies decisions.
+_NOT_SERVING = "(applied when `loopbot serve` runs)"
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -76,15 +78,41 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return [fmt.format(*headers).rstrip(), *(fmt.format(*row).rstrip() for row in rows)]
 
 
-def render_table(runs: list[RunRecord], reviews: list[Review], decide_command: str = "loopbot decide") -> str:
+def _answer_with(review: Review, decide_command: str, serving: bool, voter: str | None) -> str:
+    """The ANSWER WITH cell: the line to paste while open, else what happens next.
+
+    ``--as NAME`` is added only when ``voter`` (who would run the line) may not vote locally.
+    """
+    if review.status == "decided" and not serving:
+        return _NOT_SERVING
+    if review.status != "open":
+        return _NOT_OPEN.get(review.status, "")
+    line = f"{decide_command} {review.id} approve"
+    reviewers = review.policy.reviewers
+    if voter is None or authorize(reviewers, f"local:{voter}") is None or not reviewers.local:
+        return line
+    return f"{line} --as NAME (local reviewers: {', '.join(reviewers.local)})"
+
+
+def _reason(run: RunRecord) -> str:
+    """The whole reason, on one line: ANSWER WITH sends readers here for why a review failed."""
+    return " ".join((run.reason or "").split())
+
+
+def render_table(
+    runs: list[RunRecord],
+    reviews: list[Review],
+    decide_command: str = "loopbot decide",
+    *,
+    serving: bool = False,
+    voter: str | None = None,
+) -> str:
+    """``serving``: whether a `loopbot serve` holds the state dir (it applies decided reviews)."""
     lines: list[str] = []
     if runs:
         lines += _table(
             ["RUN", "LOOP", "STATUS", "UPDATED", "REVIEW", "REASON"],
-            [
-                [r.id, r.loop, r.status, _iso(r.updated_at) or "", r.review_id or "", (r.reason or "")[:60]]
-                for r in runs
-            ],
+            [[r.id, r.loop, r.status, _iso(r.updated_at) or "", r.review_id or "", _reason(r)] for r in runs],
         )
     else:
         lines.append("no runs yet")
@@ -97,7 +125,7 @@ def render_table(runs: list[RunRecord], reviews: list[Review], decide_command: s
                 [
                     r.id, r.run_id, r.status, f"{len(r.approvals)}/{r.policy.approvals_required}",
                     ", ".join(f"{v.voter}:{v.decision.name.lower()}" for v in r.votes) or "-",
-                    f"{decide_command} {r.id} approve" if r.status == "open" else _NOT_OPEN.get(r.status, ""),
+                    _answer_with(r, decide_command, serving, voter),
                 ]
                 for r in pending
             ],

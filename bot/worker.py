@@ -13,13 +13,13 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from loop_engine.checkpoint import CheckpointConfig, HumanCheckpoint, ReviewResponse
 from loop_engine.engine import LoopEngine
 from loop_engine.errors import RunInterrupted as EngineInterrupt
 from loop_engine.state_machine import derive_result_status
-from loop_engine.serialization import state_to_dict
+from loop_engine.serialization import state_from_dict, state_to_dict
 from loop_engine.types import ExecutionState, LoopContext, LoopResult, LoopState, LoopStatus
 
 from adapters.suggest import did_you_mean
@@ -37,6 +37,7 @@ __all__ = [
     "checkpoint_config_for",
     "continue_run",
     "result_summary",
+    "saved_progress",
 ]
 
 
@@ -46,7 +47,7 @@ class UnknownLoopError(LookupError):
     def __init__(self, name: str, known: list[str]) -> None:
         hint = did_you_mean(name, known)
         listing = ", ".join(known) if known else "(none: add one under loops: in the config)"
-        super().__init__(f'unknown loop "{name}"{hint} Loops in the config: {listing}')
+        super().__init__(f'unknown loop "{name}"{hint or "."} Loops in the config: {listing}')
         self.name = name
 
 
@@ -74,6 +75,8 @@ class RunInterrupted(EngineInterrupt):
     the snapshot just written.
     """
 
+
+_T = TypeVar("_T")
 
 #: Saves after which a shutdown may stop a run: a step just finished, or one is about to start.
 _STOPPABLE = frozenset({ExecutionState.ITERATION_COMPLETE, ExecutionState.ACTING})
@@ -115,8 +118,33 @@ def checkpoint_config_for(loop: LoopConfig, state_dir: Path) -> CheckpointConfig
 
 @dataclass
 class _Loop:
+    """A loop's config and its resolved spec; engines and contexts are checked as they are made.
+
+    A factory that returns the wrong thing fails here, naming the loop's key,
+    instead of as an AttributeError somewhere inside a run.
+    """
+
     config: LoopConfig
     spec: LoopSpec
+
+    def _made(self, what: str, make: Callable[[], object], kind: type[_T]) -> _T:
+        key, source = _source(self.config)
+        try:
+            made = make()
+        except Exception as err:  # user code crashed: whatever it raised, the loop cannot be built
+            problem = f"{source}: {what} raised {type(err).__name__}: {err}"
+            raise LoopBuildError(self.config.name, key, problem, expected=False) from err
+        if not isinstance(made, kind):
+            problem = f"{source}: {what} returned {type(made).__name__}, not a {kind.__name__}"
+            raise LoopBuildError(self.config.name, key, problem)
+        return made
+
+    def engine(self, *, checkpoint: HumanCheckpoint | None, persistence: SnapshotSink | None) -> LoopEngine:
+        factory = self.spec.engine_factory
+        return self._made("engine_factory", lambda: factory(checkpoint=checkpoint, persistence=persistence), LoopEngine)
+
+    def context(self) -> LoopContext:
+        return self._made("context_factory", self.spec.context_factory, LoopContext)
 
 
 class LoopCatalog:
@@ -146,13 +174,18 @@ class LoopCatalog:
     def check(self) -> list[str]:
         """"loops[i].key: problem" for each loop that cannot be built (the others are built and kept).
 
+        Each loop's engine and context are made once, so a factory whose
+        engine_factory or context_factory fails is found before any run starts.
+
         Not part of ``load_config``: importing a factory runs user code, which
         `check`, `serve` and `run` must do anyway, but `status` and `decide` need not.
         """
         problems = []
         for i, loop in enumerate(self._config.loops):
             try:
-                self._resolve(loop.name)
+                resolved = self._resolve(loop.name)
+                resolved.engine(checkpoint=None, persistence=None)  # once, so a broken one fails here, not in a run
+                resolved.context()
             except LoopBuildError as err:
                 problems.append(f"loops[{i}].{err.key}: {err.problem}")
         return problems
@@ -161,28 +194,40 @@ class LoopCatalog:
         """A fresh engine (components registered anew) that saves into ``run_id``'s snapshot."""
         resolved = self._resolve(name)
         checkpoint = HumanCheckpoint(checkpoint_config_for(resolved.config, self._state_dir))
-        sink = SnapshotSink(store, run_id, stop_requested)
-        return resolved.spec.engine_factory(checkpoint=checkpoint, persistence=sink)
+        return resolved.engine(checkpoint=checkpoint, persistence=SnapshotSink(store, run_id, stop_requested))
 
     def new_context(self, name: str) -> LoopContext:
-        return self._resolve(name).spec.context_factory()
+        return self._resolve(name).context()
+
+
+def _source(loop: LoopConfig) -> tuple[str, str]:
+    """The loop's key that names its builder (``pattern`` or ``factory``) and its value."""
+    key, source = ("pattern", loop.pattern) if loop.pattern else ("factory", loop.factory)
+    assert source is not None  # the config requires exactly one of pattern and factory
+    return key, source
 
 
 def _build_spec(loop: LoopConfig) -> LoopSpec:
     """Resolve the loop's pattern or factory and call it with the options; failures name the key at fault."""
-    key, source = ("pattern", loop.pattern) if loop.pattern else ("factory", loop.factory)
-    assert source is not None  # the config requires exactly one of pattern and factory
+    key, source = _source(loop)
     try:
         builder = get_pattern(source) if key == "pattern" else load_factory(source)
     except PatternError as err:
         raise LoopBuildError(loop.name, key, str(err)) from err
     try:
-        return builder(dict(loop.options))
+        spec = builder(dict(loop.options))
     except PatternError as err:  # a builder's way of refusing its options
         raise LoopBuildError(loop.name, "options", str(err)) from err
     except Exception as err:  # user code crashed: whatever it raised, the loop cannot be built
         problem = f"{source} raised {type(err).__name__}: {err}"
         raise LoopBuildError(loop.name, key, problem, expected=False) from err
+    if not isinstance(spec, LoopSpec):
+        raise LoopBuildError(
+            loop.name, key,
+            f"{source} returned {type(spec).__name__}, not a LoopSpec; "
+            "return LoopSpec(engine_factory=..., context_factory=...) (from bot.patterns)",
+        )
+    return spec
 
 
 def _result_from_state(state: LoopState) -> LoopResult:
@@ -236,3 +281,10 @@ def result_summary(result: LoopResult) -> dict[str, Any]:
         "output": _jsonable(result.output),
         "steps": {step.id: step.status.value for step in plan.steps} if plan else {},
     }
+
+
+def saved_progress(snapshot: dict[str, Any] | None) -> str:
+    """Where a stopped run's snapshot stands, for the person who stopped it: "after step 2 of 4"."""
+    plan = state_from_dict(snapshot).current_plan if snapshot is not None else None
+    done = sum(1 for step in plan.steps if step.is_completed()) if plan is not None else 0
+    return f"after step {done} of {len(plan.steps)}" if plan is not None and done else "before its first step"

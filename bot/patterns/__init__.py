@@ -101,7 +101,7 @@ def get_pattern(name: str) -> PatternBuilder:
         return load_factory(reference)
     known = available_patterns()
     hint = did_you_mean(name, known)
-    raise UnknownPatternError(f'unknown pattern "{name}"{hint} Known patterns: {", ".join(known)}')
+    raise UnknownPatternError(f'unknown pattern "{name}"{hint or "."} Known patterns: {", ".join(known)}')
 
 
 def load_factory(reference: str) -> PatternBuilder:

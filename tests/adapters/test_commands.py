@@ -95,6 +95,8 @@ def test_parse_command(text: str, expected: Command) -> None:
         ("pause later", "pause: invalid duration 'later'"),
         ("pause 0h", "longer than zero"),
         ("pause 30m1h", 'largest first'),
+        ("pause 3000000d", "pause: duration '3000000d' is too long: the longest allowed is 366d"),
+        ("pause 99999999999d", "usage: pause [review-id] [duration]"),
         ("status everything please", "status takes at most a review id"),
         ("!!", '"!!" is not a command'),
     ],
@@ -218,3 +220,9 @@ def test_pause_takes_the_shared_duration_grammar() -> None:
     for text in ("30m1h", "0m", "1x", "h"):
         error = parse_command(f"pause {text}")
         assert isinstance(error, CommandError) and "usage: pause" in str(error)
+
+
+def test_pause_help_names_the_longest_pause() -> None:
+    assert "at most 366d" in HELP_TEXT
+    assert isinstance(parse_command("pause 366d"), Command)
+    assert isinstance(parse_command("pause 367d"), CommandError)

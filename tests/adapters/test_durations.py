@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from adapters.durations import format_duration, parse_duration
+from adapters.durations import MAX_DURATION, DurationRangeError, duration_from_seconds, format_duration, parse_duration
 
 
 @pytest.mark.parametrize(
@@ -66,3 +66,25 @@ def test_formats_durations(delta: timedelta, text: str) -> None:
     assert format_duration(delta) == text
     if delta:
         assert parse_duration(text) == delta
+
+
+def test_the_longest_duration_is_366_days() -> None:
+    assert timedelta(days=366) == MAX_DURATION
+    assert parse_duration("366d") == MAX_DURATION
+    assert parse_duration("52w2d") == MAX_DURATION
+
+
+@pytest.mark.parametrize("text", ["367d", "366d1s", "53w", "3000000d", "99999999999d", "9" * 5000 + "s"])
+def test_longer_durations_are_refused_without_overflowing(text: str) -> None:
+    with pytest.raises(DurationRangeError) as info:  # not OverflowError, not int()'s digit limit
+        parse_duration(text)
+    assert "is too long: the longest allowed is 366d" in str(info.value)
+
+
+@pytest.mark.parametrize(("value", "fragment"), [(0, "longer than zero"), (-5, "longer than zero"),
+                                                 (float("nan"), "longer than zero"), (1e20, "too long"),
+                                                 (float("inf"), "too long"), (366 * 86400 + 1, "too long")])
+def test_seconds_are_bounded_alike(value: float, fragment: str) -> None:
+    with pytest.raises(ValueError, match=fragment):
+        duration_from_seconds(value)
+    assert duration_from_seconds(7200) == timedelta(hours=2)

@@ -55,6 +55,21 @@ def test_post_request_writes_the_request_and_every_decide_line(channel: LocalCha
     assert MessageRef.from_dict(ref.to_dict()) == ref
 
 
+@pytest.mark.parametrize(
+    ("hint", "required", "line"),
+    [
+        ("alice, bob", 2, "- **Who can answer:** needs 2 of: alice, bob\n"),
+        ("alice", 1, "- **Who can answer:** needs 1 of: alice\n"),
+        ("", 3, "- **Approvals needed:** 3\n"),
+    ],
+)
+def test_the_review_file_says_how_many_approvals_are_needed(
+    channel: LocalChannel, hint: str, required: int, line: str
+) -> None:
+    channel.post_request(make_post(reviewers_hint=hint, approvals_required=required))
+    assert line in (channel.directory / "demo-1.md").read_text(encoding="utf-8")
+
+
 def test_post_request_logs_the_file_and_the_approve_line(
     channel: LocalChannel, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -15,9 +15,14 @@ import pytest
 
 from bot.cli import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, _decide_command, main
 from bot.store import FileStore, ServeLock
+from bot.patterns import LoopSpec
+from bot.patterns.demo import build as demo_build
+from bot.store.base import RunRecord
+from loop_engine.engine import LoopEngine
+from loop_engine.types import LoopContext
 from bot.store.lock import ROLE_RUN, ROLE_SERVE
 
-from .runtime_support import demo, write_config
+from .runtime_support import T0, demo, write_config
 
 TOKEN = "xoxb-1111-2222-abcdefghijkl"
 SIGNING = "signing-secret-value-42"
@@ -71,6 +76,7 @@ def test_help_documents_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> No
     assert exit_info.value.code == 0
     text = capsys.readouterr().out
     assert "exit codes:" in text and "2  usage" in text and "3  serve" in text
+    assert "130, 143  run: stopped by Ctrl-C (SIGINT) or SIGTERM" in text
 
 
 def test_check_prints_a_summary_without_secrets(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -114,8 +120,42 @@ def test_run_in_the_foreground_pauses_and_prints_the_decide_line(
     assert "run demo-run-1: waiting" in out
     assert f"approve with: loopbot --config {config} decide demo-1 approve" in out
     assert "local-reviews/demo-1.md" in out
-    code, out, _ = cli(capsys, "run", "demo", "--config", str(config))
-    assert code == EXIT_OK and "already has an active run" in out
+    assert "then start `loopbot serve` to resume the run once it is decided" in out
+    assert "leave it running" not in out  # no server runs while a foreground run holds the state dir
+
+
+def test_run_of_a_loop_with_a_waiting_run_refuses_naming_the_review(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli(capsys, "run", "demo", "--config", str(config))
+    code, out, err = cli(capsys, "run", "demo", "--config", str(config))
+    assert code == EXIT_FAILED and out == ""
+    assert "not started: loop demo already has an active run: demo-run-1 is waiting on review demo-1 (" in err
+    assert f"approve with: loopbot --config {config} decide demo-1 approve" in err
+    assert len(FileStore(config.parent / "state").list_runs()) == 1
+
+
+def test_run_of_a_loop_whose_review_is_decided_says_serve_applies_it(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli(capsys, "run", "demo", "--config", str(config))
+    cli(capsys, "decide", "demo-1", "approve", "--config", str(config))
+    code, _, err = cli(capsys, "run", "demo", "--config", str(config))
+    assert code == EXIT_FAILED
+    assert "demo-run-1 is waiting; review demo-1 is decided: start `loopbot serve` to apply it" in err
+
+
+def test_run_of_a_loop_whose_run_was_interrupted_says_serve_continues_it(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = FileStore(config.parent / "state")
+    store.put_run(
+        RunRecord(id="demo-run-1", loop="demo", status="running", created_at=T0, updated_at=T0, trigger="cli")
+    )
+    code, _, err = cli(capsys, "run", "demo", "--config", str(config))
+    assert code == EXIT_FAILED
+    assert "not started: loop demo already has an active run: demo-run-1 is running" in err
+    assert "run demo-run-1 was interrupted; start `loopbot serve` to continue it" in err
 
 
 def test_status_json_shape_and_no_secrets(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -283,6 +323,43 @@ def test_refusals_exit_non_zero_and_change_nothing(
     assert {p: p.read_bytes() for p in state.rglob("*") if p.is_file()} == before
 
 
+def test_an_unknown_decision_word_gets_the_cli_usage_not_the_chat_help(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli(capsys, "run", "demo", "--config", str(config))
+    code, _, err = cli(capsys, "decide", "demo-1", "aprove", "--config", str(config))
+    assert code == EXIT_USAGE
+    assert err.splitlines() == [
+        'loopbot: unknown decision "aprove" - did you mean "approve"?',
+        "usage: loopbot decide REVIEW DECISION [DURATION] [--feedback TEXT] [--set KEY=VALUE ...] [--as NAME]",
+        "decisions: approve (lgtm, yes), reject (deny, no), retry, modify, pause",
+    ]
+
+
+def test_a_reject_without_a_reason_is_told_the_cli_line(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cli(capsys, "run", "demo", "--config", str(config))
+    code, _, err = cli(capsys, "decide", "demo-1", "reject", "--config", str(config))
+    assert code == EXIT_FAILED
+    line = f'loopbot --config {config} decide demo-1 reject --feedback "the labels are wrong"'
+    assert f"a reject needs a reason: {line}" in err
+    assert "`reject the labels" not in err
+    assert FileStore(config.parent / "state").get_review("demo-1").votes == []
+
+
+def test_status_says_who_applies_a_decided_review(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cli(capsys, "run", "demo", "--config", str(config))
+    cli(capsys, "decide", "demo-1", "approve", "--config", str(config))
+    _, table, _ = cli(capsys, "status", "--config", str(config))
+    assert "(applied when `loopbot serve` runs)" in table
+    server = ServeLock(config.parent / "state")
+    server.acquire(role=ROLE_SERVE)
+    try:
+        _, table, _ = cli(capsys, "status", "--config", str(config))
+    finally:
+        server.release()
+    assert "(being applied)" in table
+
+
 def test_a_late_vote_is_told_who_decided(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cli(capsys, "run", "demo", "--config", str(config))
     assert cli(capsys, "decide", "demo-1", "approve", "--config", str(config))[0] == EXIT_OK
@@ -310,6 +387,22 @@ def test_serve_on_a_taken_port_fails_cleanly(tmp_path: Path, capsys: pytest.Capt
 # -- check, run and serve refuse loops that cannot be built ----------------------------------------
 
 
+def returns_none(options: dict[str, object]) -> None:
+    """A factory that forgot its return."""
+
+
+def broken_engine(options: dict[str, object]) -> LoopSpec:
+    def engine_factory(**_: object) -> LoopEngine:
+        raise KeyError("model")
+
+    return LoopSpec(engine_factory=engine_factory, context_factory=LoopContext)
+
+
+def wrong_context(options: dict[str, object]) -> LoopSpec:
+    spec = demo_build({})
+    return LoopSpec(engine_factory=spec.engine_factory, context_factory=lambda: {"goal": "x"})  # type: ignore[arg-type,return-value]
+
+
 @pytest.mark.parametrize(
     ("loop", "line"),
     [
@@ -322,7 +415,21 @@ def test_serve_on_a_taken_port_fails_cleanly(tmp_path: Path, capsys: pytest.Capt
             {"name": "a", "pattern": "demo", "options": {"items": 500}},
             "loops[0].options: demo: option items must be a whole number from 1 to 100, got 500",
         ),
+        (
+            {"name": "a", "factory": f"{__name__}:returns_none"},
+            f"loops[0].factory: {__name__}:returns_none returned NoneType, not a LoopSpec; "
+            "return LoopSpec(engine_factory=..., context_factory=...) (from bot.patterns)",
+        ),
+        (
+            {"name": "a", "factory": f"{__name__}:broken_engine"},
+            f"loops[0].factory: {__name__}:broken_engine: engine_factory raised KeyError: 'model'",
+        ),
+        (
+            {"name": "a", "factory": f"{__name__}:wrong_context"},
+            f"loops[0].factory: {__name__}:wrong_context: context_factory returned dict, not a LoopContext",
+        ),
     ],
+    ids=["unknown-pattern", "missing-module", "bad-options", "not-a-spec", "engine-raises", "not-a-context"],
 )
 def test_a_loop_that_cannot_be_built_is_a_config_error_for_check_run_and_serve(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], loop: dict[str, object], line: str
@@ -336,10 +443,12 @@ def test_a_loop_that_cannot_be_built_is_a_config_error_for_check_run_and_serve(
     assert not (tmp_path / "state").exists()  # nothing started, nothing stuck "running"
 
 
-def test_status_does_not_import_factories(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_status_and_decide_do_not_import_factories(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Importing a factory runs user code: only the commands that build loops do it."""
     path = write_config(tmp_path, [{"name": "a", "factory": "nosuch.mod:build"}])
     assert cli(capsys, "status", "--config", str(path))[0] == EXIT_OK
+    code, _, err = cli(capsys, "decide", "a-1", "approve", "--config", str(path))
+    assert code == EXIT_USAGE and "no review 'a-1'" in err  # not "invalid config"
 
 
 # -- run while the state dir is locked ---------------------------------------------------------------

@@ -461,3 +461,31 @@ def test_configured_channels_that_are_not_built_are_said_so(tmp_path: Path) -> N
     ]
     local = load_config(write(tmp_path, "loops: []\n"), {})
     assert "channels: local\n" in local.summary() and local.channel_warnings() == []
+
+
+@pytest.mark.parametrize(
+    ("block", "where"),
+    [
+        ("review: {timeout: {remind_after: 99999999999d}}", "loops[0].review.timeout.remind_after"),
+        ("review: {timeout: {decide_after: 3000000d}}", "loops[0].review.timeout.decide_after"),
+        ("review: {timeout: {decide_after: 367d}}", "loops[0].review.timeout.decide_after"),
+        ("review: {timeout: {remind_after: 100000000000000000000}}", "loops[0].review.timeout.remind_after"),
+        ("review: {timeout: {remind_after: .inf}}", "loops[0].review.timeout.remind_after"),
+        ("schedule: {interval: 400d}", "loops[0].schedule.interval"),
+    ],
+)
+def test_durations_over_the_cap_are_refused_with_their_key_path(tmp_path: Path, block: str, where: str) -> None:
+    error = one_error(tmp_path, f"loops:\n- {{name: a, pattern: demo, {block}}}\n")
+    assert error.startswith(f"{where}: ") and "too long: the longest allowed is 366d" in error, error
+
+
+def test_the_longest_duration_is_accepted(tmp_path: Path) -> None:
+    text = "loops:\n- {name: a, pattern: demo, review: {timeout: {decide_after: 366d}}}\n"
+    config = load_config(write(tmp_path, text), {})
+    assert config.loops[0].review.to_policy().decide_after == timedelta(days=366)
+
+
+def test_an_empty_local_reviewer_list_is_kept_not_read_as_anyone(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, "loops:\n- {name: a, pattern: demo, review: {reviewers: {local: []}}}\n"), {})
+    reviewers = config.loops[0].review.to_policy().reviewers
+    assert reviewers.local == [] and not reviewers.anyone

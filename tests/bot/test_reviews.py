@@ -189,15 +189,6 @@ def test_modify_carries_the_changes() -> None:
     assert response.reviewer == "local:a" and response.checkpoint_id == "checkpoint_0001"
 
 
-def test_n_of_m_modify_applies_the_changes_of_the_vote_that_completes_the_count() -> None:
-    review = make_review(approvals_required=2)
-    first = cast_vote(review, vote("local:a", M, modifications={"context": {"items": 1}}), now=T0)
-    assert first.accepted and first.outcome is None and "modify from local:a recorded: 1 of 2 needed" in first.message
-    second = cast_vote(review, vote("local:b", M, modifications={"context": {"items": 5}}), now=T0 + H)
-    assert second.outcome is not None and second.outcome.modifications == {"context": {"items": 5}}
-    assert second.outcome.decided_by == ["local:a", "local:b"]
-
-
 def test_a_lone_retry_says_how_many_are_needed() -> None:
     result = cast_vote(make_review(approvals_required=3), vote("local:a", RT), now=T0)
     assert result.accepted and result.message == "retry from local:a recorded: 1 of 3 needed"

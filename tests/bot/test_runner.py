@@ -342,8 +342,29 @@ def test_a_server_run_of_a_factory_that_does_not_import_fails_saying_why(tmp_pat
     )
 
 
-def test_a_foreground_run_whose_engine_raises_is_recorded_failed(tmp_path: Path) -> None:
+def test_a_foreground_run_whose_engine_raises_is_recorded_failed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     b = bench(tmp_path, [{"name": "a", "factory": f"{__name__}:exploding_build"}])
     run = b.runner.run_foreground("a")
     assert run is not None and run.status == "failed"
-    assert run.reason == "internal error: RuntimeError('engine wiring is broken')"
+    assert run.reason == (
+        f"cannot build loop a: {__name__}:exploding_build: engine_factory raised RuntimeError: engine wiring is broken"
+    )
+    assert "Traceback" in caplog.text  # a bug in the factory: its traceback is worth showing
+
+
+def test_a_stopped_foreground_run_stays_running_with_its_snapshot_for_serve(tmp_path: Path) -> None:
+    """Ctrl-C on `loopbot run` asks the runner to stop: saved at a step boundary, never failed."""
+    trail = tmp_path / "trail"
+    b = bench(tmp_path, [slow(trail, steps=3, delay=0.01)])
+    b.runner.request_stop()
+    run = b.runner.run_foreground("slow")
+    assert run is not None and (run.status, run.reason) == ("running", None)
+    assert b.store.load_snapshot(run.id) is not None
+    restarted = bench(tmp_path, [slow(trail, steps=3, delay=0.01)])
+    restarted.runner.recover()
+    assert restarted.runner.join(10)
+    assert restarted.store.get_run(run.id).status == "completed"
+    starts = [line.split()[1] for line in trail_lines(trail) if line.startswith("start")]
+    assert starts == ["step_1", "step_2", "step_3"]  # nothing ran twice

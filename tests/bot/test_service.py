@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from bot.patterns import LoopSpec
 from bot.posting import ReviewDesk, local_channel
 from bot.reviews import Outcome, Review, Vote, cast_vote
 import bot.runner as runner_module
@@ -16,6 +17,7 @@ from bot.runner import Runner
 from bot.service import RUN_REQUEST, Service
 from bot.store import FileStore
 from loop_engine.checkpoint import HumanDecision
+from loop_engine.types import LoopContext
 
 from .runtime_support import T0, Bench, bench, demo, wait_for
 
@@ -361,3 +363,46 @@ def test_a_tick_that_has_not_completed_for_long_is_a_problem(tmp_path: Path, int
     finally:
         store.release.set()
         service.stop()
+
+
+def exploding_build(options: dict[str, Any]) -> LoopSpec:
+    """A loop whose engine can no longer be built: its factory broke after a run paused."""
+
+    def engine_factory(**_: Any) -> Any:
+        raise RuntimeError("engine wiring is broken")
+
+    return LoopSpec(engine_factory=engine_factory, context_factory=LoopContext)
+
+
+@pytest.mark.parametrize(
+    ("loop", "why", "traceback"),
+    [
+        (demo("other"), 'unknown loop "demo". Loops in the config: other', False),
+        (
+            {"name": "demo", "factory": f"{__name__}:exploding_build"},
+            f"cannot build loop demo: {__name__}:exploding_build: engine_factory raised RuntimeError: "
+            "engine wiring is broken",
+            True,  # a bug in the factory: worth its traceback, once
+        ),
+    ],
+    ids=["loop-renamed", "engine-factory-raises"],
+)
+def test_a_decided_review_whose_loop_cannot_be_built_fails_run_and_review_once(
+    tmp_path: Path, caplog: Any, loop: dict[str, Any], why: str, traceback: bool
+) -> None:
+    b = bench(tmp_path, [demo()])
+    run = b.runner.run_foreground("demo")
+    assert run is not None and run.review_id
+    rid = run.review_id
+    b.store.update_review(rid, lambda r: cast_vote(r, Vote("local:bob", HumanDecision.APPROVE), now=T0))
+    changed = bench(tmp_path, [loop])  # the config changed while the review waited
+    service = service_for(changed)
+    with caplog.at_level(logging.INFO, logger="bot.runner"):
+        for _ in range(3):
+            settle(service, changed)
+    failed, review = changed.store.get_run(run.id), changed.store.get_review(rid)
+    assert (failed.status, review.status) == ("failed", "failed")
+    assert failed.reason == f"review demo-1's approve could not be applied: {why}"
+    assert review.error == failed.reason
+    assert caplog.text.count("could not be applied") == 1 and caplog.text.count("applying review demo-1") == 1
+    assert ("Traceback" in caplog.text) is traceback

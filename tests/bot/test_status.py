@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from bot.review_records import Reviewers
 from bot.reviews import cast_vote, mark_applied, mark_failed
 from bot.status import render_table
+from bot.store.base import RunRecord
 
 from .test_reviews import T0, A, make_review, vote
+
+
+def rows_of(table: str) -> dict[str, str]:
+    return {line.split()[0]: line for line in table.splitlines() if line.startswith("t-")}
 
 
 def test_each_review_state_says_what_happens_next() -> None:
@@ -16,9 +22,34 @@ def test_each_review_state_says_what_happens_next() -> None:
         cast_vote(review, vote("local:ann", A), now=T0)
     mark_failed(failed, "unknown step 'x'")
     mark_applied(applied, now=T0)
-    table = render_table([], [open_review, decided, failed, applied], "ld")
-    rows = {line.split()[0]: line for line in table.splitlines() if line.startswith("t-")}
+    rows = rows_of(render_table([], [open_review, decided, failed, applied], "ld", serving=True))
     assert rows["t-1"].endswith("ld t-1 approve")
     assert rows["t-2"].endswith("(being applied)")
     assert rows["t-3"].endswith("(could not be applied: see the run's reason)")
     assert "t-4" not in rows  # done: nothing to do
+
+
+def test_a_decided_review_while_no_server_runs_waits_for_serve() -> None:
+    decided = make_review()
+    decided.id = "t-2"
+    cast_vote(decided, vote("local:ann", A), now=T0)
+    assert rows_of(render_table([], [decided], "ld"))["t-2"].endswith("(applied when `loopbot serve` runs)")
+
+
+def test_the_reason_of_a_failed_run_is_shown_whole() -> None:
+    """ANSWER WITH sends the reader to the run's reason: it must say all of it."""
+    steps = ", ".join(f"step_{n}" for n in range(1, 21))
+    reason = f"review t-3's modify could not be applied: unknown step 'x'; the plan has {steps}"
+    run = RunRecord(id="t-run-3", loop="t", status="failed", created_at=T0, updated_at=T0, trigger="cli",
+                    reason=f"{reason}\nand a second line")
+    table = render_table([run], [])
+    assert f"{reason} and a second line" in table  # whole, and on one line
+
+
+def test_the_answer_line_says_as_name_only_for_someone_who_cannot_vote_locally() -> None:
+    review = make_review(reviewers=Reviewers(local=["alice", "bob"]))
+    review.id = "t-1"
+    assert rows_of(render_table([], [review], "ld", voter="alice"))["t-1"].endswith("ld t-1 approve")
+    assert rows_of(render_table([], [review], "ld", voter="root"))["t-1"].endswith(
+        "ld t-1 approve --as NAME (local reviewers: alice, bob)"
+    )

@@ -67,7 +67,7 @@ def test_unknown_pattern_lists_known_ones_with_did_you_mean(clean_registry: None
     with pytest.raises(UnknownPatternError) as info:
         get_pattern("dmo")
     assert str(info.value) == 'unknown pattern "dmo" - did you mean "demo"? Known patterns: daily-triage, demo'
-    with pytest.raises(UnknownPatternError, match=r'^unknown pattern "zzz" Known patterns'):
+    with pytest.raises(UnknownPatternError, match=r'^unknown pattern "zzz"\. Known patterns'):
         get_pattern("zzz")
 
 

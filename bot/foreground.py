@@ -1,0 +1,76 @@
+"""A `loopbot run` without a server: how it stops on a signal, and what it says when it cannot start.
+
+The run itself is the runner's (``Runner.run_foreground``); this is the
+part a person at the terminal meets: Ctrl-C stops the run the way serve's
+SIGTERM does, and a refused run names what holds the loop and what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from types import FrameType
+from typing import Any
+
+from adapters.local import LocalChannel
+
+from bot.runner import Runner
+from bot.store.base import RunRecord, Store
+
+__all__ = ["StopOnSignal", "active_run_help"]
+
+
+class StopOnSignal:
+    """SIGINT/SIGTERM during a foreground run: stop at the next step boundary, saved - as serve does.
+
+    The runner's engine stops right after its next save, so the run stays
+    resumable; a second Ctrl-C aborts at once (KeyboardInterrupt), and the run
+    then continues from its last snapshot when `loopbot serve` starts.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, runner: Runner) -> None:
+        self._runner = runner
+        self._previous: dict[int, Any] = {}
+        self.signum: int | None = None
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is not None:
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            return
+        self.signum = signum
+        self._runner.request_stop()
+        # os.write, not print: a handler may run while the main thread is inside a print
+        os.write(2, b"loopbot: stopping after the current step (Ctrl-C again to abort now)\n")
+
+    def __enter__(self) -> StopOnSignal:
+        self._previous = {sig: signal.signal(sig, self) for sig in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def active_run_help(active: RunRecord, store: Store, local: LocalChannel, decide_command: str) -> list[str]:
+    """Why `run` started nothing, and what would move the loop's ``active`` run on.
+
+    Called while this process holds the state dir: no server or other run is
+    alive, so a "running" run is one that was interrupted.
+    """
+    loop = active.loop
+    head = f"not started: loop {loop} already has an active run: {active.id} is {active.status}"
+    review = store.get_review(active.review_id) if active.review_id else None
+    if review is not None and review.status == "open":
+        return [
+            f"{head} on review {review.id} ({local.path_for(review.id)})",
+            f"approve with: {decide_command} {review.id} approve",
+            "then start `loopbot serve` to resume it",
+        ]
+    if review is not None and review.status == "decided":
+        return [f"{head}; review {review.id} is decided: start `loopbot serve` to apply it"]
+    if active.status == "running":
+        return [head, f"run {active.id} was interrupted; start `loopbot serve` to continue it"]
+    return [head]
