@@ -51,7 +51,10 @@ def review_view(review: Review) -> dict[str, Any]:
         "approvals": len(review.approvals),
         "required": review.policy.approvals_required,
         "votes": [
-            {"voter": v.voter, "decision": v.decision.name.lower(), "feedback": v.feedback, "at": _iso(v.at)}
+            {
+                "voter": v.voter, "decision": v.decision.name.lower(), "feedback": v.feedback,
+                "modifications": v.modifications, "at": _iso(v.at),
+            }
             for v in review.votes
         ],
         "outcome": None if outcome is None else {
@@ -60,6 +63,7 @@ def review_view(review: Review) -> dict[str, Any]:
             "decided_at": _iso(outcome.decided_at),
             "timed_out": outcome.timed_out,
             "feedback": outcome.feedback,
+            "modifications": outcome.modifications,
         },
         "timed_out": outcome.timed_out if outcome is not None else review.timed_out_at is not None,
         "created_at": _iso(review.created_at),

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from bot.review_records import Reviewers
+from loop_engine.review import HumanDecision
+
+from bot.review_records import Reviewers, Vote
 from bot.reviews import cast_vote, mark_applied, mark_failed
-from bot.status import render_table
+from bot.status import render_table, review_view
 from bot.store.base import RunRecord
 
 from .test_reviews import T0, A, make_review, vote
@@ -53,3 +55,11 @@ def test_the_answer_line_says_as_name_only_for_someone_who_cannot_vote_locally()
     assert rows_of(render_table([], [review], "ld", voter="root"))["t-1"].endswith(
         "ld t-1 approve --as NAME (local reviewers: alice, bob)"
     )
+
+
+def test_the_json_view_shows_what_each_modify_vote_and_the_outcome_would_change() -> None:
+    review = make_review()
+    change = {"context": {"note": "x"}}
+    cast_vote(review, Vote("local:ann", HumanDecision.MODIFY, modifications=change), now=T0)
+    view = review_view(review)
+    assert view["votes"][0]["modifications"] == change and view["outcome"]["modifications"] == change
