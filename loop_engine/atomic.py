@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "fsync_directory", "remove_stale_temp_files"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "fsync_directory", "make_directories", "remove_stale_temp_files"]
 
 #: Temp files are named ``.<target name>.<random>.tmp`` next to their target.
 _TEMP_SUFFIX = ".tmp"
@@ -33,7 +33,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bo
     """Replace ``path`` with ``data`` atomically; with ``durable`` also survive power loss."""
     target = Path(path)
     if not target.parent.is_dir():
-        _make_directories(target.parent, durable=durable)
+        make_directories(target.parent, durable=durable)
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=_TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -51,7 +51,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bo
     return target
 
 
-def _make_directories(directory: Path, *, durable: bool) -> None:
+def make_directories(directory: Path, *, durable: bool) -> None:
     """``mkdir -p``; durable, each new directory's entry is fsynced into its parent,
     so a file renamed into it cannot vanish with the directory after a power loss."""
     missing = [d for d in (directory, *directory.parents) if not d.exists()]

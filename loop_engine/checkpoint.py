@@ -219,9 +219,8 @@ class HumanCheckpoint:
         )
         cause, context = pending if pending is not None else ("", {})
         checkpoint_id = f"checkpoint_{state.checkpoint_counter + 1:04d}"
-        # name the record files first: a trace id that is unsafe as a file name fails before the state changes
+        # write the record first: a path that cannot be written fails before the state changes
         base = self._record_path(state, checkpoint_id, (".json", ".md")) if self.config.save_checkpoints else None
-        state.checkpoint_counter += 1
         request = ReviewRequest(
             checkpoint_id=checkpoint_id,
             trigger=trigger,
@@ -231,6 +230,10 @@ class HumanCheckpoint:
             timestamp=self._now(),
             cause=cause,
         )
+        if base is not None:
+            self._record_bases[checkpoint_id] = base
+            self.refresh_record(request)
+        state.checkpoint_counter += 1
         if cause:
             state.reviewed_causes.append(cause)
             if cause.startswith("major_failure:"):
@@ -239,9 +242,6 @@ class HumanCheckpoint:
                     state.reviewed_causes.append(plain)
             self._external = [(c, r) for c, r in self._external if c != cause]
         state.pending_review = request
-        if base is not None:
-            self._record_bases[checkpoint_id] = base
-            self.refresh_record(request)
         return request
 
     def refresh_record(self, request: ReviewRequest) -> None:

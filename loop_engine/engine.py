@@ -101,6 +101,9 @@ class LoopEngine(StepsMixin, RecoveryMixin):
         if not isinstance(context, LoopContext):
             raise TypeError(f"run() needs a LoopContext, got {type(context).__name__}")
         self._check_ready(context)
+        problem = self._unstorable(context.initial_context, "LoopContext.initial_context")
+        if problem is not None:
+            raise ConfigurationError(f"{problem}; the run is saved as JSON, so its inputs must be JSON values")
         with self._exclusive():
             now = datetime.now()
             self._state = LoopState(
@@ -209,9 +212,7 @@ class LoopEngine(StepsMixin, RecoveryMixin):
                 await self._give_up(failure)
                 return
         state.current_plan = plan
-        planning_failure = state.open_failure_for_step(None)
-        if planning_failure is not None:  # planning succeeded after a human let it try again
-            planning_failure.mark_recovered()
+        self._settle_stepless("planner")  # planning succeeded after a human let it try again
         await self._boundary()
 
     async def _decide(self) -> Step | None:
@@ -226,12 +227,13 @@ class LoopEngine(StepsMixin, RecoveryMixin):
             except Exception as exc:  # component boundary
                 await self._give_up(self._component_raised(None, "terminator", exc))
                 return None
-            if verdict is True:
-                self._stop(S.POLICY_TERMINATED, "terminator fired")
-                return None
-            if verdict is not False:
+            if verdict is not True and verdict is not False:
                 problem = f"terminator failed: should_terminate must return True or False, got {verdict!r}"
                 await self._give_up(self._fail_step(None, FailureType.EXECUTION_ERROR, problem, "terminator"))
+                return None
+            self._settle_stepless("terminator")  # it answers again after a human let the run go on
+            if verdict:
+                self._stop(S.POLICY_TERMINATED, "terminator fired")
                 return None
         plan = state.current_plan
         assert plan is not None
@@ -299,6 +301,13 @@ class LoopEngine(StepsMixin, RecoveryMixin):
         return f"Continue with step {upcoming.id}: {upcoming.description}" if upcoming else "Continue the run"
 
     # ------------------------------------------------------------ helpers
+    def _settle_stepless(self, source: str) -> None:
+        """A component that failed without a step (planner, terminator) now works: its failure is recovered."""
+        failure = self._state.open_failure_for_step(None, source)
+        if failure is not None:
+            failure.mark_recovered()
+            self._settle_recoveries(failure, success=True)
+
     def _abandon_iteration(self) -> None:
         """Resume after a crash mid-iteration: the unfinished step runs again."""
         state = self._state

@@ -113,6 +113,7 @@ class EngineCore:
         """End the run in terminal ``target``; retries still awaiting a verdict failed."""
         state = self._state
         state.stop_reason = reason
+        state.pending_review = None  # an ended run answers no review
         for action in state.recoveries:
             if action.executed and action.success is None:
                 action.success = False  # the retried work never passed

@@ -84,6 +84,11 @@ class DecisionsMixin(EngineCore):
     async def _accept(self, response: ReviewResponse) -> None:
         state = self.state
         pending = state.pending_review
+        if state.execution_state is not ExecutionState.WAITING_FOR_HUMAN:
+            raise ValueError(
+                f"run {state.trace_id!r} is {state.execution_state.value}, not waiting for a human, "
+                f"so the response for {getattr(response, 'checkpoint_id', None)!r} cannot be applied"
+            )
         if pending is None:
             raise ValueError(
                 f"run {state.trace_id!r} has no open review, so the response for "
@@ -123,9 +128,13 @@ class DecisionsMixin(EngineCore):
         if decision is HumanDecision.REJECT:
             if failure is not None:
                 failure.mark_terminal()
+                step = failed_step(failure, state)
+                if step is not None and not step.is_completed():
+                    step.status = StepStatus.FAILED
             reviewer = response.reviewer or "a reviewer"
             self._stop(ExecutionState.FAILED, response.feedback or f"rejected by {reviewer}")
             return
+        state.consecutive_failures = 0  # a human let the run go on: the breaker counts afresh
         if decision is HumanDecision.MODIFY:
             target = self._modify_target(failure)
             self._modify(response.modifications, target)
@@ -133,9 +142,11 @@ class DecisionsMixin(EngineCore):
             # recovers its failure; otherwise the failed work runs again (a
             # planning failure plans again) on the same, already-reviewed
             # failure, so failing again cannot ask the human again forever.
-            if failure is not None and target is not None and target.is_completed():
-                failure.mark_recovered()
-                self._settle_recoveries(failure, success=True)
+            if target is not None and target.is_completed():
+                settled = failure or state.open_failure_for_step(target.id)
+                if settled is not None:
+                    settled.mark_recovered()
+                    self._settle_recoveries(settled, success=True)
                 return
         if failure is not None and (not failure.is_open or failure.status is FailureStatus.ESCALATED):
             self._revive(failure)  # it had ended the run, or was handed over: the human gives it another go
@@ -162,7 +173,10 @@ class DecisionsMixin(EngineCore):
     def _modify_target(self, failure: Failure | None) -> Step | None:
         if failure is not None:
             return failed_step(failure, self.state)
-        return self.state.current_step
+        current, plan = self.state.current_step, self.state.current_plan
+        if current is not None and plan is not None:  # the plan's own step, even after a revision copied it
+            return plan.get_step(current.id) or current
+        return current
 
     def _check_modifications(self, modifications: Any) -> None:
         """Refuse a MODIFY that cannot be applied, before anything is recorded."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from .engine_core import EngineCore, describe_exception
 from .gates.base import GateContext, GateResult, GateRunner
-from .jsonvalue import NotJSONSerialisableError, check_json
+from .jsonvalue import NotJSONSerialisableError, Where, check_json
 from .types import (
     ComponentType,
     Evaluation,
@@ -52,11 +52,9 @@ class StepsMixin(EngineCore):
             return self._component_raised(step, "actor", exc)
         finally:
             self._tick()
-        if self._persistence is not None:  # a saved run must be able to store what its steps produce
-            try:
-                check_json(output, ("step", step.id, "output"))
-            except NotJSONSerialisableError as exc:
-                return self._fail_step(step, FailureType.INVALID_OUTPUT, f"actor failed: {exc}", "actor")
+        problem = self._unstorable(output, ("step", step.id, "output"))
+        if problem is not None:
+            return self._fail_step(step, FailureType.INVALID_OUTPUT, f"actor failed: {problem}", "actor")
         step.output = output
         step.status = StepStatus.EXECUTED
 
@@ -107,6 +105,21 @@ class StepsMixin(EngineCore):
             _gate_evidence(results),
         )
 
+    def _unstorable(self, value: Any, where: Where) -> str | None:
+        """Why a JSON snapshot could not hold ``value``, when the run is saved as JSON; else None.
+
+        Checked where a component hands the value over, so it becomes that
+        component's recorded (recoverable) failure instead of a save that
+        raises later. Markdown snapshots render any value, so they check nothing.
+        """
+        if self._persistence is None or getattr(getattr(self._persistence, "config", None), "format", "json") != "json":
+            return None
+        try:
+            check_json(value, where)
+        except NotJSONSerialisableError as exc:
+            return str(exc)
+        return None
+
     async def _observe(self, step: Step, output: Any) -> Failure | None:
         observer = self._components.get(ComponentType.OBSERVER)
         if observer is None or not self.config.enable_observer:
@@ -120,6 +133,9 @@ class StepsMixin(EngineCore):
                 return self._wrong_type(step, "observer", observation, "observe() must return an Observation")
         if observation.step_id is None:
             observation.step_id = step.id
+        problem = self._unstorable([observation.content, observation.metadata], f"observation of step {step.id!r}")
+        if problem is not None:
+            return self._fail_step(step, FailureType.INVALID_OUTPUT, f"observer failed: {problem}", "observer")
         self.state.observations.append(observation)
         return None
 
@@ -145,6 +161,9 @@ class StepsMixin(EngineCore):
             return self._wrong_type(step, "evaluator", evaluation, "evaluate() must return an Evaluation")
         if evaluation.step_id is None:
             evaluation.step_id = step.id
+        problem = self._unstorable(evaluation.metrics, f"evaluation metrics of step {step.id!r}")
+        if problem is not None:
+            return self._fail_step(step, FailureType.INVALID_OUTPUT, f"evaluator failed: {problem}", "evaluator")
         state.evaluations.append(evaluation)
         step.evaluation_passed = evaluation.passed is True
         if not step.evaluation_passed:
@@ -200,7 +219,7 @@ class StepsMixin(EngineCore):
             step.end_time = datetime.now()
             if step.status in (StepStatus.IN_PROGRESS, StepStatus.EXECUTED):
                 step.status = StepStatus.FAILED
-        failure = state.open_failure_for_step(step_id)
+        failure = state.open_failure_for_step(step_id, None if step_id else source)
         if failure is None:
             failure = Failure(step_id=step_id, max_recovery_attempts=self.config.max_recovery_attempts)
             state.failures.append(failure)

@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from .atomic import atomic_write_bytes, fsync_directory
+from .atomic import atomic_write_bytes, fsync_directory, make_directories
 from .errors import ConfigurationError, CorruptStateError, PersistenceError, SchemaVersionError
 from .jsonvalue import decode_datetime, decode_enum, gc_paused
 from .markdown import parse_audit_header, render_state_markdown
@@ -164,7 +164,8 @@ class LoopStatePersistence:
             stale = [last + 1 - keep]
         seq = last + 1
         snapshot = directory / f"{seq:08d}{ext}"
-        directory.mkdir(parents=True, exist_ok=True)
+        if not directory.is_dir():
+            make_directories(directory, durable=self.config.durable)
         snapshot.unlink(missing_ok=True)  # left by an earlier object that lost count
         try:
             os.link(path, snapshot)

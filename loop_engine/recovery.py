@@ -172,6 +172,7 @@ class ReplanStepHandler(RecoveryHandler):
         state.current_plan = revised
         action.params["plan_version"] = revised.version
         kept = revised.get_step(failure.step_id) if failure.step_id else None
+        state.current_step = kept or (revised.get_step(replacement) if replacement else None) or state.current_step
         if kept is not None and not kept.is_completed():
             kept.status = StepStatus.RETRY_PENDING
             return HandlerResult(Next.CONTINUE, None, f"plan revised to version {revised.version}; retrying {kept.id}")

@@ -162,6 +162,8 @@ def _check_step_shape(plan_id: str, index: int, step: Any) -> None:
         raise PlanValidationError(
             f"step {step.id!r} has status {step.status!r}; use a StepStatus member, e.g. StepStatus.PENDING"
         )
+    if not isinstance(step.metadata, dict):
+        raise PlanValidationError(f"step {step.id!r} has metadata {step.metadata!r}; use a dict (or leave it out)")
     deps = step.dependencies
     if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
         raise PlanValidationError(
@@ -390,9 +392,13 @@ class LoopState:
     def get_failure(self, failure_id: str) -> Failure | None:
         return next((f for f in self.failures if f.failure_id == failure_id), None)
 
-    def open_failure_for_step(self, step_id: str | None) -> Failure | None:
-        """The live failure for a step, so a repeat problem reuses it."""
+    def open_failure_for_step(self, step_id: str | None, source: str | None = None) -> Failure | None:
+        """The live failure for a step, so a repeat problem reuses it.
+
+        Step-less problems (``step_id`` None) come from different components;
+        pass ``source`` to find only the one that component raised.
+        """
         for failure in reversed(self.failures):
-            if failure.step_id == step_id and failure.is_open:
+            if failure.step_id == step_id and failure.is_open and source in (None, failure.source_component):
                 return failure
         return None

@@ -168,7 +168,7 @@ async def test_wrong_checkpoint_id_is_refused_naming_both_ids() -> None:
 async def test_a_response_to_a_run_that_is_not_waiting_is_refused() -> None:
     engine = make_engine(["a"])
     await engine.run(LoopContext(goal="g"))
-    with pytest.raises(ValueError, match="no open review"):
+    with pytest.raises(ValueError, match="is completed, not waiting for a human"):
         response = ReviewResponse(checkpoint_id="checkpoint_0001", decision=HumanDecision.APPROVE)
         await engine.resume(engine.state, response)
 
