@@ -29,7 +29,7 @@ from loop_engine.checkpoint import HumanDecision
 
 from bot.config import BotConfig, ConfigError, load_config
 from bot.logging import RedactingFilter, setup_logging
-from bot.reviews import Vote, cast_vote
+from bot.reviews import Vote, authorize, cast_vote
 from bot.status import render_json, render_table
 from bot.store import AlreadyRunningError, FileStore, ServeLock, StoreError, UnknownReviewError
 from bot.store.lock import ROLE_RUN, ROLE_SERVE, role_of
@@ -224,6 +224,13 @@ def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
         if err.role != ROLE_SERVE:  # only a server reads the inbox: a request left here would start a run later
             _err(str(err))
             return EXIT_LOCKED
+        from bot.foreground import busy_help
+
+        busy = busy_help(store, catalog.loop_config(args.loop), err.pid, _decide_command(path))
+        if busy:  # the server would only log that it skipped the request
+            for line in busy:
+                _err(line)
+            return EXIT_FAILED
         request_id = store.enqueue_request("run", {"loop": args.loop, "trigger": "cli"})
         print(f"handed to the running server (pid {err.pid}): request {request_id}")
         return EXIT_OK
@@ -328,14 +335,15 @@ def cmd_decide(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     except UnknownReviewError as err:
         _err(str(err))
         return EXIT_USAGE
-    if decision is HumanDecision.REJECT and not args.feedback.strip() and review.outcome is None:
-        # the vote rules would refuse it too, but with the chat's syntax
-        _err(f'a reject needs a reason: {_decide_command(path)} {review.id} reject --feedback "the labels are wrong"')
-        return EXIT_FAILED
     voter = _voter_name(args.voter)
     if not voter:
         _err("cannot tell who is voting: pass --as NAME or set LOOPBOT_USER")
         return EXIT_USAGE
+    allowed = authorize(review.policy.reviewers, f"local:{voter}") is None
+    if allowed and decision is HumanDecision.REJECT and not args.feedback.strip() and review.outcome is None:
+        # the vote rules would refuse it too, but with the chat's syntax
+        _err(f'a reject needs a reason: {_decide_command(path)} {review.id} reject --feedback "the labels are wrong"')
+        return EXIT_FAILED
     vote = Vote(voter=f"local:{voter}", decision=decision, feedback=args.feedback,
                 modifications=modifications, at=now, source="local")
     result = store.update_review(args.review, lambda review: cast_vote(review, vote, now=now))

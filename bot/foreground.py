@@ -14,10 +14,11 @@ from typing import Any
 
 from adapters.local import LocalChannel
 
-from bot.runner import Runner
+from bot.config import LoopConfig
+from bot.runner import ACTIVE_STATUSES, Runner
 from bot.store.base import RunRecord, Store
 
-__all__ = ["StopOnSignal", "active_run_help"]
+__all__ = ["StopOnSignal", "active_run_help", "busy_help"]
 
 
 class StopOnSignal:
@@ -74,3 +75,19 @@ def active_run_help(active: RunRecord, store: Store, local: LocalChannel, decide
     if active.status == "running":
         return [head, f"run {active.id} was interrupted; start `loopbot serve` to continue it"]
     return [head]
+
+
+def busy_help(store: Store, loop: LoopConfig, server_pid: object, decide_command: str) -> list[str]:
+    """Why a running server would skip a run of ``loop`` now (its one slot is taken), else [].
+
+    Said before handing the run over: the server itself would only log the skip.
+    """
+    if loop.overlap == "allow":
+        return []
+    active = next((r for r in store.list_runs() if r.loop == loop.name and r.status in ACTIVE_STATUSES), None)
+    if active is None:
+        return []
+    head = f"not started: loop {loop.name} already has an active run: {active.id} is {active.status}"
+    if active.status == "waiting" and active.review_id:
+        return [f"{head} on review {active.review_id}", f"approve with: {decide_command} {active.review_id} approve"]
+    return [f"{head} in the running server (pid {server_pid})"]

@@ -346,6 +346,14 @@ def test_a_reject_without_a_reason_is_told_the_cli_line(config: Path, capsys: py
     assert FileStore(config.parent / "state").get_review("demo-1").votes == []
 
 
+def test_someone_who_may_not_vote_is_told_so_before_anything_about_reasons(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli(capsys, "run", "demo", "--config", str(config))
+    code, _, err = cli(capsys, "decide", "demo-1", "reject", "--as", "mallory", "--config", str(config))
+    assert code == EXIT_FAILED and "mallory is not a reviewer" in err and "needs a reason" not in err
+
+
 def test_status_says_who_applies_a_decided_review(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cli(capsys, "run", "demo", "--config", str(config))
     cli(capsys, "decide", "demo-1", "approve", "--config", str(config))
@@ -483,6 +491,23 @@ def test_run_while_a_server_holds_the_state_dir_hands_it_over(
     assert code == EXIT_OK and f"handed to the running server (pid {os.getpid()}): request request-1" in out
     assert [r.payload["loop"] for r in FileStore(state).take_requests()] == ["demo"]
     assert FileStore(state).list_runs() == []
+
+
+def test_run_a_server_would_skip_is_refused_with_what_holds_the_loop(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = config.parent / "state"
+    cli(capsys, "run", "demo", "--config", str(config))  # demo-run-1 waits on demo-1
+    server = ServeLock(state)
+    server.acquire(role=ROLE_SERVE, port=8123)
+    try:
+        code, out, err = cli(capsys, "run", "demo", "--config", str(config))
+    finally:
+        server.release()
+    assert code == EXIT_FAILED and "handed" not in out
+    assert "not started: loop demo already has an active run: demo-run-1 is waiting on review demo-1" in err
+    assert "decide demo-1 approve" in err
+    assert FileStore(state).take_requests() == []  # nothing queued for the server to skip
 
 
 # -- the decide line must run when pasted -------------------------------------------------------------
