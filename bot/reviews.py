@@ -175,7 +175,9 @@ def _pause_until(vote: Vote, now: datetime) -> datetime:
     Feedback that is not a duration is a note; a duration over the cap is
     refused, not read as a note, so ``pause 3000000d`` is never a 24h pause.
     """
-    if vote.modifications.get("until") not in (None, ""):
+    if "until" in vote.modifications:  # given empty (an unset shell variable) is a mistake, not "24h"
+        if vote.modifications["until"] in (None, ""):
+            raise ValueError("pause until '' is empty; give a time such as 2031-01-01T09:00Z, or leave --set until out")
         return _explicit_until(vote.modifications["until"], now)
     words = vote.feedback.split()
     if words:

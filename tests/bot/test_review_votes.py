@@ -113,6 +113,11 @@ def test_pause_until_now_or_earlier_is_refused(until: object) -> None:
     assert "is in the past (it is now 2025-01-06T09:00+00:00)" in message and "pause 2h" in message
 
 
+@pytest.mark.parametrize("until", ["", None])
+def test_an_empty_pause_time_is_refused_not_taken_as_the_default(until: object) -> None:
+    assert "is empty; give a time such as" in refusal(until)
+
+
 def test_pause_until_more_than_ten_years_ahead_is_refused() -> None:
     assert "more than 10 years ahead" in refusal("9999-12-31T00:00Z")
     review = make_review(**DEADLINES)
