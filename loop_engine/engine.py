@@ -212,7 +212,7 @@ class LoopEngine(StepsMixin, RecoveryMixin):
                 await self._give_up(failure)
                 return
         state.current_plan = plan
-        self._settle_stepless("planner")  # planning succeeded after a human let it try again
+        self._recovered(state.open_failure_for_step(None, "planner"))  # planning works after a human let it retry
         await self._boundary()
 
     async def _decide(self) -> Step | None:
@@ -231,7 +231,7 @@ class LoopEngine(StepsMixin, RecoveryMixin):
                 problem = f"terminator failed: should_terminate must return True or False, got {verdict!r}"
                 await self._give_up(self._fail_step(None, FailureType.EXECUTION_ERROR, problem, "terminator"))
                 return None
-            self._settle_stepless("terminator")  # it answers again after a human let the run go on
+            self._recovered(state.open_failure_for_step(None, "terminator"))  # it answers again after a human's go
             if verdict:
                 self._stop(S.POLICY_TERMINATED, "terminator fired")
                 return None
@@ -301,13 +301,6 @@ class LoopEngine(StepsMixin, RecoveryMixin):
         return f"Continue with step {upcoming.id}: {upcoming.description}" if upcoming else "Continue the run"
 
     # ------------------------------------------------------------ helpers
-    def _settle_stepless(self, source: str) -> None:
-        """A component that failed without a step (planner, terminator) now works: its failure is recovered."""
-        failure = self._state.open_failure_for_step(None, source)
-        if failure is not None:
-            failure.mark_recovered()
-            self._settle_recoveries(failure, success=True)
-
     def _abandon_iteration(self) -> None:
         """Resume after a crash mid-iteration: the unfinished step runs again."""
         state = self._state

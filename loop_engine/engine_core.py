@@ -143,6 +143,12 @@ class EngineCore:
         assert context is not None, "run() or resume() sets the context"
         return context
 
+    def _recovered(self, failure: Failure | None) -> None:
+        """``failure`` (if any) is over: it is recovered and its retries awaiting a verdict succeeded."""
+        if failure is not None:
+            failure.mark_recovered()
+            self._settle_recoveries(failure, success=True)
+
     def _settle_recoveries(self, failure: Failure, *, success: bool) -> None:
         """Give recoveries of ``failure`` still awaiting a verdict (retries) their outcome."""
         for action in self._state.recoveries:

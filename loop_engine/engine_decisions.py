@@ -143,10 +143,7 @@ class DecisionsMixin(EngineCore):
             # planning failure plans again) on the same, already-reviewed
             # failure, so failing again cannot ask the human again forever.
             if target is not None and target.is_completed():
-                settled = failure or state.open_failure_for_step(target.id)
-                if settled is not None:
-                    settled.mark_recovered()
-                    self._settle_recoveries(settled, success=True)
+                self._recovered(failure or state.open_failure_for_step(target.id))
                 return
         if failure is not None and (not failure.is_open or failure.status is FailureStatus.ESCALATED):
             self._revive(failure)  # it had ended the run, or was handed over: the human gives it another go

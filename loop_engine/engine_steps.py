@@ -234,10 +234,7 @@ class StepsMixin(EngineCore):
         step.status = StepStatus.VERIFIED_COMPLETED
         step.end_time = datetime.now()
         self.state.consecutive_failures = 0
-        failure = self.state.open_failure_for_step(step.id)
-        if failure is not None:
-            failure.mark_recovered()
-            self._settle_recoveries(failure, success=True)
+        self._recovered(self.state.open_failure_for_step(step.id))
 
 
 def _gate_files(files: Any) -> dict[str, str]:
