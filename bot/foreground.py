@@ -15,7 +15,7 @@ from typing import Any
 from adapters.local import LocalChannel
 
 from bot.config import LoopConfig
-from bot.runner import ACTIVE_STATUSES, Runner
+from bot.runner import Runner, active_run
 from bot.store.base import RunRecord, Store
 
 __all__ = ["StopOnSignal", "active_run_help", "busy_help"]
@@ -84,7 +84,7 @@ def busy_help(store: Store, loop: LoopConfig, server_pid: object, decide_command
     """
     if loop.overlap == "allow":
         return []
-    active = next((r for r in store.list_runs() if r.loop == loop.name and r.status in ACTIVE_STATUSES), None)
+    active = active_run(store, loop.name)
     if active is None:
         return []
     head = f"not started: loop {loop.name} already has an active run: {active.id} is {active.status}"

@@ -37,7 +37,7 @@ from bot.worker import (
     result_summary,
 )
 
-__all__ = ["Runner", "ACTIVE_STATUSES", "utcnow"]
+__all__ = ["Runner", "ACTIVE_STATUSES", "active_run", "utcnow"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,11 @@ ACTIVE_STATUSES = frozenset({"running", "waiting"})
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def active_run(store: Store, loop: str) -> RunRecord | None:
+    """The run holding ``loop``'s one active slot in ``store``, if any."""
+    return next((r for r in store.list_runs() if r.loop == loop and r.status in ACTIVE_STATUSES), None)
 
 
 def _explained(err: Exception) -> bool:
@@ -81,7 +86,7 @@ class Runner:
 
     def active_run(self, loop: str) -> RunRecord | None:
         """The run holding ``loop``'s one active slot, if any (the CLI names it when it starts nothing)."""
-        return next((r for r in self._store.list_runs() if r.loop == loop and r.status in ACTIVE_STATUSES), None)
+        return active_run(self._store, loop)
 
     def _new_run(self, loop: str, trigger: str) -> RunRecord | None:
         """Create the run record, or None when the loop's one slot is taken (overlap: skip)."""
