@@ -62,6 +62,7 @@ __all__ = [
     "cast_vote",
     "changes_text",
     "due_actions",
+    "next_deadline",
     "decide_by_timeout",
     "mark_applied",
     "mark_failed",
@@ -339,6 +340,37 @@ def due_actions(review: Review, *, now: datetime) -> list[str]:
         review.escalated_at = now
         actions.append("escalate")
     return actions
+
+
+def next_deadline(review: Review) -> datetime | None:
+    """The first instant at which ``due_actions(review, now=...)`` returns something, or None if never.
+
+    The store keeps this per open review so a tick asks "what is due?" in
+    time that grows with the due reviews, not with every review stored.
+    Same rules as ``due_actions``: nothing for a quiet review (not open,
+    timed out), deadlines count from ``_clock_start``, a fired remind or
+    escalate is not pending again, and nothing is due before a pause ends.
+    """
+    if review.status != "open" or review.timed_out_at is not None:
+        return None
+    policy = review.policy
+    start = _clock_start(review)
+    pending = [policy.decide_after]
+    if review.reminded_at is None:
+        pending.append(policy.remind_after)
+    if review.escalated_at is None:
+        pending.append(policy.escalate_after)
+    deadlines = []
+    for after in pending:
+        if after is not None:
+            with contextlib.suppress(OverflowError):  # past year 9999: never due
+                deadlines.append(start + after)
+    if not deadlines:
+        return None
+    first = min(deadlines)
+    if review.paused_until is not None and first < review.paused_until:
+        return review.paused_until  # _is_quiet until the pause ends
+    return first
 
 
 def decide_by_timeout(review: Review, *, now: datetime) -> Outcome:
