@@ -23,6 +23,7 @@ was wrong and what would work - never silence.
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -48,11 +49,32 @@ __all__ = [
     "parse_comment",
     "parse_assignments",
     "modification_problem",
+    "value_problem",
+    "identity_problem",
+    "MAX_VALUE_DEPTH",
+    "MAX_VALUE_BYTES",
+    "MAX_IDENTITY_LENGTH",
     "decision_from_word",
     "looks_like_review_id",
 ]
 
 Verb = HumanDecision | Literal["status", "help"]
+
+# --- Limits on what a vote may carry ------------------------------------------
+#: A vote's changes are stored in the review, then in the run's snapshots, a few
+#: levels further down: orjson refuses more than 255 levels and the stdlib
+#: decoder runs out of stack near 1,000, so the limit sits far below both.
+MAX_VALUE_DEPTH = 32
+#: Changes are stored in every snapshot of the run from then on.
+MAX_VALUE_BYTES = 64 * 1024
+#: Voter names are printed in replies, status and logs.
+MAX_IDENTITY_LENGTH = 100
+#: Integers a JSON reader keeps exact (the engine's own rule, loop_engine.jsonvalue).
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+#: Characters that would let a name forge lines or reorder text in output and logs:
+#: C0 and C1 controls (newlines included), DEL, Unicode line/paragraph separators
+#: and bidirectional overrides.
+_CONTROL_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 # --- Anchored patterns -------------------------------------------------------
 #: One command: an optional leading "/", the verb, then the rest.
@@ -178,12 +200,26 @@ def _set_path(target: dict[str, Any], key: str, value: Any) -> None:
     node[leaf] = value
 
 
-def _scalar(text: str) -> Any:
-    """JSON values stay typed (``5``, ``true``, ``["a"]``); anything else is a string."""
+def _scalar(text: str, key: str = "value", depth: int = 0) -> Any:
+    """JSON values stay typed (``5``, ``true``, ``["a"]``); anything else is a string.
+
+    A value that could not be stored and read back as it is (NaN, 1e999,
+    nesting deeper than ``MAX_VALUE_DEPTH``, more than ``MAX_VALUE_BYTES``) is
+    refused here, naming ``key``: accepted, it would break the review or the
+    run long after the person who sent it has gone.
+    """
+    if len(text) > MAX_VALUE_BYTES:
+        raise CommandError(f"{key}: the value is {len(text):,} characters; at most {MAX_VALUE_BYTES:,} are stored")
     try:
-        return json.loads(text)
+        value = json.loads(text)
+    except RecursionError:
+        raise CommandError(f"{key}: {_too_deep()}") from None
     except ValueError:
-        return text
+        value = text
+    problem = value_problem(value, key, depth=depth)
+    if problem is not None:
+        raise CommandError(problem)
+    return value
 
 
 def parse_assignments(tokens: list[str]) -> dict[str, Any]:
@@ -191,10 +227,120 @@ def parse_assignments(tokens: list[str]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for token in tokens:
         key, sep, value = token.partition("=")
-        if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
-            raise CommandError(f'modify expects key=value, got "{token}"\n{_MODIFY_USAGE}')
-        _set_path(result, key.strip(), _scalar(value))
+        parts = key.strip().split(".")
+        if not sep or not key.strip() or any(not part for part in parts):
+            raise CommandError(f'modify expects key=value, got "{_shorten(token)}"\n{_MODIFY_USAGE}')
+        if len(parts) > MAX_VALUE_DEPTH // 2:
+            raise CommandError(f'{_shorten(key.strip())}: at most {MAX_VALUE_DEPTH // 2} dotted parts in a key')
+        _set_path(result, key.strip(), _scalar(value, key.strip(), len(parts)))
+    problem = value_problem(result)
+    if problem is not None:  # each value fits, all of them together may not
+        raise CommandError(problem)
     return result
+
+
+def _too_deep() -> str:
+    return f"nested more than {MAX_VALUE_DEPTH} levels deep; store a flatter value"
+
+
+def _shorten(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+def value_problem(value: Any, where: str = "", *, depth: int = 0) -> str | None:
+    """Why ``value`` would not come back from the store as it went in, else None.
+
+    ``where`` is the dotted key that holds ``value`` ("" for a vote's whole
+    changes) and ``depth`` how deep that key already sits; messages name the
+    key where the problem is.
+
+    The engine refuses such a value only when the run resumes, and a stored
+    review too deep to decode breaks every tick; so votes are checked when
+    cast. Walks without recursion and stops once ``MAX_VALUE_BYTES`` worth
+    of the value has been seen, so neither deep nesting nor a YAML alias
+    bomb (shared lists, expanded on every visit) can make the check itself
+    expensive. ``depth`` is how deep ``value`` already sits.
+    """
+    budget = MAX_VALUE_BYTES
+    too_big = f"{where or 'the changes'}: larger than {MAX_VALUE_BYTES // 1024} KiB; store a smaller value"
+    stack: list[tuple[Any, int, str]] = [(value, depth, where)]
+    while stack:
+        item, level, path = stack.pop()
+        kind = type(item)
+        if kind is dict or kind is list:
+            if level >= MAX_VALUE_DEPTH:
+                return f"{_shorten(path.split('[', 1)[0] or 'the changes')}: {_too_deep()}"
+            budget -= 2
+            if kind is dict:
+                for key, child in item.items():
+                    if type(key) is not str:
+                        return f"{_shorten(path or 'the changes')}: key {key!r} is not text; JSON keys are text"
+                    budget -= len(key) + 4
+                    if budget < 0:
+                        return too_big
+                    if _bad_text(key):
+                        return f"{_shorten(path or 'the changes')}: a key is not valid UTF-8 text"
+                    stack.append((child, level + 1, f"{path}.{key}" if path else key))
+            else:
+                for index, child in enumerate(item):
+                    budget -= 1
+                    if budget < 0:
+                        return too_big
+                    stack.append((child, level + 1, f"{path}[{index}]"))
+        elif kind is str:
+            budget -= len(item) + 2
+            if budget < 0:
+                return too_big
+            if _bad_text(item):
+                return f"{_shorten(path)}: not valid UTF-8 text (check the terminal's or the file's encoding)"
+        elif item is None or kind is bool:
+            budget -= 5
+        elif kind is int:
+            if not _INT_MIN <= item <= _INT_MAX:
+                return f"{_shorten(path)}: the integer does not fit in 64 bits; quote it to store it as text"
+            budget -= 20
+        elif kind is float:
+            if not math.isfinite(item):
+                return (f"{_shorten(path)}: {item!r} is not a finite number and JSON cannot hold it; "
+                        "store it as quoted text, or null")
+            budget -= 24
+        else:
+            return (f"{_shorten(path)}: a {kind.__name__} is not a JSON value; use text, numbers, "
+                    "true/false, null, lists and mappings (quote dates and times)")
+        if budget < 0:
+            return too_big
+    return None
+
+
+def _bad_text(text: str) -> bool:
+    """A lone surrogate (from argv or a file that is not UTF-8) cannot be written as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def identity_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a voter's name, else None.
+
+    Names are echoed in replies, ``status`` and the log: a newline, a
+    terminal escape or a bidi override in one could forge lines there, and
+    leading or trailing spaces make a name that looks like another.
+    """
+    if not name or not name.strip():
+        return "a voter name cannot be empty"
+    if len(name) > MAX_IDENTITY_LENGTH:
+        return f"a voter name has at most {MAX_IDENTITY_LENGTH} characters, not {len(name):,}"
+    if _bad_text(name):
+        return "a voter name must be valid UTF-8 text (check the terminal's encoding)"
+    control = _CONTROL_CHARS.search(name)
+    if control is not None:
+        return (f"a voter name cannot hold control characters or line breaks "
+                f"({control.group()!r} at position {control.start() + 1})")
+    if name != name.strip():
+        return "a voter name cannot start or end with a space"
+    return None
 
 
 def modification_problem(modifications: dict[str, Any]) -> str | None:
@@ -215,15 +361,24 @@ def modification_problem(modifications: dict[str, Any]) -> str | None:
     flat = [key for key in MODIFY_KEYS if key in modifications and not isinstance(modifications[key], dict)]
     if flat:
         return f"modify: {flat[0]} takes keys under it (e.g. {flat[0]}.KEY=VALUE), not a single value"
+    problem = value_problem(modifications)
+    if problem is not None:
+        return f"modify: {problem}"
     problem = modifications_problem(modifications)  # the engine's own rules for what is under each key
     return None if problem is None else f"modify: {problem}"
 
 
 def _parse_block(info: str, body: str) -> dict[str, Any]:
+    kind = "JSON" if info.lower() == "json" else "YAML"
+    if len(body) > MAX_VALUE_BYTES:
+        raise CommandError(
+            f"modify: the fenced block is {len(body):,} characters; at most {MAX_VALUE_BYTES:,} are stored"
+        )
     try:
-        data = json.loads(body) if info.lower() == "json" else yaml.safe_load(body)
+        data = json.loads(body) if kind == "JSON" else yaml.safe_load(body)
+    except RecursionError:
+        raise CommandError(f"modify: the fenced block is {_too_deep()}") from None
     except (ValueError, yaml.YAMLError) as exc:
-        kind = "JSON" if info.lower() == "json" else "YAML"
         raise CommandError(f"modify: the fenced block is not valid {kind}: {exc}") from None
     if not isinstance(data, dict) or not data:
         raise CommandError("modify: the fenced block must hold a mapping of keys to new values")
