@@ -10,19 +10,29 @@ unlocked file at the path.
 The info names the holder's ``role``: a ``serve`` reads the inbox and applies
 decisions, a foreground ``run`` does neither, so the CLI must know which one
 it is talking to before it hands either any work.
+
+The lock file is opened with O_NOFOLLOW: writing the info truncates it, and a
+``serve.lock`` symlinked to a file outside the state dir must not make the
+bot truncate that file.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
+import stat
 import time
 from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
-__all__ = ["AlreadyRunningError", "ServeLock", "LOCK_NAME", "ROLE_SERVE", "ROLE_RUN", "role_of"]
+from .base import StoreError
+
+__all__ = [
+    "AlreadyRunningError", "LockFileError", "ServeLock", "LOCK_NAME", "ROLE_SERVE", "ROLE_RUN", "role_of",
+]
 
 LOCK_NAME = "serve.lock"
 _PROBE_RETRIES = 5
@@ -77,6 +87,31 @@ class AlreadyRunningError(RuntimeError):
         super().__init__(message)
 
 
+class LockFileError(StoreError):
+    """The lock file is a symlink or not a regular file; the message names it and the fix."""
+
+
+#: Never follow a symlink at the lock's path; never let the descriptor leak into children.
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_lock(path: Path, flags: int) -> int:
+    """``os.open`` for the lock file, refusing a symlink or a special file with a LockFileError."""
+    try:
+        fd = os.open(path, flags | _NO_FOLLOW | getattr(os, "O_NONBLOCK", 0), 0o644)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise LockFileError(
+                f"{path} is a symlink; loopbot never writes through one: remove it (the bot recreates it)"
+            ) from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise LockFileError(f"{path} is not a regular file: remove it (the bot recreates it)")
+    return fd
+
+
 def _read_info(fd: int) -> dict[str, Any]:
     """The holder's info; a torn or empty file (holder mid-write) reads as {}."""
     os.lseek(fd, 0, os.SEEK_SET)
@@ -105,7 +140,7 @@ class ServeLock:
         if self._fd is not None:
             return self.info
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock(self.path, os.O_RDWR | os.O_CREAT)
         for attempt in range(_PROBE_RETRIES + 1):
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -158,7 +193,7 @@ class ServeLock:
         """
         path = Path(state_dir) / LOCK_NAME
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = _open_lock(path, os.O_RDONLY)
         except FileNotFoundError:
             return None
         try:
