@@ -11,13 +11,22 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .config_blocks import (
     CheckpointBlock,
@@ -186,26 +195,33 @@ class BotConfig(BaseModel):
 
 
 def substitute_env(
-    value: Any, environ: Mapping[str, str], path: str = "", used: set[str] | None = None
+    value: Any,
+    environ: Mapping[str, str],
+    path: str = "",
+    used: set[str] | None = None,
+    *,
+    unset: Callable[[str, str], str | None] | None = None,
 ) -> tuple[Any, list[str]]:
     """Replace ``${VAR}`` / ``${VAR:-default}`` in every string (``$$`` is a literal ``$``).
 
     Works on parsed YAML so a substituted value can never change the
     document's structure; returns the new tree and "key.path: problem" lines.
     Values taken from the environment are added to ``used`` so error
-    messages can hide them (any of them may be a secret).
+    messages can hide them (any of them may be a secret). ``unset(path,
+    name)`` may stand in for a variable that is not set (its text replaces
+    it); when it returns None, or is not given, that is an error.
     """
     errors: list[str] = []
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
-            out[key], errs = substitute_env(item, environ, f"{path}.{key}" if path else str(key), used)
+            out[key], errs = substitute_env(item, environ, f"{path}.{key}" if path else str(key), used, unset=unset)
             errors += errs
         return out, errors
     if isinstance(value, list):
         items = []
         for i, item in enumerate(value):
-            new, errs = substitute_env(item, environ, f"{path}[{i}]", used)
+            new, errs = substitute_env(item, environ, f"{path}[{i}]", used, unset=unset)
             items.append(new)
             errors += errs
         return items, errors
@@ -222,6 +238,9 @@ def substitute_env(
             return environ[name]
         if default is not None:
             return default
+        stand_in = unset(path, name) if unset is not None else None
+        if stand_in is not None:
+            return stand_in
         errors.append(f"{path}: environment variable {name} is not set; set it or write ${{{name}:-default}}")
         return ""
 
@@ -291,9 +310,31 @@ class _RepeatedKey(yaml.YAMLError):
         super().__init__(f"line {again}: key {key!r} appears twice (first on line {first}); keep one")
 
 
+class _TooDeep(yaml.YAMLError):
+    def __init__(self, line: int) -> None:
+        super().__init__(f"line {line}: nested more than {MAX_CONFIG_DEPTH} levels deep; a config is never that deep")
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """SafeLoader that refuses a repeated key: plain YAML keeps the last one silently,
-    so a second `schedule:` under a loop would quietly replace the first."""
+    so a second `schedule:` under a loop would quietly replace the first.
+
+    It also stops at ``MAX_CONFIG_DEPTH`` levels, before the composer's
+    recursion (and PyYAML's scanning ahead) gets expensive.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        self._depth += 1
+        try:
+            if self._depth > MAX_CONFIG_DEPTH:
+                raise _TooDeep(self.peek_event().start_mark.line + 1)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         first_line: dict[Any, int] = {}
@@ -334,22 +375,114 @@ def _from_env_note(where: str, taken: Mapping[str, str], environ: Mapping[str, s
     return f" (the value {environ[var]!r} comes from ${var}: fix ${var}, or set {where} in the file)"
 
 
-def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> BotConfig:
-    """Read, substitute and validate ``path``; relative ``state_dir`` is resolved against the file's folder."""
-    env = os.environ if environ is None else environ
-    name = str(path)
+#: A config is a few KiB; these stop a file that is not one (or a YAML alias
+#: bomb: nine levels of aliases, 461 bytes, expand to 387 million strings)
+#: before it costs minutes and gigabytes.
+MAX_CONFIG_BYTES = 1024 * 1024
+MAX_CONFIG_DEPTH = 50
+MAX_CONFIG_NODES = 100_000
+#: The blocks whose unset variables ``need_secrets=False`` lets pass.
+_SECRET_BLOCKS: dict[str, type[BaseModel]] = {"slack": SlackConfig, "github": GitHubConfig}
+
+
+def _read_text(path: str | os.PathLike[str], name: str) -> str:
+    """The file's text, reading at most one byte past the limit (``--config /dev/zero`` ends too)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(
             [f"{name}: file not found; copy config.example.yaml to config.yaml or pass --config PATH"]
         ) from None
+    except IsADirectoryError:
+        raise ConfigError([f"{name}: is a directory; pass the config file with --config PATH"]) from None
     except OSError as err:
         raise ConfigError([f"{name}: cannot read it ({err.strerror})"]) from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError([f"{name}: larger than {MAX_CONFIG_BYTES // (1024 * 1024)} MiB; is it the config file?"])
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise ConfigError([f"{name}: line {line}: not UTF-8 text ({err.reason}); save the file as UTF-8"]) from None
+
+
+def _check_size(raw: Any, name: str) -> None:
+    """ConfigError when the parsed tree, with every alias expanded, is larger or deeper than a config.
+
+    Aliases share one object, so the parse is cheap; every walk after it
+    (substitution, validation) expands them. Walked without recursion,
+    visiting each alias as often as the later walks would, and stopping at
+    the limit - so the check costs at most ``MAX_CONFIG_NODES`` steps.
+    """
+    stack: list[tuple[Any, int]] = [(raw, 0)]
+    seen = 0
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if seen > MAX_CONFIG_NODES:
+            raise ConfigError([
+                f"{name}: more than {MAX_CONFIG_NODES:,} values once YAML aliases (*name) are expanded; "
+                "a config is far smaller - is an alias repeated many times?"
+            ])
+        if isinstance(value, dict | list):
+            if depth >= MAX_CONFIG_DEPTH:
+                raise ConfigError([f"{name}: nested more than {MAX_CONFIG_DEPTH} levels deep"])
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)
+
+
+def _secret_stand_in(path: str, name: str, placeholders: dict[str, str]) -> str | None:
+    """"" for an unset variable inside a slack:/github: block, None (an error) anywhere else."""
+    if path.split(".", 1)[0] not in _SECRET_BLOCKS:
+        return None
+    placeholders[path] = name
+    return ""
+
+
+def _fill_placeholders(data: dict[str, Any], placeholders: Mapping[str, str]) -> None:
+    """Give each key left empty by an unset secret a value its field accepts ("", else 0, else None).
+
+    A command that never talks to Slack or GitHub must still load a config
+    whose ``app_id: ${GITHUB_APP_ID}`` is unset in its shell.
+    """
+    for path in placeholders:
+        block_name, _, key = path.partition(".")
+        block = data.get(block_name)
+        if not isinstance(block, dict) or "." in key or "[" in key or block.get(key) != "":
+            continue
+        field = _SECRET_BLOCKS[block_name].model_fields.get(key)
+        if field is None or field.annotation is None:
+            continue  # an unknown key: validation names it
+        adapter: TypeAdapter[Any] = TypeAdapter(field.annotation)
+        for candidate in ("", 0, None):
+            try:
+                adapter.validate_python(candidate)
+            except ValidationError:
+                continue
+            block[key] = candidate
+            break
+
+
+def load_config(
+    path: str | os.PathLike[str], environ: Mapping[str, str] | None = None, *, need_secrets: bool = True
+) -> BotConfig:
+    """Read, substitute and validate ``path``; relative ``state_dir`` is resolved against the file's folder.
+
+    With ``need_secrets=False`` (commands that never talk to a channel:
+    ``status``, ``decide``), a variable used inside the ``slack:`` or
+    ``github:`` block may be unset: the key loads as empty and its secret is
+    absent. Everything else is checked as before.
+    """
+    env = os.environ if environ is None else environ
+    name = str(path)
+    text = _read_text(path, name)
     try:
         raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except _RepeatedKey as err:
+    except (_RepeatedKey, _TooDeep) as err:
         raise ConfigError([f"{name}: {err}"]) from None
+    except RecursionError:  # a flow of brackets deeper than the composer's stack, before our depth check saw it
+        raise ConfigError([f"{name}: nested more than {MAX_CONFIG_DEPTH} levels deep"]) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "YAML"
@@ -357,10 +490,17 @@ def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] | None 
     raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise ConfigError([f"{name}: (top level): expected a mapping of keys (state_dir, server, loops, ...)"])
+    _check_size(raw, name)
     from_env: set[str] = set()
-    data, errors = substitute_env(raw, env, used=from_env)
+    placeholders: dict[str, str] = {}
+
+    def stand_in(where: str, variable: str) -> str | None:
+        return None if need_secrets else _secret_stand_in(where, variable, placeholders)
+
+    data, errors = substitute_env(raw, env, used=from_env, unset=stand_in)
     if errors:
         raise ConfigError([f"{name}: {line}" for line in errors])
+    _fill_placeholders(data, placeholders)
     taken = _server_from_env(data, env)
     try:
         config = BotConfig.model_validate(data)
