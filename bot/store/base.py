@@ -1,7 +1,8 @@
 """The Store contract: what the bot keeps durably, and the errors it raises.
 
-Runs (with their engine snapshot), reviews, id counters and the run-request
-inbox. Every implementation (``FileStore`` now, a SQL store later) passes
+Runs (with their engine snapshot), reviews, id counters, the run-request
+inbox, the outbox of tasks channel workers deliver, and intake dedupe keys.
+Every implementation (``FileStore`` now, a SQL store later) passes
 tests/bot/store/test_store_contract.py; code outside ``bot/store`` sees only
 this Protocol and these records.
 """
@@ -9,9 +10,12 @@ this Protocol and these records.
 from __future__ import annotations
 
 from collections.abc import Callable
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
+
+from loop_engine.types import LoopState
 
 from ..reviews import Review
 
@@ -21,10 +25,15 @@ __all__ = [
     "StoreError",
     "UnknownRunError",
     "UnknownReviewError",
+    "UnknownTaskError",
     "CorruptDocumentError",
     "NewerFormatError",
     "RunRecord",
     "Request",
+    "OutboxTask",
+    "TASK_FORMAT",
+    "ACTIVE_RUN_STATUSES",
+    "HOT_REVIEW_STATUSES",
     "Store",
 ]
 
@@ -34,6 +43,13 @@ T = TypeVar("T")
 RUN_FORMAT = 1
 #: The run statuses the CLI and ``status --json`` show; more may be added.
 RUN_STATUSES = ("running", "waiting", "completed", "failed", "rejected")
+#: Runs in these statuses are in progress; any other status has ended and leaves the hot set.
+ACTIVE_RUN_STATUSES = ("running", "waiting")
+#: Reviews in these statuses still need the bot (votes, deadlines, an outcome to apply); others are archived.
+HOT_REVIEW_STATUSES = ("open", "decided")
+#: Format version written into every outbox task.
+TASK_FORMAT = 1
+_TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
 
 
 class StoreError(Exception):
@@ -46,6 +62,13 @@ class UnknownRunError(StoreError, LookupError):
 
 class UnknownReviewError(StoreError, LookupError):
     """No review has this id; the message lists close ids when there are some."""
+
+
+class UnknownTaskError(StoreError, KeyError):
+    """No pending outbox task has this id (it was finished, or never added)."""
+
+    def __str__(self) -> str:  # KeyError would show the message in quotes
+        return str(self.args[0]) if self.args else ""
 
 
 class CorruptDocumentError(StoreError, ValueError):
@@ -121,6 +144,80 @@ class Request:
     created_at: datetime | None = None
 
 
+def _opt_dt(value: Any) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+@dataclass
+class OutboxTask:
+    """Something a channel worker must deliver (post, update, escalate, ...), kept until it is done.
+
+    Durable so a crash between deciding to post and posting loses nothing:
+    the worker retries (``attempts``, ``not_before``, ``last_error``) and
+    calls ``finish_task`` once delivered. ``id`` is chosen by the caller and
+    deterministic (e.g. "demo-1.post.slack-c0123"), so adding the same task
+    twice is a no-op rather than a double post.
+    """
+
+    id: str
+    channel: str
+    action: str
+    review_id: str | None
+    payload: dict[str, Any]
+    created_at: datetime
+    attempts: int = 0
+    not_before: datetime | None = None
+    last_error: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not _TASK_ID.fullmatch(self.id) or ".." in self.id:
+            raise StoreError(
+                f"invalid task id {self.id!r}: use letters, digits, '.', '_', '-' or ':' "
+                "(up to 200, e.g. demo-1.post.slack-c0123)"
+            )
+
+    @property
+    def ready_at(self) -> datetime:
+        """When a worker may try it: ``not_before`` if set, else as soon as it was created."""
+        return self.not_before if self.not_before is not None else self.created_at
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": TASK_FORMAT,
+            "id": self.id,
+            "channel": self.channel,
+            "action": self.action,
+            "review_id": self.review_id,
+            "payload": self.payload,
+            "created_at": _iso(self.created_at),
+            "attempts": self.attempts,
+            "not_before": None if self.not_before is None else _iso(self.not_before),
+            "last_error": self.last_error,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> OutboxTask:
+        version = data.get("format")
+        if not isinstance(version, int) or version > TASK_FORMAT:
+            raise ValueError(
+                f"task format {version!r} is not one this loopbot reads (up to {TASK_FORMAT}); upgrade loopbot"
+            )
+        payload = data["payload"]
+        if not isinstance(payload, dict):
+            raise TypeError(f"task payload must be an object, not {type(payload).__name__}")
+        return cls(
+            id=data["id"],
+            channel=data["channel"],
+            action=data["action"],
+            review_id=data.get("review_id"),
+            payload=payload,
+            created_at=datetime.fromisoformat(data["created_at"]),
+            attempts=int(data.get("attempts", 0)),
+            not_before=_opt_dt(data.get("not_before")),
+            last_error=data.get("last_error"),
+        )
+
+
 class Store(Protocol):
     """Durable state of one bot. Every write is atomic; documents carry a format version.
 
@@ -128,28 +225,63 @@ class Store(Protocol):
     serialises threads and processes, write the result atomically and only
     then return ``mutate``'s return value: an acknowledged change survives
     kill -9.
+
+    Hot set and archive: applied/failed reviews and ended runs are archived
+    by the write that ends them. Everything a tick, a health check or a
+    status asks about (``open_reviews``, ``due_reviews``, ``counts``,
+    ``due_tasks``, ...) looks at the hot set only, so its cost grows with
+    the work to do, not with the history kept; ``get_*`` and
+    ``list_*(archived=True)`` still see the archive.
     """
 
+    # -- runs
     def put_run(self, run: RunRecord) -> None: ...
 
     def get_run(self, run_id: str) -> RunRecord: ...
 
-    def list_runs(self) -> list[RunRecord]: ...
+    def list_runs(self, *, archived: bool = False) -> list[RunRecord]: ...
 
     def update_run(self, run_id: str, mutate: Callable[[RunRecord], T]) -> T: ...
 
+    def recent_runs(self, limit: int = 10) -> list[RunRecord]: ...
+
+    def active_runs(self) -> list[RunRecord]: ...
+
+    def active_run(self, loop: str) -> RunRecord | None: ...
+
+    def run_with_trigger(self, trigger: str) -> RunRecord | None: ...
+
+    # -- snapshots
     def save_snapshot(self, run_id: str, snapshot: dict[str, Any]) -> None: ...
 
     def load_snapshot(self, run_id: str) -> dict[str, Any] | None: ...
 
+    def save_state(self, run_id: str, state: LoopState) -> None: ...
+
+    def load_state(self, run_id: str) -> LoopState | None: ...
+
+    # -- reviews
     def put_review(self, review: Review) -> None: ...
 
     def get_review(self, review_id: str) -> Review: ...
 
-    def list_reviews(self) -> list[Review]: ...
+    def list_reviews(self, *, archived: bool = False) -> list[Review]: ...
 
     def update_review(self, review_id: str, mutate: Callable[[Review], T]) -> T: ...
 
+    def open_reviews(self) -> list[Review]: ...
+
+    def decided_reviews(self) -> list[Review]: ...
+
+    def due_reviews(self, now: datetime) -> list[Review]: ...
+
+    def next_deadline(self) -> datetime | None: ...
+
+    def review_for_run(self, run_id: str, checkpoint_id: str | None = None) -> Review | None: ...
+
+    def counts(self) -> dict[str, Any]: ...
+
+    # -- ids and the run-request inbox
     def next_id(self, prefix: str) -> str: ...
 
     def enqueue_request(self, kind: str, payload: dict[str, Any]) -> str: ...
@@ -157,3 +289,23 @@ class Store(Protocol):
     def take_requests(self) -> list[Request]: ...
 
     def finish_request(self, request_id: str) -> None: ...
+
+    # -- outbox
+    def add_task(self, task: OutboxTask) -> bool: ...
+
+    def get_task(self, task_id: str) -> OutboxTask: ...
+
+    def due_tasks(self, channel: str, now: datetime, limit: int = 50) -> list[OutboxTask]: ...
+
+    def next_task_at(self, channel: str) -> datetime | None: ...
+
+    def pending_tasks(self, review_id: str | None = None) -> list[OutboxTask]: ...
+
+    def update_task(self, task_id: str, mutate: Callable[[OutboxTask], T]) -> T: ...
+
+    def finish_task(self, task_id: str) -> None: ...
+
+    # -- intake dedupe and health
+    def record_delivery(self, key: str) -> bool: ...
+
+    def problems(self) -> list[str]: ...

@@ -1,298 +1,317 @@
 """FileStore: the embedded default store, JSON documents under ``state_dir``.
 
-Layout (one document per file, each written through loop_engine.atomic):
-``runs/<id>.json``, ``snapshots/<run id>.json``, ``reviews/<id>.json``,
-``counters/<prefix>.json``, ``inbox/<request id>.json``. Read-modify-write
-is serialised by ``fcntl.flock`` on a hidden ``.lock`` file per directory:
-flock locks belong to an open file description, so they exclude other
-threads (each acquisition opens its own descriptor) as well as other
-processes, and the kernel drops them when a holder is killed.
-File names are lower-cased ids, so lookups are case-insensitive.
+Layout (one document per file, each written atomically through loop_engine.atomic):
+``runs/<id>.json`` and ``reviews/<id>.json`` (the hot set: what the bot
+still works on), ``archive/runs/<created>~<id>.json`` and
+``archive/reviews/<run>~<id>.json`` (ended runs, applied or failed
+reviews), ``snapshots/<run id>.json``, ``outbox/<task id>.json``,
+``counters/<prefix>.json``, ``inbox/<request id>.json``,
+``deliveries/<hash>.json`` and ``quarantine/<kind>/`` for documents that
+could not be used. Read-modify-write is serialised by ``fcntl.flock`` on a
+hidden ``.lock`` file per directory. File names are lower-cased ids, so
+lookups are case-insensitive.
+
+The questions asked every tick are answered from in-process indexes of the
+hot directories (``index``), so an idle bot's cost does not grow with the
+documents stored.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
-import logging
+import bisect
+import hashlib
 import os
-import re
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from datetime import datetime, UTC
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
-
-from loop_engine.atomic import atomic_write_text, fsync_directory
+from typing import Any, NamedTuple, TypeVar
 
 from adapters.suggest import did_you_mean
 
-from ..reviews import REVIEW_FORMAT, Review
+from ..reviews import REVIEW_FORMAT, Review, next_deadline
 from .base import (
+    ACTIVE_RUN_STATUSES,
+    HOT_REVIEW_STATUSES,
     RUN_FORMAT,
-    CorruptDocumentError,
-    NewerFormatError,
-    Request,
     RunRecord,
-    StoreError,
     UnknownReviewError,
     UnknownRunError,
 )
+from .collection import Collection, Spec, created_key, creation_order
+from .documents import Quarantine, file_name
+from .index import SETTLE_SECONDS, Entry
+from .intake import IntakeFiles
+from .outbox import OUTBOX_SPEC, OutboxFiles
+from .snapshots import SnapshotFiles
 
 __all__ = ["FileStore"]
 
-log = logging.getLogger(__name__)
-
 T = TypeVar("T")
-D = TypeVar("D")
-
-#: Format of the small documents this module owns (snapshots, counters, requests).
-DOC_FORMAT = 1
-_SAFE_ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
-_TRAILING_NUMBER = re.compile(r"-(\d+)$")
 
 
-def _file_name(doc_id: str) -> str | None:
-    """The file stem for an id, or None if the id could escape its directory."""
-    name = doc_id.strip().lower()
-    if not _SAFE_ID.fullmatch(name) or ".." in name:
-        return None
-    return name
+class RunSummary(NamedTuple):
+    ended: bool
+    status: str
+    loop: str
+    order: tuple[datetime, int, str]
+    trigger: str
 
 
-def _number(doc_id: str) -> int:
-    match = _TRAILING_NUMBER.search(doc_id)
-    return int(match.group(1)) if match else 0
+class ReviewSummary(NamedTuple):
+    ended: bool
+    status: str
+    order: tuple[datetime, int, str]
+    deadline: datetime | None
+    run_id: str
+    checkpoint_id: str
 
 
-class _Record(Protocol):
-    """A run or a review: the documents stored one per file and changed under a lock."""
-
-    id: str
-    created_at: datetime
-
-    def to_dict(self) -> dict[str, Any]: ...
+def _run_ended(run: RunRecord) -> bool:
+    return run.status not in ACTIVE_RUN_STATUSES
 
 
-R = TypeVar("R", bound=_Record)
+def _review_ended(review: Review) -> bool:
+    return review.status not in HOT_REVIEW_STATUSES
 
 
-def _creation_order(record: _Record) -> tuple[datetime, int, str]:
-    return record.created_at, _number(record.id), record.id
+def _run_key(run_id: str) -> str:
+    """The archive prefix of a run's reviews: its file stem, or a hash if that would make the name too long."""
+    stem = file_name(run_id)
+    if stem is not None and len(stem) <= 100:
+        return stem
+    return "h" + hashlib.sha256(run_id.strip().lower().encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-class FileStore:
-    """The ``Store`` on a directory; safe to share between threads and processes."""
+RUN_SPEC: Spec[RunRecord] = Spec(
+    kind="runs",
+    noun="run",
+    supported=RUN_FORMAT,
+    from_dict=RunRecord.from_dict,
+    summarize=lambda r: RunSummary(_run_ended(r), r.status, r.loop, creation_order(r), r.trigger),
+    ended=_run_ended,
+    archive_prefix=lambda r: created_key(r.created_at),
+)
+REVIEW_SPEC: Spec[Review] = Spec(
+    kind="reviews",
+    noun="review",
+    supported=REVIEW_FORMAT,
+    from_dict=Review.from_dict,
+    summarize=lambda r: ReviewSummary(
+        _review_ended(r), r.status, creation_order(r), next_deadline(r), _run_key(r.run_id), r.checkpoint_id
+    ),
+    ended=_review_ended,
+    archive_prefix=lambda r: _run_key(r.run_id),
+)
 
-    def __init__(self, state_dir: str | os.PathLike[str], *, clock: Callable[[], datetime] | None = None) -> None:
+
+def _ordered(live: Mapping[str, Entry[Any]], keep: Callable[[Any], bool]) -> list[str]:
+    return [stem for _, stem in sorted((e.summary.order, s) for s, e in live.items() if keep(e.summary))]
+
+
+def _deadlines(live: Mapping[str, Entry[ReviewSummary]]) -> tuple[list[datetime], list[str]]:
+    pairs = sorted((e.summary.deadline, e.summary.order, s) for s, e in live.items() if e.summary.deadline is not None)
+    return [d for d, _, _ in pairs], [s for _, _, s in pairs]
+
+
+class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
+    """The ``Store`` on a directory; safe to share between threads and processes.
+
+    ``clock`` dates requests and delivery keys; ``wall`` is the clock the
+    index compares directory mtimes with (tests pass their own).
+    """
+
+    def __init__(
+        self,
+        state_dir: str | os.PathLike[str],
+        *,
+        clock: Callable[[], datetime] | None = None,
+        wall: Callable[[], float] = time.time,
+        settle: float = SETTLE_SECONDS,
+    ) -> None:
         self.root = Path(state_dir)
         self._clock = clock or (lambda: datetime.now(UTC))
+        self._quarantine = Quarantine(self.root)
+        self._runs = Collection(self.root, RUN_SPEC, self._quarantine, wall=wall, settle=settle)
+        self._reviews = Collection(self.root, REVIEW_SPEC, self._quarantine, wall=wall, settle=settle)
+        self._outbox = Collection(self.root, OUTBOX_SPEC, self._quarantine, wall=wall, settle=settle)
 
     def __repr__(self) -> str:
         return f"FileStore({str(self.root)!r})"
 
-    # -- plumbing ---------------------------------------------------------
-
-    def _path(self, kind: str, doc_id: str) -> Path:
-        name = _file_name(doc_id)
-        if name is None:
-            raise StoreError(f"invalid {kind} id {doc_id!r}: use letters, digits, '-', '_' or '.' (e.g. triage-17)")
-        return self.root / kind / f"{name}.json"
-
-    @contextmanager
-    def _locked(self, kind: str) -> Iterator[None]:
-        directory = self.root / kind
-        directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing the descriptor releases the flock
-
-    def _write(self, path: Path, document: dict[str, Any]) -> None:
-        atomic_write_text(path, json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
-
-    def _read(self, path: Path, supported: int) -> dict[str, Any] | None:
-        """The document at ``path`` (None if absent), refusing damaged or newer ones by file name."""
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        try:
-            document = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise CorruptDocumentError(
-                f"{path}: not a valid JSON document ({err}); restore it from a backup or move it aside"
-            ) from err
-        if not isinstance(document, dict) or not isinstance(document.get("format"), int):
-            raise CorruptDocumentError(f"{path}: not a loopbot document (no integer 'format' field); move it aside")
-        if document["format"] > supported:
-            raise NewerFormatError(
-                f"{path}: format version {document['format']} is newer than this loopbot reads "
-                f"(up to {supported}); upgrade loopbot to use this state_dir"
-            )
-        return document
-
-    def _decode(self, path: Path, document: dict[str, Any], build: Callable[[dict[str, Any]], D]) -> D:
-        try:
-            return build(document)
-        except (KeyError, TypeError, ValueError) as err:
-            raise CorruptDocumentError(
-                f"{path}: damaged document ({type(err).__name__}: {err}); restore it or move it aside"
-            ) from err
-
-    def _update(self, kind: str, path: Path, load: Callable[[], R], mutate: Callable[[R], T]) -> T:
-        """Run ``mutate`` under the ``kind`` lock on a fresh load; write only if the document changed."""
-        with self._locked(kind):
-            record = load()
-            before = record.to_dict()
-            result = mutate(record)
-            after = record.to_dict()
-            if after != before:
-                self._write(path, after)
-        return result
-
-    def _ids(self, kind: str) -> list[Path]:
-        directory = self.root / kind
-        if not directory.is_dir():
-            return []
-        return sorted(p for p in directory.iterdir() if p.suffix == ".json" and not p.name.startswith("."))
-
     # -- runs -------------------------------------------------------------
 
-    def put_run(self, run: RunRecord) -> None:
-        path = self._path("runs", run.id)
-        with self._locked("runs"):
-            self._write(path, run.to_dict())
+    def _unknown_run(self, run_id: str) -> UnknownRunError:
+        if file_name(run_id) is None:
+            return UnknownRunError(f"no run {run_id!r}: run ids look like demo-run-3")
+        return UnknownRunError(f"no run {run_id!r} in {self.root}; `loopbot status` lists the runs")
 
-    def _load_run(self, path: Path, run_id: str) -> RunRecord:
-        document = self._read(path, RUN_FORMAT)
-        if document is None:
-            raise UnknownRunError(f"no run {run_id!r} in {self.root}; `loopbot status` lists the runs")
-        return self._decode(path, document, RunRecord.from_dict)
+    def put_run(self, run: RunRecord) -> None:
+        self._runs.put(run)
 
     def get_run(self, run_id: str) -> RunRecord:
-        if _file_name(run_id) is None:
-            raise UnknownRunError(f"no run {run_id!r}: run ids look like demo-run-3")
-        return self._load_run(self._path("runs", run_id), run_id)
+        found = self._runs.find(run_id)
+        if found is None:
+            raise self._unknown_run(run_id)
+        return found[1]
 
-    def list_runs(self) -> list[RunRecord]:
-        return sorted((self._load_run(path, path.stem) for path in self._ids("runs")), key=_creation_order)
+    def list_runs(self, *, archived: bool = False) -> list[RunRecord]:
+        """The hot runs (in progress) in creation order; with ``archived`` the ended ones too (reads them all)."""
+        self._runs.upkeep()
+        runs = self._runs.hot_records()
+        if archived:
+            runs += self._runs.archived_records()
+        return sorted(runs, key=creation_order)
 
     def update_run(self, run_id: str, mutate: Callable[[RunRecord], T]) -> T:
-        run = self.get_run(run_id)  # fail fast, before creating any lock file
-        path = self._path("runs", run.id)
-        return self._update("runs", path, lambda: self._load_run(path, run_id), mutate)
+        """Change a run under the lock; a run that ends is archived by the same call."""
+        return self._runs.update(run_id, mutate, self._unknown_run)
 
-    # -- snapshots --------------------------------------------------------
+    def recent_runs(self, limit: int = 10) -> list[RunRecord]:
+        """The ``limit`` latest-created ended runs, oldest first; reads about ``limit`` files.
 
-    def save_snapshot(self, run_id: str, snapshot: dict[str, Any]) -> None:
-        self._write(self._path("snapshots", run_id), {"format": DOC_FORMAT, "run_id": run_id, "snapshot": snapshot})
+        Archived run files are named by creation time, so the newest are the
+        last names: ties on the boundary are read too, then ordered exactly.
+        """
+        if limit <= 0:
+            return []
+        names = self._runs.archive.current()[1]
+        ordered = sorted(names)
+        if not ordered:
+            return []
+        chosen = ordered[-limit:]
+        boundary = chosen[0].split("~", 1)[0]
+        start = len(ordered) - len(chosen)
+        while start > 0 and ordered[start - 1].split("~", 1)[0] == boundary:
+            start -= 1
+        runs = []
+        for name in ordered[start:]:
+            path = self._runs.archive_dir / f"{name}.json"
+            try:
+                runs.append(self._runs.decode(path, path.read_bytes()))
+            except (FileNotFoundError, ValueError):
+                continue  # gone or unreadable: list_runs(archived=True) reports it
+        return sorted(runs, key=creation_order)[-limit:]
 
-    def load_snapshot(self, run_id: str) -> dict[str, Any] | None:
-        path = self._path("snapshots", run_id)
-        document = self._read(path, DOC_FORMAT)
-        if document is None:
-            return None
-        snapshot = document.get("snapshot")
-        if not isinstance(snapshot, dict):
-            raise CorruptDocumentError(f"{path}: damaged snapshot document (no 'snapshot' object); move it aside")
-        return snapshot
+    def active_runs(self) -> list[RunRecord]:
+        """Runs in progress ("running", "waiting"), in creation order; no file is read while nothing changed."""
+        self._runs.upkeep()
+        stems = self._runs.view("active", lambda live: _ordered(live, lambda s: s.status in ACTIVE_RUN_STATUSES))
+        return self._runs.records(self._runs.live(), stems)
+
+    def active_run(self, loop: str) -> RunRecord | None:
+        """The run in progress of ``loop``, if any (the oldest, should there be several)."""
+        return next((run for run in self.active_runs() if run.loop == loop), None)
+
+    def run_with_trigger(self, trigger: str) -> RunRecord | None:
+        """The newest hot run started by ``trigger`` (e.g. an inbox request id), to make intake idempotent."""
+        self._runs.upkeep()
+        live = self._runs.live()
+        matches = sorted((e.summary.order, s) for s, e in live.items() if e.summary.trigger == trigger)
+        return self._runs.records(live, [matches[-1][1]])[0] if matches else None
 
     # -- reviews ----------------------------------------------------------
 
-    def put_review(self, review: Review) -> None:
-        path = self._path("reviews", review.id)
-        with self._locked("reviews"):
-            self._write(path, review.to_dict())
-
     def _unknown_review(self, review_id: str) -> UnknownReviewError:
-        known = [p.stem for p in self._ids("reviews")]
+        known = list(self._reviews.live()) + list(self._reviews.archived_names())
         hint = did_you_mean(review_id, known, n=3) or "; `loopbot status` lists the open reviews"
         return UnknownReviewError(f"no review {review_id!r}{hint}")
 
-    def _load_review(self, path: Path, review_id: str) -> Review:
-        document = self._read(path, REVIEW_FORMAT)
-        if document is None:
-            raise self._unknown_review(review_id)
-        return self._decode(path, document, Review.from_dict)
+    def put_review(self, review: Review) -> None:
+        self._reviews.put(review)
 
     def get_review(self, review_id: str) -> Review:
-        if _file_name(review_id) is None:
+        found = self._reviews.find(review_id)
+        if found is None:
             raise self._unknown_review(review_id)
-        return self._load_review(self._path("reviews", review_id), review_id)
+        return found[1]
 
-    def list_reviews(self) -> list[Review]:
-        return sorted((self._load_review(path, path.stem) for path in self._ids("reviews")), key=_creation_order)
+    def list_reviews(self, *, archived: bool = False) -> list[Review]:
+        """Open and decided reviews in creation order; with ``archived`` the applied and failed ones too."""
+        self._reviews.upkeep()
+        reviews = self._reviews.hot_records()
+        if archived:
+            reviews += self._reviews.archived_records()
+        return sorted(reviews, key=creation_order)
 
     def update_review(self, review_id: str, mutate: Callable[[Review], T]) -> T:
-        review = self.get_review(review_id)  # unknown id -> error, and no lock file created
-        path = self._path("reviews", review.id)
-        return self._update("reviews", path, lambda: self._load_review(path, review_id), mutate)
+        """Change a review under the lock; one that becomes applied or failed is archived by the same call."""
+        return self._reviews.update(review_id, mutate, self._unknown_review)
 
-    # -- ids --------------------------------------------------------------
+    def _reviews_with(self, status: str) -> list[Review]:
+        self._reviews.upkeep()
+        stems = self._reviews.view(status, lambda live: _ordered(live, lambda s: s.status == status))
+        return self._reviews.records(self._reviews.live(), stems)
 
-    def next_id(self, prefix: str) -> str:
-        """``<prefix>-<n>``, n counting from 1 and never reused, even after kill -9.
+    def open_reviews(self) -> list[Review]:
+        """Reviews waiting for people, in creation order."""
+        return self._reviews_with("open")
 
-        The counter is saved before the id is returned, so a crash can skip a
-        number but never hand the same one out twice.
-        """
-        path = self._path("counters", prefix)
-        with self._locked("counters"):
-            document = self._read(path, DOC_FORMAT)
-            last = 0 if document is None else document.get("last")
-            if not isinstance(last, int):
-                raise CorruptDocumentError(f"{path}: damaged counter (no integer 'last'); move it aside")
-            self._write(path, {"format": DOC_FORMAT, "prefix": prefix, "last": last + 1})
-        return f"{prefix}-{last + 1}"
+    def decided_reviews(self) -> list[Review]:
+        """Reviews with an outcome the runner has not applied yet, in creation order."""
+        return self._reviews_with("decided")
 
-    # -- run-request inbox ------------------------------------------------
+    def due_reviews(self, now: datetime) -> list[Review]:
+        """Open reviews with a deadline action due at ``now``, in creation order; costs what is due."""
+        self._reviews.upkeep()
+        times, stems = self._reviews.view("deadlines", _deadlines)
+        due = stems[: bisect.bisect_right(times, now)]
+        live = self._reviews.live()
+        due = sorted((s for s in due if s in live), key=lambda s: live[s].summary.order)
+        return self._reviews.records(live, due)
 
-    def enqueue_request(self, kind: str, payload: dict[str, Any]) -> str:
-        request_id = self.next_id("request")
-        document = {
-            "format": DOC_FORMAT,
-            "id": request_id,
-            "kind": kind,
-            "payload": payload,
-            "created_at": self._clock().isoformat(),
+    def next_deadline(self) -> datetime | None:
+        """The earliest deadline among open reviews (None: nothing will ever be due)."""
+        self._reviews.upkeep()
+        times, _ = self._reviews.view("deadlines", _deadlines)
+        return times[0] if times else None
+
+    def review_for_run(self, run_id: str, checkpoint_id: str | None = None) -> Review | None:
+        """The newest review of ``run_id`` (at ``checkpoint_id`` if given), hot or archived."""
+        key = _run_key(run_id)
+        live = self._reviews.live()
+        candidates = [r for r in self._reviews.records(live, [s for s, e in live.items() if e.summary.run_id == key])]
+        by_run = self._reviews.archived_names()
+        for stem, name in by_run.items():
+            if name.split("~", 1)[0] == key and stem not in live:
+                found = self._reviews.find(stem)
+                if found is not None:
+                    candidates.append(found[1])
+        matching = [
+            r
+            for r in candidates
+            if _run_key(r.run_id) == key and (checkpoint_id is None or r.checkpoint_id == checkpoint_id)
+        ]
+        return max(matching, key=creation_order, default=None)
+
+    # -- health -----------------------------------------------------------
+
+    def counts(self) -> dict[str, Any]:
+        """Hot runs by status, open and decided reviews, pending tasks: no file read while nothing changed."""
+        self._runs.upkeep()
+        self._reviews.upkeep()
+        runs = self._runs.view("by-status", lambda live: dict(Counter(e.summary.status for e in live.values())))
+        reviews = self._reviews.view("by-status", lambda live: Counter(e.summary.status for e in live.values()))
+        return {
+            "runs": dict(runs),
+            "open_reviews": reviews.get("open", 0),
+            "decided_reviews": reviews.get("decided", 0),
+            "outbox_pending": self._outbox_pending(),
         }
-        self._write(self._path("inbox", request_id), document)
-        return request_id
 
-    def _load_request(self, path: Path, document: dict[str, Any]) -> Request:
-        def build(doc: dict[str, Any]) -> Request:
-            return Request(doc["id"], doc["kind"], dict(doc["payload"]), datetime.fromisoformat(doc["created_at"]))
+    def problems(self) -> list[str]:
+        """Documents set aside or unreadable, '<kind>/<file>: why', for ``status`` and /healthz."""
+        for collection in (self._runs, self._reviews, self._outbox):
+            collection.upkeep()
+        return self._quarantine.problems()
 
-        return self._decode(path, document, build)
-
-    def take_requests(self) -> list[Request]:
-        """Every pending request, oldest first; each stays until ``finish_request``.
-
-        A damaged request file is renamed ``<name>.corrupt`` (and logged) rather
-        than raised on every call: one bad file must not block every run asked for.
-        """
-        requests = []
-        for path in self._ids("inbox"):
-            try:
-                document = self._read(path, DOC_FORMAT)
-                if document is not None:  # finished by another thread since listing
-                    requests.append(self._load_request(path, document))
-            except CorruptDocumentError as err:
-                aside = path.with_name(path.name + ".corrupt")
-                with contextlib.suppress(FileNotFoundError):
-                    os.replace(path, aside)
-                    log.error("%s; moved it to %s, other requests go on", err, aside.name)
-        return sorted(requests, key=lambda r: (_number(r.id), r.id))
-
-    def finish_request(self, request_id: str) -> None:
-        """Delete a handled request; finishing one twice is harmless."""
-        path = self._path("inbox", request_id)
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            return
-        fsync_directory(path.parent)
+    def _used_ids(self) -> Iterator[str]:
+        """Every id in use by a stored document (for a counter that must resume past them)."""
+        for collection in (self._runs, self._reviews):
+            yield from collection.hot.current()[1]
+            yield from collection.archived_names()
+        for directory in (self.root / "inbox", *self._quarantine.root.glob("*")):
+            if directory.is_dir():
+                for name in os.listdir(directory):
+                    yield name.split(".json", 1)[0]

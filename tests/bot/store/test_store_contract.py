@@ -21,12 +21,13 @@ from typing import Any
 
 import pytest
 
-import bot.store.files as files_module
+import bot.store.documents as documents_module
 from bot.reviews import Review, ReviewPolicy, Vote, cast_vote
 from bot.store import (
     CorruptDocumentError,
     FileStore,
     NewerFormatError,
+    OutboxTask,
     RunRecord,
     Store,
     StoreError,
@@ -77,6 +78,18 @@ def make_review(review_id: str = "demo-1", required: int = 1, created_at: dateti
         policy=ReviewPolicy(approvals_required=required),
         created_at=created_at,
     )
+
+
+def make_task(task_id: str = "demo-1.post.slack-C0123", **kw: Any) -> OutboxTask:
+    fields: dict[str, Any] = {
+        "channel": "slack",
+        "action": "post",
+        "review_id": "demo-1",
+        "payload": {"text": "ünï", "n": [1, None]},
+        "created_at": T0,
+    }
+    fields.update(kw)
+    return OutboxTask(id=task_id, **fields)
 
 
 # -- runs and snapshots -----------------------------------------------------
@@ -247,15 +260,18 @@ def test_updates_and_ids_are_serialised_across_processes(store: Store, impl: Imp
 # -- FileStore specifics: files, formats, atomic writes ---------------------
 
 
-def test_corrupt_document_is_named(tmp_path: Path) -> None:
+def test_corrupt_document_is_named_and_set_aside_by_a_scan(tmp_path: Path) -> None:
     store = FileStore(tmp_path)
     store.put_review(make_review())
     path = tmp_path / "reviews" / "demo-1.json"
     path.write_text('{"format": 1, "id": "demo-1", "lo')
     with pytest.raises(CorruptDocumentError, match=str(path)):
         store.get_review("demo-1")
-    with pytest.raises(CorruptDocumentError, match=str(path)):
-        store.list_reviews()
+    assert store.list_reviews() == []  # one bad file no longer stops every review (issue 12.8)
+    (problem,) = store.problems()
+    assert problem.startswith("reviews/demo-1.json: ") and str(path) in problem
+    with pytest.raises(CorruptDocumentError, match="quarantined"):
+        store.get_review("demo-1")
     path.write_text('{"format": 1, "id": "demo-1"}')
     with pytest.raises(CorruptDocumentError, match=f"{path}: damaged"):
         store.get_review("demo-1")
@@ -288,13 +304,13 @@ def test_newer_format_is_refused_naming_file_and_versions(tmp_path: Path) -> Non
 
 def test_every_write_goes_through_the_atomic_helper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     written: list[str] = []
-    real = files_module.atomic_write_text
+    real = documents_module.atomic_write_bytes
 
-    def recording(path: Any, text: str, **kw: Any) -> Path:
+    def recording(path: Any, data: bytes, **kw: Any) -> Path:
         written.append(Path(path).relative_to(tmp_path).as_posix())
-        return real(path, text, **kw)
+        return real(path, data, **kw)
 
-    monkeypatch.setattr(files_module, "atomic_write_text", recording)
+    monkeypatch.setattr(documents_module, "atomic_write_bytes", recording)
     store = FileStore(tmp_path)
     store.put_run(make_run())
     store.update_run("demo-run-1", lambda r: setattr(r, "status", "waiting"))
@@ -303,7 +319,11 @@ def test_every_write_goes_through_the_atomic_helper(tmp_path: Path, monkeypatch:
     store.update_review("demo-1", lambda r: cast_vote(r, Vote("local:a", HumanDecision.APPROVE), now=T0))
     store.update_review("demo-1", lambda r: None)  # no change: no write
     request = store.enqueue_request("run", {})
-    assert written == [
+    store.add_task(make_task())
+    store.record_delivery("X-GitHub-Delivery 1")
+    store.update_run("demo-run-1", lambda r: setattr(r, "status", "completed"))
+    archived = "archive/runs/20250106090000000000~demo-run-1.json"
+    assert written[:7] == [
         "runs/demo-run-1.json",
         "runs/demo-run-1.json",
         "snapshots/demo-run-1.json",
@@ -312,8 +332,11 @@ def test_every_write_goes_through_the_atomic_helper(tmp_path: Path, monkeypatch:
         "counters/request.json",
         f"inbox/{request}.json",
     ]
+    assert written[7] == "outbox/demo-1.post.slack-C0123.json" and written[8].startswith("deliveries/")
+    assert written[9:] == [archived]
     documents = [p for p in tmp_path.rglob("*") if p.is_file() and not p.name.startswith(".")]
-    assert sorted(p.relative_to(tmp_path).as_posix() for p in documents) == sorted(set(written))
+    left = sorted(set(written) - {"runs/demo-run-1.json"})  # the ended run moved to the archive
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in documents) == left
 
 
 def test_reading_creates_nothing(tmp_path: Path) -> None:
