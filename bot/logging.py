@@ -4,6 +4,8 @@ Library modules only create loggers; this module - called once by the CLI -
 decides where lines go. Every handler gets a ``RedactingFilter`` so a token
 that slips into a message (an exception text quoting a request, a config
 dump) is printed as ``***`` instead of leaking into a terminal or log store.
+A ``RepeatFilter`` keeps a failure that recurs every tick (or a client that
+repeats a bad request) from flooding the log and the disk under it.
 """
 
 from __future__ import annotations
@@ -11,10 +13,15 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Callable, Iterable
 from typing import TextIO
 
-__all__ = ["RedactingFilter", "setup_logging", "REDACTED"]
+__all__ = ["RedactingFilter", "RepeatFilter", "setup_logging", "REDACTED", "REPEAT_INTERVAL"]
+
+#: Seconds within which a repeated log line is counted rather than printed.
+REPEAT_INTERVAL = 60.0
 
 REDACTED = "***"
 
@@ -55,10 +62,67 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+class RepeatFilter(logging.Filter):
+    """Let the same (logger, level, message) through once per ``interval`` seconds.
+
+    The next copy after the interval says how many were held back, so the
+    log still tells how often something happened. ``clock`` (seconds,
+    monotonic) is injectable for tests. At most ``max_keys`` distinct lines
+    are remembered: lines that differ every time (they carry an id or a
+    time) are never repeats, and must not grow the memory of a long-lived
+    server.
+    """
+
+    def __init__(
+        self, interval: float = REPEAT_INTERVAL, *, clock: Callable[[], float] = time.monotonic, max_keys: int = 1024
+    ) -> None:
+        super().__init__()
+        self.interval = interval
+        self._clock = clock
+        self._max_keys = max_keys
+        self._seen: dict[tuple[str, int, str], list[float]] = {}  # key -> [last printed at, suppressed since]
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        key = (record.name, record.levelno, message)
+        now = self._clock()
+        with self._lock:
+            entry = self._seen.get(key)
+            if entry is not None and now - entry[0] < self.interval:
+                entry[1] += 1
+                return False
+            suppressed = int(entry[1]) if entry is not None else 0
+            self._seen.pop(key, None)  # re-inserted last: the dict stays in printing order
+            self._seen[key] = [now, 0]
+            if len(self._seen) > self._max_keys:
+                self._forget(now)
+        if suppressed:
+            record.msg = f"{message} (and {suppressed} more time(s) in the {self.interval:g} s before)"
+            record.args = None
+        return True
+
+    def _forget(self, now: float) -> None:
+        """Drop lines whose interval has passed; if that is not enough, the ones printed longest ago."""
+        for key in [k for k, (at, _) in self._seen.items() if now - at >= self.interval]:
+            del self._seen[key]
+        while len(self._seen) > self._max_keys:
+            del self._seen[next(iter(self._seen))]
+
+
 def setup_logging(
-    *, level: int = logging.INFO, secrets: Iterable[str] = (), stream: TextIO | None = None
+    *,
+    level: int = logging.INFO,
+    secrets: Iterable[str] = (),
+    stream: TextIO | None = None,
+    repeat_interval: float = REPEAT_INTERVAL,
+    clock: Callable[[], float] = time.monotonic,
 ) -> RedactingFilter:
-    """Send log lines to ``stream`` (stderr) with secrets redacted; idempotent per process."""
+    """Send log lines to ``stream`` (stderr) with secrets redacted; idempotent per process.
+
+    The same line repeated within ``repeat_interval`` seconds is printed
+    once, then counted (0 turns that off).
+    """
     root = logging.getLogger()
     for handler in list(root.handlers):
         if getattr(handler, "_loopbot", False):
@@ -66,6 +130,8 @@ def setup_logging(
     handler = logging.StreamHandler(stream or sys.stderr)
     handler._loopbot = True  # type: ignore[attr-defined]
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    if repeat_interval > 0:
+        handler.addFilter(RepeatFilter(repeat_interval, clock=clock))  # first: a dropped line costs no redaction
     redactor = RedactingFilter(secrets)
     handler.addFilter(redactor)
     root.addHandler(handler)
