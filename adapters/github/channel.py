@@ -1,0 +1,254 @@
+"""How is a review shown on GitHub? As an issue comment the channel can always find again.
+
+``GitHubChannel`` posts the review comment (on the target's issue, or on one
+issue it opens per run), edits it to show the outcome, swaps the
+``loopbot:*`` labels, answers voters and posts escalations. Every method may
+be retried by the bot's outbox after a failure or a crash, so each one looks
+for its own earlier comment by a hidden marker before it posts:
+
+- the review comment starts with ``<!-- loopbot:review=ID -->``;
+- the run's issue body holds ``<!-- loopbot:run=RUN_ID -->``;
+- escalations, reminders and answers carry markers of their own.
+
+It never decides anything and never sleeps: a failed call is a
+``ChannelError`` (``retry_after`` on rate limits, ``permanent`` for a deleted
+issue) for the outbox to schedule.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from loop_engine.markdown import escape_inline
+
+from ..channel import Answer, AnswerKind, ChannelError, MessageRef, ReviewPost, Target
+from .client import Comment, IssueInfo
+from .render import (
+    MAX_COMMENT_CHARS,
+    answer_marker,
+    escalation_marker,
+    outcomes_in,
+    render_escalation,
+    render_review,
+    review_marker,
+    run_marker,
+)
+
+__all__ = [
+    "AWAITING_LABEL",
+    "ChannelAPI",
+    "GitHubChannel",
+    "OUTCOME_LABELS",
+    "RUN_LABEL",
+]
+
+log = logging.getLogger(__name__)
+
+RUN_LABEL = "loopbot"
+AWAITING_LABEL = "loopbot:awaiting-review"
+#: The label an outcome leaves, by the decision its text names ("Decided: APPROVE by ...").
+OUTCOME_LABELS = {
+    "APPROVE": "loopbot:approved",
+    "REJECT": "loopbot:rejected",
+    "RETRY": "loopbot:retried",
+    "MODIFY": "loopbot:modified",
+    "PAUSE": "loopbot:paused",
+}
+_DECISION_WORD = re.compile(r"\b(APPROVE|REJECT|RETRY|MODIFY|PAUSE)\b")
+#: Reactions on the voter's comment, by answer (👀 on receipt is the intake's business).
+_REACTIONS = {
+    AnswerKind.COUNTED: "rocket",
+    AnswerKind.DECIDED: "rocket",
+    AnswerKind.REFUSED: "-1",
+    AnswerKind.INVALID: "confused",
+}
+
+
+class ChannelAPI(Protocol):
+    """The GitHub calls the channel makes (``GitHubClient`` implements them)."""
+
+    def create_comment(self, repository: str, issue: int, body: str) -> Comment: ...
+    def get_comment(self, repository: str, comment_id: int) -> Comment: ...
+    def edit_comment(self, repository: str, comment_id: int, body: str) -> None: ...
+    def list_comments(self, repository: str, issue: int, since: datetime | None = None) -> list[Comment]: ...
+    def add_reaction(self, repository: str, comment_id: int, content: str) -> None: ...
+    def create_issue(self, repository: str, title: str, body: str, labels: Sequence[str] = ()) -> IssueInfo: ...
+    def list_issues(self, repository: str, label: str) -> list[IssueInfo]: ...
+    def add_labels(self, repository: str, issue: int, *labels: str) -> None: ...
+    def remove_label(self, repository: str, issue: int, label: str) -> None: ...
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.strip().encode("utf-8")).hexdigest()[:16]
+
+
+def _quote(text: str, limit: int = 300) -> list[str]:
+    """The voter's words as a block quote: a few lines, HTML-escaped (no markers or tags of theirs)."""
+    lines = [line for line in text.replace("\r\n", "\n").split("\n") if line.strip()][:3]
+    shown = "\n".join(lines)
+    if len(shown) > limit:
+        shown = shown[: limit - 1] + "…"
+    shown = shown.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return [f"> {line}" for line in shown.split("\n")] if shown else []
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+class GitHubChannel:
+    """A ``Channel`` that shows reviews as GitHub issue comments.
+
+    ``bot_login`` (the token's user, or the App's ``name[bot]``), when given,
+    is required of a comment before the channel takes it for its own.
+    """
+
+    name = "github"
+
+    def __init__(self, api: ChannelAPI, *, bot_login: str | None = None) -> None:
+        self.api = api
+        self.bot_login = bot_login
+        self._run_issues: dict[tuple[str, str], int] = {}
+
+    # --- finding our own comments -----------------------------------------------------------
+    def _ours(self, comment: Comment, marker: str) -> bool:
+        if not comment.body.lstrip().startswith(marker):
+            return False
+        return self.bot_login is None or comment.login.lower() == self.bot_login.lower()
+
+    def _find(self, repository: str, issue: int, marker: str, since: datetime | None = None) -> Comment | None:
+        for comment in self.api.list_comments(repository, issue, since):
+            if self._ours(comment, marker):
+                return comment
+        return None
+
+    def _post_once(self, repository: str, issue: int, marker: str, body: str,
+                   since: datetime | None = None) -> Comment:
+        """Post ``body`` (which starts with ``marker``) unless a comment of ours with that marker is there."""
+        found = self._find(repository, issue, marker, since)
+        if found is not None:
+            return found
+        return self.api.create_comment(repository, issue, body[:MAX_COMMENT_CHARS])
+
+    def _issue_for(self, target: Target, post: ReviewPost) -> tuple[str, int]:
+        if target.kind != self.name or not target.repository:
+            raise ChannelError(f"the github channel cannot post to a {target.kind!r} target", permanent=True)
+        if target.issue is not None:
+            return target.repository, target.issue
+        return target.repository, self._run_issue(target.repository, post)
+
+    def _run_issue(self, repository: str, post: ReviewPost) -> int:
+        """The run's own issue: found by its marker among issues labelled ``loopbot``, else opened."""
+        key = (repository, post.run_id)
+        if key in self._run_issues:
+            return self._run_issues[key]
+        marker = run_marker(post.run_id)
+        number = next((i.number for i in self.api.list_issues(repository, RUN_LABEL) if marker in i.body), None)
+        if number is None:
+            body = (
+                f"{marker}\nloopbot opened this issue for run `{escape_inline(post.run_id)}` of loop "
+                f"`{escape_inline(post.loop)}`: its reviews are posted here as comments, and are answered here."
+            )
+            title = f"loopbot: {post.loop} run {post.run_id}"
+            number = self.api.create_issue(repository, title, body, [RUN_LABEL]).number
+        self._run_issues[key] = number
+        return number
+
+    @staticmethod
+    def _ref_data(ref: MessageRef) -> tuple[str, int, int]:
+        try:
+            return str(ref.data["repository"]), int(ref.data["issue"]), int(ref.data["comment_id"])
+        except (KeyError, TypeError, ValueError):
+            raise ChannelError(f"not a GitHub message reference: {ref.data!r}", permanent=True) from None
+
+    # --- Channel ------------------------------------------------------------------------------
+    def post_request(self, target: Target, post: ReviewPost) -> MessageRef:
+        repository, issue = self._issue_for(target, post)
+        comment = self._post_once(repository, issue, review_marker(post.review_id), render_review(post))
+        if post.status == "open":
+            self.api.add_labels(repository, issue, AWAITING_LABEL)
+        return MessageRef(
+            self.name,
+            {"repository": repository, "issue": issue, "comment_id": comment.id, "url": comment.html_url},
+            target.key,
+        )
+
+    def post_update(self, ref: MessageRef, post: ReviewPost, text: str) -> None:
+        """A reminder (review still open) becomes a reply; an outcome is written into the review comment.
+
+        Outcomes accumulate in the comment (decided, then the run's end), the
+        labels go from ``loopbot:awaiting-review`` to the outcome's, and every
+        update but the plain decision (which the voter was already answered
+        about) is also a reply comment, so the people watching are notified.
+        """
+        if ref.channel != self.name:
+            raise ChannelError(f"the github channel cannot update a {ref.channel!r} message", permanent=True)
+        repository, issue, comment_id = self._ref_data(ref)
+        text = text.strip()
+        if post.status != "open":
+            current = self.api.get_comment(repository, comment_id)
+            outcomes = outcomes_in(current.body)
+            if text not in outcomes:
+                outcomes.append(text)
+                self.api.edit_comment(repository, comment_id, render_review(post, outcomes))
+            decision = _DECISION_WORD.search(text)
+            if decision is not None:
+                self.api.add_labels(repository, issue, OUTCOME_LABELS[decision.group(1)])
+            self.api.remove_label(repository, issue, AWAITING_LABEL)
+        timed_out = text.lower().startswith("timed out")
+        if post.status == "decided" and not timed_out:
+            return
+        marker = answer_marker(f"update:{post.review_id}:{_short_hash(text)}")
+        link = f"review `{post.review_id}`"
+        if ref.data.get("url"):
+            link = f"[{link}]({ref.data['url']})"
+        body = f"{marker}\n**loopbot** {link}: {escape_inline(text)}"
+        self._post_once(repository, issue, marker, body)
+
+    def post_escalation(self, target: Target, post: ReviewPost, text: str) -> MessageRef:
+        repository, issue = self._issue_for(target, post)
+        comment = self._post_once(repository, issue, escalation_marker(post.review_id), render_escalation(post, text))
+        if post.status == "open":
+            self.api.add_labels(repository, issue, AWAITING_LABEL)
+        return MessageRef(
+            self.name,
+            {"repository": repository, "issue": issue, "comment_id": comment.id, "url": comment.html_url},
+            target.key,
+        )
+
+    def answer(self, respond: Mapping[str, Any], answer: Answer) -> None:
+        """A reaction on the voter's comment and a reply comment quoting them (a redelivery gets neither)."""
+        try:
+            repository, issue = str(respond["repository"]), int(respond["issue"])
+        except (KeyError, TypeError, ValueError):
+            raise ChannelError(f"cannot answer on GitHub without repository and issue: {dict(respond)!r}",
+                               permanent=True) from None
+        if answer.kind is AnswerKind.DUPLICATE:
+            return
+        comment_id = respond.get("comment_id")
+        reaction = _REACTIONS.get(answer.kind)
+        if comment_id is not None and reaction is not None:
+            self.api.add_reaction(repository, int(comment_id), reaction)  # GitHub keeps one per user and kind
+        key = str(respond.get("key") or f"{comment_id}")
+        marker = answer_marker(f"{key}:{answer.kind.value}")
+        login = str(respond.get("login") or "")
+        lines = [marker]
+        lines += _quote(str(respond.get("quote") or ""))
+        text = answer.text.strip()
+        mention = f"@{login} " if login else ""
+        if "\n" in text:
+            lines += ["", f"{mention}".rstrip(), "", "```text", text.replace("```", "'''"), "```"]
+        else:
+            lines += ["", f"{mention}{escape_inline(text)}"]
+        since = _parse_time(respond.get("created_at"))
+        self._post_once(repository, issue, marker, "\n".join(lines), since)

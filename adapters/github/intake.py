@@ -1,0 +1,150 @@
+"""What did a GitHub event say? Pure functions from a webhook delivery or a polled item to ``Reply``s.
+
+Only two things are votes: a new issue comment with ``/verb`` lines
+(``issue_comment`` / ``created``; edits and deletions are ignored) and one of
+the labels ``loopbot:approve|reject|retry|pause`` added to an issue. Lines
+inside fenced code, block quotes and HTML comments are never commands
+(``adapters.commands.parse_comment``). Comments and labels by bots and by
+loopbot itself are ignored. Webhook and poller build the same ``Reply``
+(the same ``dedupe_key``) for the same comment, so it counts once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from loop_engine.checkpoint import HumanDecision
+
+from ..channel import Identity, Reply
+from ..commands import Command, CommandError, parse_comment
+
+__all__ = [
+    "EVENTS",
+    "VOTE_LABELS",
+    "comment_key",
+    "replies_from_comment",
+    "replies_from_event",
+    "reply_from_label",
+]
+
+#: The webhook events intake reads; any other event is acknowledged and ignored.
+EVENTS = ("issue_comment", "issues")
+#: Labels that are votes, and what each one votes.
+VOTE_LABELS: dict[str, HumanDecision] = {
+    "loopbot:approve": HumanDecision.APPROVE,
+    "loopbot:reject": HumanDecision.REJECT,
+    "loopbot:retry": HumanDecision.RETRY,
+    "loopbot:pause": HumanDecision.PAUSE,
+}
+LABEL_REJECT_REASON = "rejected by label"
+
+
+def comment_key(comment_id: int | str, index: int = 0) -> str:
+    """``github:comment:ID``; a second command in one comment gets ``:2``, and so on."""
+    return f"github:comment:{comment_id}" + (f":{index + 1}" if index else "")
+
+
+def _is_bot(user: Mapping[str, Any] | None, bot_login: str | None) -> bool:
+    if not isinstance(user, Mapping):
+        return True  # no author: nobody to answer or authorise
+    login = str(user.get("login") or "")
+    if not login or user.get("type") == "Bot":
+        return True
+    return bot_login is not None and login.lower() == bot_login.lower()
+
+
+def replies_from_comment(
+    repository: str,
+    issue: int,
+    comment: Mapping[str, Any],
+    *,
+    bot_login: str | None = None,
+    via: str = "webhook",
+) -> list[Reply]:
+    """One Reply per command in a new comment (a comment as the webhook or the REST API shows it).
+
+    An invalid command (or contradictory ones) is one Reply whose command is
+    the ``CommandError``, so the bot answers with help instead of silence.
+    """
+    user = comment.get("user")
+    if _is_bot(user, bot_login):
+        return []
+    assert isinstance(user, Mapping)
+    login = str(user["login"])
+    body = str(comment.get("body") or "")
+    if "/" not in body:
+        return []  # the common case, decided without parsing
+    try:
+        commands: list[Command | CommandError] = list(parse_comment(body))
+    except CommandError as exc:
+        commands = [exc]
+    comment_id = comment.get("id")
+    context = {"repository": repository, "issue": issue}
+    replies = []
+    for index, command in enumerate(commands):
+        key = comment_key(str(comment_id), index)
+        respond = {
+            **context,
+            "comment_id": comment_id,
+            "login": login,
+            "quote": body[:500],
+            "key": key,
+            "created_at": comment.get("created_at"),
+        }
+        replies.append(Reply(Identity("github", login, login), command, context=context, dedupe_key=key,
+                             via=f"github:{via}", respond=respond))
+    return replies
+
+
+def reply_from_label(
+    repository: str,
+    issue: int,
+    label: str,
+    sender: Mapping[str, Any] | None,
+    unique: str,
+    *,
+    bot_login: str | None = None,
+    via: str = "webhook",
+) -> Reply | None:
+    """A vote label added by a person, else None. ``unique`` is the delivery id or the issue event id."""
+    decision = VOTE_LABELS.get(label.strip().lower())
+    if decision is None or _is_bot(sender, bot_login):
+        return None
+    assert isinstance(sender, Mapping)
+    login = str(sender["login"])
+    argument = LABEL_REJECT_REASON if decision is HumanDecision.REJECT else ""
+    context = {"repository": repository, "issue": issue}
+    key = f"github:label:{issue}:{label}:{unique}"
+    respond = {**context, "comment_id": None, "login": login, "quote": f"(added the label {label})", "key": key}
+    return Reply(Identity("github", login, login), Command(decision, None, argument), context=context,
+                 dedupe_key=key, via=f"github:{via}", respond=respond)
+
+
+def replies_from_event(
+    event: str, delivery: str, payload: Mapping[str, Any], *, bot_login: str | None = None
+) -> list[Reply]:
+    """The votes in one webhook delivery (``X-GitHub-Event``, ``X-GitHub-Delivery``, parsed body)."""
+    if event not in EVENTS:
+        return []
+    action = payload.get("action")
+    repository = payload.get("repository")
+    issue = payload.get("issue")
+    if not isinstance(repository, Mapping) or not isinstance(issue, Mapping):
+        return []
+    full_name, number = repository.get("full_name"), issue.get("number")
+    if not isinstance(full_name, str) or not isinstance(number, int):
+        return []
+    if event == "issue_comment" and action == "created":
+        comment = payload.get("comment")
+        if not isinstance(comment, Mapping):
+            return []
+        return replies_from_comment(full_name, number, comment, bot_login=bot_login)
+    if event == "issues" and action == "labeled":
+        label = payload.get("label")
+        name = label.get("name") if isinstance(label, Mapping) else None
+        if not isinstance(name, str):
+            return []
+        reply = reply_from_label(full_name, number, name, payload.get("sender"), delivery, bot_login=bot_login)
+        return [reply] if reply is not None else []
+    return []

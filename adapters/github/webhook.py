@@ -1,0 +1,139 @@
+"""Is this request really from GitHub, and what votes does it carry? The ``POST /github/webhook`` route.
+
+Order of work, cheapest refusal first: size (``Content-Length``, then
+counted while reading; over 25 MB -> 413), signature (``X-Hub-Signature-256``,
+HMAC-SHA256 of the raw body, any of several secrets so they can be rotated,
+compared in constant time; missing or wrong -> 401, nothing recorded), then
+the event (``ping`` -> 200 pong; events loopbot does not read -> 202), the
+JSON (malformed -> 400), the votes (``intake.replies_from_event``), and only
+for a delivery that carries votes the durable dedupe
+(``first_delivery("HOOK:DELIVERY")``; a redelivery -> 200 duplicate) and
+``submit`` - both run in a worker thread, as they may touch disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import parse_qs
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..channel import Reply
+from .intake import EVENTS, replies_from_event
+
+__all__ = ["MAX_BODY_BYTES", "sign", "signature_ok", "webhook_route"]
+
+log = logging.getLogger(__name__)
+
+#: GitHub caps webhook payloads at 25 MB.
+MAX_BODY_BYTES = 25 * 1024 * 1024
+
+
+def sign(secret: str, body: bytes) -> str:
+    """The ``X-Hub-Signature-256`` value GitHub sends for ``body``."""
+    return "sha256=" + hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+
+
+def signature_ok(secrets: Sequence[str], body: bytes, header: str | None) -> bool:
+    """Does ``header`` sign ``body`` with any of ``secrets``? Every secret is tried (no early exit)."""
+    if not header or not header.startswith("sha256="):
+        return False
+    given = header.encode("ascii", "replace")
+    matched = False
+    for secret in secrets:
+        matched |= hmac.compare_digest(sign(secret, body).encode("ascii"), given)
+    return matched
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise _TooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _payload(body: bytes, content_type: str) -> Any:
+    """The JSON document, sent as JSON or as the form field ``payload`` (a hook's other content type)."""
+    if content_type.startswith("application/x-www-form-urlencoded"):
+        fields = parse_qs(body.decode("utf-8"), strict_parsing=True)
+        return json.loads(fields["payload"][0])
+    return json.loads(body)
+
+
+def webhook_route(
+    secrets: Sequence[str],
+    submit: Callable[[list[Reply]], None],
+    first_delivery: Callable[[str], bool],
+    *,
+    bot_login: str | None = None,
+    path: str = "/github/webhook",
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> Route:
+    """The Starlette route for GitHub webhooks.
+
+    ``submit`` gets the votes of one delivery and must only queue them (the
+    bot answers voters later); ``first_delivery`` records
+    ``"<X-GitHub-Hook-ID>:<X-GitHub-Delivery>"`` durably and says whether it
+    was new. Both are called in a worker thread, first_delivery only after
+    the signature was checked.
+    """
+    keys = [secret for secret in secrets if secret]
+    if not keys:
+        raise ValueError("a GitHub webhook needs at least one secret (github.webhook_secret)")
+
+    def deliver(key: str, replies: list[Reply]) -> bool:
+        if not first_delivery(key):
+            return False
+        submit(replies)
+        return True
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            body = await _read_body(request, max_body_bytes)
+        except _TooLarge:
+            return JSONResponse({"error": "payload too large"}, status_code=413)
+        if not signature_ok(keys, body, request.headers.get("x-hub-signature-256")):
+            return JSONResponse({"error": "bad or missing X-Hub-Signature-256"}, status_code=401)
+        event = request.headers.get("x-github-event", "")
+        delivery = request.headers.get("x-github-delivery", "")
+        if event == "ping":
+            return JSONResponse({"msg": "pong"})
+        if event not in EVENTS:
+            return JSONResponse({"ignored": event or "(no X-GitHub-Event)"}, status_code=202)
+        try:
+            payload = _payload(body, request.headers.get("content-type", ""))
+        except (ValueError, KeyError, UnicodeDecodeError):
+            return JSONResponse({"error": "body is not a JSON document"}, status_code=400)
+        if not isinstance(payload, dict):
+            return JSONResponse({"error": "body is not a JSON object"}, status_code=400)
+        replies = replies_from_event(event, delivery, payload, bot_login=bot_login)
+        if not replies:
+            return JSONResponse({"votes": 0}, status_code=202)
+        if not delivery:
+            return JSONResponse({"error": "missing X-GitHub-Delivery"}, status_code=400)
+        hook = request.headers.get("x-github-hook-id", "")
+        if not await run_in_threadpool(deliver, f"{hook}:{delivery}", replies):
+            return JSONResponse({"duplicate": delivery})
+        log.info("github %s delivery %s: %d vote(s) queued", event, delivery, len(replies))
+        return JSONResponse({"votes": len(replies)})
+
+    return Route(path, endpoint, methods=["POST"])

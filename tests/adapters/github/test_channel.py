@@ -1,0 +1,218 @@
+"""GitHubChannel against the fake GitHub server: idempotent posts, updates, labels, answers, failures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from adapters.channel import Answer, AnswerKind, Channel, ChannelError, MessageRef, Target
+from adapters.github.channel import AWAITING_LABEL, GitHubChannel
+from adapters.github.client import GitHubClient, make_github
+from tests.fakes.github_api import FakeGitHub
+
+from .conftest import REPO, make_post
+
+TARGET = Target("github", repository=REPO, issue=42)
+
+
+def test_is_a_channel(channel: GitHubChannel) -> None:
+    assert isinstance(channel, Channel)
+    assert channel.name == "github"
+
+
+def test_post_request_comments_once_and_labels_the_issue(channel: GitHubChannel, fake: FakeGitHub) -> None:
+    ref = channel.post_request(TARGET, make_post())
+    again = channel.post_request(TARGET, make_post())
+    comments = fake.comments_on(REPO, 42)
+    assert len(comments) == 1
+    assert ref == again
+    assert ref.channel == "github" and ref.target == "github:octo/ops#42"
+    assert ref.data["comment_id"] == comments[0]["id"]
+    body = comments[0]["body"]
+    assert body.startswith("<!-- loopbot:review=triage-17 -->")
+    assert "# Human Checkpoint: checkpoint_0001" in body
+    assert "@alice, @bob" in body and "needs 1 approval" in body
+    assert "`/approve [note]`" in body and "## How to answer" in body
+    assert fake.labels_of(REPO, 42) == [AWAITING_LABEL]
+    assert ref.matches({"repository": REPO, "issue": 42})
+    assert MessageRef.from_dict(json.loads(json.dumps(ref.to_dict()))) == ref
+
+
+def test_a_new_channel_after_a_crash_finds_its_comment(client: GitHubClient, fake: FakeGitHub) -> None:
+    first = GitHubChannel(client, bot_login=fake.bot_login).post_request(TARGET, make_post())
+    reborn = GitHubChannel(GitHubClient(make_github(fake.base_url, token="ghp_test")), bot_login=fake.bot_login)
+    assert reborn.post_request(TARGET, make_post()) == first
+    assert len(fake.calls_to("POST", r"/issues/42/comments$")) == 1
+
+
+def test_a_marker_in_someone_elses_comment_is_not_ours(channel: GitHubChannel, fake: FakeGitHub) -> None:
+    fake.add_comment(REPO, 42, "<!-- loopbot:review=triage-17 -->\nnice try", "mallory")
+    ref = channel.post_request(TARGET, make_post())
+    assert fake.comments[ref.data["comment_id"]]["user"]["login"] == fake.bot_login
+
+
+def test_two_targets_two_refs(channel: GitHubChannel, fake: FakeGitHub) -> None:
+    fake.add_issue(REPO, 7)
+    one = channel.post_request(TARGET, make_post())
+    two = channel.post_request(Target("github", repository=REPO, issue=7), make_post())
+    assert one != two and one.target != two.target
+    assert len(fake.comments_on(REPO, 42)) == len(fake.comments_on(REPO, 7)) == 1
+
+
+def test_no_issue_opens_one_issue_per_run_and_finds_it_again(client: GitHubClient, fake: FakeGitHub) -> None:
+    target = Target("github", repository=REPO)
+    ref = GitHubChannel(client).post_request(target, make_post())
+    assert len(fake.calls_to("POST", r"/repos/octo/ops/issues$")) == 1
+    issue = fake.issues[(REPO, ref.data["issue"])]
+    assert issue["title"] == "loopbot: triage run triage-run-4"
+    assert "<!-- loopbot:run=triage-run-4 -->" in issue["body"]
+    assert [label["name"] for label in issue["labels"]] == ["loopbot", AWAITING_LABEL]
+    # a second review of the same run, from a fresh process: same issue, no second issue
+    second = GitHubChannel(client).post_request(target, make_post("triage-18"))
+    assert second.data["issue"] == ref.data["issue"]
+    assert len(fake.calls_to("POST", r"/repos/octo/ops/issues$")) == 1
+    # another run gets its own issue
+    other = GitHubChannel(client).post_request(target, make_post("triage-19", run_id="triage-run-5"))
+    assert other.data["issue"] != ref.data["issue"]
+
+
+def test_update_edits_the_comment_swaps_labels_and_keeps_outcomes(channel: GitHubChannel, fake: FakeGitHub) -> None:
+    ref = channel.post_request(TARGET, make_post())
+    decided = make_post(status="decided")
+    channel.post_update(ref, decided, "Decided: APPROVE by github:alice at 2026-01-02T10:00:00")
+    body = fake.comments[ref.data["comment_id"]]["body"]
+    assert "## Outcome" in body and "Decided: APPROVE by github:alice" in body
+    assert "How to answer" not in body
+    assert fake.labels_of(REPO, 42) == ["loopbot:approved"]
+    assert len(fake.comments_on(REPO, 42)) == 1  # a plain decision edits, the voter was answered
+    applied = make_post(status="applied")
+    channel.post_update(ref, applied, "Run triage-run-4 completed")
+    channel.post_update(ref, applied, "Run triage-run-4 completed")  # an outbox retry
+    body = fake.comments[ref.data["comment_id"]]["body"]
+    assert body.index("Decided: APPROVE") < body.index("Run triage-run-4 completed")
+    assert body.count("Run triage-run-4 completed") == 1
+    replies = [c for c in fake.comments_on(REPO, 42) if c["id"] != ref.data["comment_id"]]
+    assert len(replies) == 1 and "Run triage-run-4 completed" in replies[0]["body"]
+
+
+def test_reminder_is_a_reply_and_leaves_the_review_open(channel: GitHubChannel, fake: FakeGitHub) -> None:
+    ref = channel.post_request(TARGET, make_post())
+    channel.post_update(ref, make_post(), "Reminder: review triage-17 is waiting for 1 approval")
+    channel.post_update(ref, make_post(), "Reminder: review triage-17 is waiting for 1 approval")
+    assert len(fake.comments_on(REPO, 42)) == 2
+    assert "How to answer" in fake.comments[ref.data["comment_id"]]["body"]
+    assert fake.labels_of(REPO, 42) == [AWAITING_LABEL]
+
+
+def test_timed_out_rejection_is_labelled_and_announced(channel: GitHubChannel, fake: FakeGitHub) -> None:
+    ref = channel.post_request(TARGET, make_post())
+    channel.post_update(ref, make_post(status="decided"), "Timed out: REJECT (default) at 2026-01-03T09:00:00.")
+    assert fake.labels_of(REPO, 42) == ["loopbot:rejected"]
+    assert len(fake.comments_on(REPO, 42)) == 2
+
+
+def test_escalation_posts_once_at_the_target(channel: GitHubChannel, fake: FakeGitHub) -> None:
+    fake.add_issue("octo/pager", 1)
+    target = Target("github", repository="octo/pager", issue=1)
+    ref = channel.post_escalation(target, make_post(), "Escalated: review triage-17 waited 8h")
+    again = channel.post_escalation(target, make_post(), "Escalated: review triage-17 waited 8h")
+    assert ref == again and ref.target == "github:octo/pager#1"
+    (comment,) = fake.comments_on("octo/pager", 1)
+    assert comment["body"].startswith("<!-- loopbot:escalation=triage-17 -->\n**Escalated: review triage-17")
+    assert "# Human Checkpoint" in comment["body"] and "How to answer" in comment["body"]
+
+
+def test_answer_reacts_and_replies_quoting_the_voter(channel: GitHubChannel, fake: FakeGitHub) -> None:
+    vote = fake.add_comment(REPO, 42, "/approve looks fine", "alice")
+    respond = {"repository": REPO, "issue": 42, "comment_id": vote["id"], "login": "alice",
+               "quote": vote["body"], "key": f"github:comment:{vote['id']}", "created_at": vote["created_at"]}
+    answer = Answer(AnswerKind.DECIDED, "Approved: review triage-17 is decided (1 of 1).", "triage-17")
+    channel.answer(respond, answer)
+    channel.answer(respond, answer)  # an outbox retry
+    assert fake.reactions == [(vote["id"], "rocket", fake.bot_login)]
+    replies = [c for c in fake.comments_on(REPO, 42) if c["id"] != vote["id"]]
+    assert len(replies) == 1
+    assert "> /approve looks fine" in replies[0]["body"] and "@alice Approved" in replies[0]["body"]
+
+
+def test_refused_answer_thumbs_down_and_help_as_code(channel: GitHubChannel, fake: FakeGitHub) -> None:
+    vote = fake.add_comment(REPO, 42, "/approve", "eve")
+    respond = {"repository": REPO, "issue": 42, "comment_id": vote["id"], "login": "eve", "quote": "/approve",
+               "key": "k1"}
+    channel.answer(respond, Answer(AnswerKind.REFUSED, "eve may not answer review triage-17\nask alice or bob"))
+    assert fake.reactions == [(vote["id"], "-1", fake.bot_login)]
+    reply = fake.comments_on(REPO, 42)[-1]["body"]
+    assert "```text\neve may not answer" in reply
+
+
+def test_duplicate_gets_no_answer(channel: GitHubChannel, fake: FakeGitHub) -> None:
+    channel.answer({"repository": REPO, "issue": 42, "comment_id": 1}, Answer(AnswerKind.DUPLICATE, "seen"))
+    assert fake.calls == []
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "retry_after"),
+    [
+        (403, {"Retry-After": "30"}, 30.0),
+        (429, {"Retry-After": "7"}, 7.0),
+        (429, {}, 60.0),
+    ],
+)
+def test_rate_limits_become_retry_after(channel: GitHubChannel, fake: FakeGitHub, status: int,
+                                        headers: dict[str, str], retry_after: float) -> None:
+    fake.fail("POST", r"/issues/42/comments$", status, headers=headers)
+    with pytest.raises(ChannelError) as caught:
+        channel.post_request(TARGET, make_post())
+    assert caught.value.retry_after == retry_after and not caught.value.permanent
+    assert len(fake.calls_to("POST", r"/issues/42/comments$")) == 1  # no retry inside the client
+    channel.post_request(TARGET, make_post())  # the outbox's retry succeeds, and posts once
+    assert len(fake.comments_on(REPO, 42)) == 1
+
+
+def test_primary_rate_limit_waits_for_reset(fake: FakeGitHub) -> None:
+    client = GitHubClient(make_github(fake.base_url, token="t"), clock=lambda: 1_000_000.0)
+    fake.fail("GET", r"/issues/42/comments$", 403, message="API rate limit exceeded for installation",
+              headers={"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1000120"})
+    with pytest.raises(ChannelError) as caught:
+        GitHubChannel(client).post_request(TARGET, make_post())
+    assert caught.value.retry_after == 120.0
+
+
+def test_server_errors_are_retryable_and_not_retried_inside(channel: GitHubChannel, fake: FakeGitHub) -> None:
+    fake.fail("GET", r"/issues/42/comments$", 500, times=2)
+    for _ in range(2):
+        with pytest.raises(ChannelError) as caught:
+            channel.post_request(TARGET, make_post())
+        assert not caught.value.permanent and caught.value.retry_after is None
+    assert channel.post_request(TARGET, make_post()).data["comment_id"]
+    assert len(fake.calls_to("GET", r"/issues/42/comments$")) == 3
+
+
+@pytest.mark.parametrize("status", [404, 410])
+def test_a_deleted_issue_is_permanent(channel: GitHubChannel, fake: FakeGitHub, status: int) -> None:
+    if status == 410:
+        fake.delete_issue(REPO, 42)
+        target = TARGET
+    else:
+        target = Target("github", repository=REPO, issue=999)
+    with pytest.raises(ChannelError) as caught:
+        channel.post_request(target, make_post())
+    assert caught.value.permanent
+
+
+def test_connection_refused_is_retryable() -> None:
+    client = GitHubClient(make_github("http://127.0.0.1:9", token="t"))
+    with pytest.raises(ChannelError) as caught:
+        GitHubChannel(client).post_request(TARGET, make_post())
+    assert not caught.value.permanent
+
+
+def test_a_huge_request_is_cut_below_githubs_cap(channel: GitHubChannel, fake: FakeGitHub) -> None:
+    post = make_post()
+    post.request.state_summary["log"] = "x" * 200_000
+    ref = channel.post_request(TARGET, post)
+    body = fake.comments[ref.data["comment_id"]]["body"]
+    assert len(body) < 65_536
+    assert "full text in state_dir/local-reviews/triage-17.md" in body
+    assert body.rstrip().endswith("`loopbot:pause`.")
