@@ -14,6 +14,7 @@ SIGTERM/SIGINT stop accepting, let each running step finish and be saved
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -99,13 +100,96 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 class HttpServer:
-    """uvicorn in the main thread, with SIGTERM/SIGINT turned into a clean stop."""
+    """uvicorn in the main thread, with SIGTERM/SIGINT turned into a clean stop.
 
-    def __init__(self, app: Starlette, sock: socket.socket) -> None:
+    Hardened for a bot exposed on 0.0.0.0, where idle or slow clients are
+    cheap to make and the platform restarts a bot whose /healthz stops
+    answering: a client must send a whole request within ``request_timeout``
+    seconds of connecting (or of its previous response) - trickling a header
+    byte at a time does not reset that clock, unlike uvicorn's own keep-alive
+    timer - and once ``max_connections`` are open a new one evicts the
+    connection that has waited longest without a request, so idle sockets
+    cannot starve real requests (or the process's file descriptors). Only when
+    every connection is busy with a request does uvicorn answer 503.
+    """
+
+    def __init__(
+        self,
+        app: Starlette,
+        sock: socket.socket,
+        *,
+        request_timeout: float = 10.0,
+        keep_alive_timeout: float = 5.0,
+        max_connections: int = 200,
+        backlog: int = 256,
+        graceful_shutdown_timeout: int = 3,
+    ) -> None:
         self._sock = sock
-        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off")
+        config = uvicorn.Config(
+            app,
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            http=self._protocol(request_timeout, max_connections),
+            ws="none",  # no websocket routes: an upgrade would escape the request timeout
+            timeout_keep_alive=keep_alive_timeout,  # type: ignore[arg-type]  # typed int; used as seconds
+            limit_concurrency=max_connections + 1,  # the new connection itself, when no idle one could make room
+            backlog=backlog,
+            h11_max_incomplete_event_size=16 * 1024,  # request line + headers; Slack and GitHub send far less
+            timeout_graceful_shutdown=graceful_shutdown_timeout,
+        )
         self._server = uvicorn.Server(config)
         self._stopped = threading.Event()
+
+    @staticmethod
+    def _protocol(request_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
+        """uvicorn's h11 protocol with a whole-request deadline and eviction of idle connections."""
+        import h11
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+
+        class GuardedH11Protocol(H11Protocol):
+            _deadline: asyncio.TimerHandle | None = None
+            _waiting_since = 0.0
+
+            def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+                super().connection_made(transport)
+                self._await_request()
+                live = [c for c in self.connections if not c.transport.is_closing()]
+                if len(live) > max_connections:
+                    idle = [c for c in live if isinstance(c, GuardedH11Protocol) and c._deadline is not None]
+                    if idle:
+                        min(idle, key=lambda c: c._waiting_since)._close()
+
+            def data_received(self, data: bytes) -> None:
+                super().data_received(data)
+                if self.conn.their_state is not h11.IDLE and self.conn.their_state is not h11.SEND_BODY:
+                    self._stop_waiting()  # the request is in: how long the app takes is not the client's doing
+
+            def on_response_complete(self) -> None:
+                super().on_response_complete()
+                if not self.transport.is_closing() and self.conn.their_state in (h11.IDLE, h11.SEND_BODY):
+                    self._await_request()
+
+            def connection_lost(self, exc: Exception | None) -> None:
+                self._stop_waiting()
+                super().connection_lost(exc)
+
+            def _await_request(self) -> None:
+                self._stop_waiting()
+                self._waiting_since = self.loop.time()
+                self._deadline = self.loop.call_later(request_timeout, self._close)
+
+            def _stop_waiting(self) -> None:
+                if self._deadline is not None:
+                    self._deadline.cancel()
+                    self._deadline = None
+
+            def _close(self) -> None:
+                self._stop_waiting()
+                if not self.transport.is_closing():
+                    self.transport.close()
+
+        return GuardedH11Protocol
 
     @property
     def port(self) -> int:
