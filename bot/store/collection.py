@@ -88,6 +88,7 @@ class Collection(Generic[R]):
         self.archive: DirIndex[None] = DirIndex(self.archive_dir, None, wall=wall, settle=settle)
         self._views: dict[str, tuple[tuple[int, int], Any]] = {}
         self._views_lock = threading.Lock()
+        self._by_id: tuple[int, dict[str, str]] | None = None
 
     # -- documents ----------------------------------------------------------
 
@@ -118,8 +119,18 @@ class Collection(Generic[R]):
         return f"{self.spec.archive_prefix(record)}{ARCHIVE_SEP}{self.stem(record.id)}.json"
 
     def archived_names(self) -> dict[str, str]:
-        """{stem: archive file name} of every archived record (names only: no file is read)."""
-        return self._view("archive-by-id", lambda _live, names: {n.rsplit(ARCHIVE_SEP, 1)[-1]: n for n in names})
+        """{stem: archive file name} of every archived record (names only: no file is read, no hot scan)."""
+        if self.spec.ended is None:
+            return {}
+        generation, names = self.archive.current()
+        with self._views_lock:
+            cached = self._by_id
+            if cached is not None and cached[0] == generation:
+                return cached[1]
+        by_id = {n.rsplit(ARCHIVE_SEP, 1)[-1]: n for n in names}
+        with self._views_lock:
+            self._by_id = (generation, by_id)
+        return by_id
 
     def archived_path(self, stem: str) -> Path | None:
         name = self.archived_names().get(stem)
@@ -127,33 +138,23 @@ class Collection(Generic[R]):
 
     # -- derived views ------------------------------------------------------
 
-    def _view(self, name: str, build: Callable[[Mapping[str, Entry[Any]], list[str]], V]) -> V:
-        """``build(live hot entries, archive names)``, cached until either directory changes."""
+    def view(self, name: str, build: Callable[[Mapping[str, Entry[Any]]], V]) -> V:
+        """``build(hot entries)`` (records also in the archive left out), cached until a directory changes."""
         hot_gen, entries = self.hot.current()
-        if self.spec.ended is not None:
-            arch_gen, arch_entries = self.archive.current()
-        else:
-            arch_gen, arch_entries = 0, {}
-        stamp = (hot_gen, arch_gen)
+        by_id = self.archived_names()
+        stamp = (hot_gen, self.archive.generation)
         with self._views_lock:
             cached = self._views.get(name)
             if cached is not None and cached[0] == stamp:
                 value: V = cached[1]
                 return value
-        names = sorted(arch_entries)
-        if arch_entries:
-            archived = {n.rsplit(ARCHIVE_SEP, 1)[-1] for n in names}
-            live: Mapping[str, Entry[Any]] = {s: e for s, e in entries.items() if s not in archived}
-        else:
-            live = entries
-        value = build(live, names)
+        live: Mapping[str, Entry[Any]] = entries
+        if by_id and not by_id.keys().isdisjoint(entries):  # leftovers of a crash: the archive copy wins
+            live = {s: e for s, e in entries.items() if s not in by_id}
+        value = build(live)
         with self._views_lock:
             self._views[name] = (stamp, value)
         return value
-
-    def view(self, name: str, build: Callable[[Mapping[str, Entry[Any]]], V]) -> V:
-        """``build(hot entries)`` (records also in the archive left out), cached until a directory changes."""
-        return self._view(name, lambda live, _names: build(live))
 
     def records(self, entries: Mapping[str, Entry[Any]], stems: list[str] | None = None) -> list[R]:
         """Fresh records for ``stems`` (default all) built from the indexed bytes: no file is read."""
@@ -263,7 +264,7 @@ class Collection(Generic[R]):
             self._set_aside(path, err, self._key(path))
         if self.spec.ended is None:
             return
-        todo = self._view("upkeep", self._upkeep_todo)
+        todo = self.view("upkeep", self._upkeep_todo)
         for stem in todo:
             with locked(self.hot_dir):
                 found = self.find(stem)
@@ -276,11 +277,9 @@ class Collection(Generic[R]):
                 elif self.spec.ended(record):
                     self._store(hot, record)
 
-    def _upkeep_todo(self, live: Mapping[str, Entry[Any]], names: list[str]) -> list[str]:
-        entries = self.hot.current()[1]
-        leftovers = [s for s in entries if s not in live]
-        finished = [s for s, e in live.items() if getattr(e.summary, "ended", False)]
-        return leftovers + finished
+    def _upkeep_todo(self, live: Mapping[str, Entry[Any]]) -> list[str]:
+        leftovers = [s for s in self.hot.current()[1] if s not in live]
+        return leftovers + [s for s, e in live.items() if getattr(e.summary, "ended", False)]
 
     @staticmethod
     def _key(path: Path) -> tuple[int, int, int] | None:

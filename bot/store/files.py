@@ -110,9 +110,12 @@ def _ordered(live: Mapping[str, Entry[Any]], keep: Callable[[Any], bool]) -> lis
     return [stem for _, stem in sorted((e.summary.order, s) for s, e in live.items() if keep(e.summary))]
 
 
-def _deadlines(live: Mapping[str, Entry[ReviewSummary]]) -> tuple[list[datetime], list[str]]:
+def _deadlines(
+    live: Mapping[str, Entry[ReviewSummary]],
+) -> tuple[Mapping[str, Entry[ReviewSummary]], list[datetime], list[str]]:
+    """(entries, deadlines ascending, their stems): due reviews are a prefix, found by bisection."""
     pairs = sorted((e.summary.deadline, e.summary.order, s) for s, e in live.items() if e.summary.deadline is not None)
-    return [d for d, _, _ in pairs], [s for _, _, s in pairs]
+    return live, [d for d, _, _ in pairs], [s for _, _, s in pairs]
 
 
 class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
@@ -197,8 +200,10 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
     def active_runs(self) -> list[RunRecord]:
         """Runs in progress ("running", "waiting"), in creation order; no file is read while nothing changed."""
         self._runs.upkeep()
-        stems = self._runs.view("active", lambda live: _ordered(live, lambda s: s.status in ACTIVE_RUN_STATUSES))
-        return self._runs.records(self._runs.live(), stems)
+        live, stems = self._runs.view(
+            "active", lambda live: (live, _ordered(live, lambda s: s.status in ACTIVE_RUN_STATUSES))
+        )
+        return self._runs.records(live, stems)
 
     def active_run(self, loop: str) -> RunRecord | None:
         """The run in progress of ``loop``, if any (the oldest, should there be several)."""
@@ -241,8 +246,8 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
 
     def _reviews_with(self, status: str) -> list[Review]:
         self._reviews.upkeep()
-        stems = self._reviews.view(status, lambda live: _ordered(live, lambda s: s.status == status))
-        return self._reviews.records(self._reviews.live(), stems)
+        live, stems = self._reviews.view(status, lambda live: (live, _ordered(live, lambda s: s.status == status)))
+        return self._reviews.records(live, stems)
 
     def open_reviews(self) -> list[Review]:
         """Reviews waiting for people, in creation order."""
@@ -255,16 +260,14 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
     def due_reviews(self, now: datetime) -> list[Review]:
         """Open reviews with a deadline action due at ``now``, in creation order; costs what is due."""
         self._reviews.upkeep()
-        times, stems = self._reviews.view("deadlines", _deadlines)
-        due = stems[: bisect.bisect_right(times, now)]
-        live = self._reviews.live()
-        due = sorted((s for s in due if s in live), key=lambda s: live[s].summary.order)
+        live, times, stems = self._reviews.view("deadlines", _deadlines)
+        due = sorted(stems[: bisect.bisect_right(times, now)], key=lambda s: live[s].summary.order)
         return self._reviews.records(live, due)
 
     def next_deadline(self) -> datetime | None:
         """The earliest deadline among open reviews (None: nothing will ever be due)."""
         self._reviews.upkeep()
-        times, _ = self._reviews.view("deadlines", _deadlines)
+        _, times, _ = self._reviews.view("deadlines", _deadlines)
         return times[0] if times else None
 
     def review_for_run(self, run_id: str, checkpoint_id: str | None = None) -> Review | None:

@@ -47,14 +47,17 @@ OUTBOX_SPEC: Spec[OutboxTask] = Spec(
 )
 
 
-def _by_channel(live: Mapping[str, Entry[TaskSummary]]) -> dict[str, list[tuple[tuple[datetime, str], datetime, str]]]:
-    channels: dict[str, list[tuple[tuple[datetime, str], datetime, str]]] = {}
+_Queue = list[tuple[tuple[datetime, str], datetime, str]]  # (order, ready_at, stem), oldest first
+
+
+def _by_channel(live: Mapping[str, Entry[TaskSummary]]) -> tuple[Mapping[str, Entry[TaskSummary]], dict[str, _Queue]]:
+    channels: dict[str, _Queue] = {}
     for stem, entry in live.items():
         s = entry.summary
         channels.setdefault(s.channel, []).append((s.order, s.ready_at, stem))
     for tasks in channels.values():
         tasks.sort()
-    return channels
+    return live, channels
 
 
 class OutboxFiles:
@@ -84,9 +87,9 @@ class OutboxFiles:
     def due_tasks(self, channel: str, now: datetime, limit: int = 50) -> list[OutboxTask]:
         """Pending tasks of ``channel`` ready by ``now`` (not_before passed or unset), oldest first."""
         self._outbox.upkeep()
-        tasks = self._outbox.view("by-channel", _by_channel).get(channel, [])
-        live = self._outbox.live()
-        ready = [stem for _, ready_at, stem in tasks if ready_at <= now and stem in live][: max(limit, 0)]
+        live, channels = self._outbox.view("by-channel", _by_channel)
+        tasks = channels.get(channel, [])
+        ready = [stem for _, ready_at, stem in tasks if ready_at <= now][: max(limit, 0)]
         return self._outbox.records(live, ready)
 
     def next_task_at(self, channel: str) -> datetime | None:

@@ -1,0 +1,229 @@
+"""The Store contract, continued: hot set and archive, the tick's queries, the outbox, dedupe keys, states.
+
+Parametrised over the same implementations as test_store_contract.py.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from bot.reviews import Review, ReviewPolicy, Vote, cast_vote, decide_by_timeout, mark_applied, mark_failed
+from bot.store import OutboxTask, RunRecord, Store, StoreError, UnknownReviewError, UnknownTaskError
+from loop_engine.checkpoint import HumanDecision
+from loop_engine.types import LoopState, LoopStatus, Plan, Step
+
+from .test_store_contract import IMPLS, T0, Impl, make_review, make_run, make_task
+
+H = timedelta(hours=1)
+
+
+@pytest.fixture(params=IMPLS, ids=lambda i: i.name)
+def impl(request: pytest.FixtureRequest) -> Impl:
+    return request.param
+
+
+@pytest.fixture
+def store(impl: Impl, tmp_path: Path) -> Store:
+    return impl.open(tmp_path / "state")
+
+
+def review(review_id: str, minutes: int = 0, run_id: str = "demo-run-1", checkpoint: str = "checkpoint_0001",
+           **policy: timedelta) -> Review:
+    made = make_review(review_id, created_at=T0 + timedelta(minutes=minutes))
+    made.run_id, made.checkpoint_id = run_id, checkpoint
+    made.policy = ReviewPolicy(**policy)  # type: ignore[arg-type]
+    return made
+
+
+def approve(r: Review) -> None:
+    assert cast_vote(r, Vote("local:alice", HumanDecision.APPROVE), now=T0).accepted
+
+
+def ids(records: list[Review] | list[RunRecord] | list[OutboxTask]) -> list[str]:
+    return [r.id for r in records]
+
+
+# -- reviews: hot set, archive, queries ----------------------------------------
+
+
+def test_applied_and_failed_reviews_leave_the_hot_set_but_stay_readable(store: Store) -> None:
+    for n in (1, 2, 3, 4):
+        store.put_review(review(f"demo-{n}", minutes=n))
+    store.update_review("demo-1", approve)
+    store.update_review("demo-1", lambda r: mark_applied(r, now=T0))
+    store.update_review("demo-2", approve)
+    store.update_review("demo-2", lambda r: mark_failed(r, "refused"))
+    store.update_review("demo-3", approve)
+    assert ids(store.list_reviews()) == ["demo-3", "demo-4"]
+    assert ids(store.list_reviews(archived=True)) == ["demo-1", "demo-2", "demo-3", "demo-4"]
+    assert ids(store.open_reviews()) == ["demo-4"] and ids(store.decided_reviews()) == ["demo-3"]
+    assert store.get_review("DEMO-1").status == "applied" and store.get_review("demo-2").error == "refused"
+    assert store.counts()["open_reviews"] == 1 and store.counts()["decided_reviews"] == 1
+
+
+def test_an_archived_review_can_still_be_updated_but_not_reopened(store: Store) -> None:
+    store.put_review(review("demo-1"))
+    store.update_review("demo-1", approve)
+    store.update_review("demo-1", lambda r: mark_applied(r, now=T0))
+    store.update_review("demo-1", lambda r: r.posts.append({"channel": "local"}))
+    assert store.get_review("demo-1").posts == [{"channel": "local"}]
+    with pytest.raises(StoreError):
+        store.update_review("demo-1", lambda r: setattr(r, "status", "open"))
+    assert store.get_review("demo-1").status == "applied" and store.open_reviews() == []
+
+
+def test_unknown_review_suggests_archived_ids_too(store: Store) -> None:
+    store.put_review(review("triage-17"))
+    store.update_review("triage-17", approve)
+    store.update_review("triage-17", lambda r: mark_applied(r, now=T0))
+    with pytest.raises(UnknownReviewError, match='did you mean "triage-17"'):
+        store.get_review("triage-71")
+
+
+def test_due_reviews_and_next_deadline_follow_the_review_rules(store: Store) -> None:
+    assert store.next_deadline() is None and store.due_reviews(T0 + 1000 * H) == []
+    store.put_review(review("demo-1", remind_after=2 * H))
+    store.put_review(review("demo-2", minutes=1, decide_after=H))
+    store.put_review(review("demo-3", minutes=2))  # no deadlines at all
+    assert store.next_deadline() == T0 + timedelta(minutes=1) + H
+    assert store.due_reviews(T0 + H) == []
+    assert ids(store.due_reviews(T0 + 3 * H)) == ["demo-1", "demo-2"]
+    store.update_review("demo-2", lambda r: decide_by_timeout(r, now=T0 + 2 * H))
+    assert store.next_deadline() == T0 + 2 * H and ids(store.decided_reviews()) == ["demo-2"]
+    store.update_review("demo-1", lambda r: cast_vote(r, Vote("local:a", HumanDecision.PAUSE, "5h"), now=T0))
+    assert store.next_deadline() == T0 + 7 * H and store.due_reviews(T0 + 6 * H) == []  # counts from the pause end
+
+
+def test_review_for_run_finds_the_newest_hot_or_archived(store: Store) -> None:
+    assert store.review_for_run("demo-run-1") is None
+    store.put_review(review("demo-1", run_id="demo-run-1", checkpoint="checkpoint_0001"))
+    store.put_review(review("demo-2", minutes=5, run_id="demo-run-1", checkpoint="checkpoint_0002"))
+    store.put_review(review("demo-3", minutes=9, run_id="demo-run-2"))
+    store.update_review("demo-1", approve)
+    store.update_review("demo-1", lambda r: mark_applied(r, now=T0))
+    found = store.review_for_run("DEMO-RUN-1")
+    assert found is not None and found.id == "demo-2"
+    first = store.review_for_run("demo-run-1", "checkpoint_0001")
+    assert first is not None and (first.id, first.status) == ("demo-1", "applied")
+    assert store.review_for_run("demo-run-1", "checkpoint_0009") is None
+
+
+# -- runs ----------------------------------------------------------------------
+
+
+def test_ended_runs_are_archived_and_recent_runs_lists_the_latest(store: Store) -> None:
+    for n in range(1, 15):
+        store.put_run(make_run(f"demo-run-{n}", created_at=T0 + timedelta(minutes=n), trigger=f"request-{n}"))
+    store.put_run(make_run("other-run-1", loop="other", status="waiting", created_at=T0))
+    for n in range(1, 13):
+        store.update_run(f"demo-run-{n}", lambda r: setattr(r, "status", "completed"))
+    assert ids(store.list_runs()) == ["other-run-1", "demo-run-13", "demo-run-14"]
+    assert len(store.list_runs(archived=True)) == 15
+    assert ids(store.recent_runs(3)) == ["demo-run-10", "demo-run-11", "demo-run-12"]
+    assert ids(store.recent_runs()) == [f"demo-run-{n}" for n in range(3, 13)]
+    assert store.recent_runs(0) == []
+    assert ids(store.active_runs()) == ["other-run-1", "demo-run-13", "demo-run-14"]
+    active = store.active_run("demo")
+    assert active is not None and active.id == "demo-run-13"
+    assert store.active_run("nope") is None
+    by_trigger = store.run_with_trigger("request-14")
+    assert by_trigger is not None and by_trigger.id == "demo-run-14"
+    assert store.counts()["runs"] == {"running": 2, "waiting": 1}
+    assert store.get_run("demo-run-1").status == "completed"
+    store.update_run("demo-run-1", lambda r: setattr(r, "reason", "noted later"))
+    assert store.get_run("demo-run-1").reason == "noted later"
+    with pytest.raises(StoreError):
+        store.update_run("demo-run-1", lambda r: setattr(r, "status", "running"))
+
+
+def test_recent_runs_orders_runs_created_at_the_same_instant(store: Store) -> None:
+    for n in (9, 10, 11):
+        store.put_run(make_run(f"demo-run-{n}", status="failed"))
+    assert ids(store.recent_runs(2)) == ["demo-run-10", "demo-run-11"]
+
+
+# -- outbox --------------------------------------------------------------------
+
+
+def test_outbox_tasks_are_idempotent_due_in_order_and_finished(store: Store) -> None:
+    assert store.add_task(make_task("b.post", created_at=T0 + H))
+    assert store.add_task(make_task("a.post", created_at=T0 + H))
+    assert store.add_task(make_task("c.post", created_at=T0, not_before=T0 + 3 * H))
+    assert store.add_task(make_task("d.answer", channel="github", review_id="demo-2", created_at=T0))
+    assert not store.add_task(make_task("a.post", payload={"other": True}))
+    assert store.get_task("a.post").payload == make_task().payload
+    assert ids(store.due_tasks("slack", T0 + 2 * H)) == ["a.post", "b.post"]
+    assert ids(store.due_tasks("slack", T0 + 3 * H)) == ["c.post", "a.post", "b.post"]
+    assert ids(store.due_tasks("slack", T0 + 3 * H, limit=1)) == ["c.post"]
+    assert store.due_tasks("slack", T0) == [] and store.due_tasks("local", T0 + 9 * H) == []
+    assert store.next_task_at("slack") == T0 + H and store.next_task_at("github") == T0
+    assert store.next_task_at("local") is None
+    assert ids(store.pending_tasks()) == ["c.post", "d.answer", "a.post", "b.post"]
+    assert ids(store.pending_tasks("demo-2")) == ["d.answer"]
+
+    def failed(task: OutboxTask) -> int:
+        task.attempts += 1
+        task.not_before, task.last_error = T0 + 5 * H, "HTTP 503"
+        return task.attempts
+
+    assert store.update_task("a.post", failed) == 1
+    assert ids(store.due_tasks("slack", T0 + 4 * H)) == ["c.post", "b.post"]
+    assert store.get_task("a.post").last_error == "HTTP 503"
+    assert store.counts()["outbox_pending"] == 4
+    store.finish_task("a.post")
+    store.finish_task("a.post")
+    with pytest.raises(UnknownTaskError):
+        store.get_task("a.post")
+    with pytest.raises(UnknownTaskError):
+        store.update_task("a.post", failed)
+    assert store.add_task(make_task("a.post"))  # a finished task's id may be used again
+
+
+def test_task_ids_are_checked_and_round_trip(store: Store) -> None:
+    with pytest.raises(StoreError):
+        make_task("../evil")
+    with pytest.raises(StoreError):
+        make_task("a b")
+    task = make_task("demo-1.post.slack:C0123", not_before=T0 + H, attempts=2, last_error="x")
+    assert OutboxTask.from_dict(task.to_dict()) == task and task.to_dict()["format"] == 1
+    store.add_task(task)
+    assert store.get_task("demo-1.post.slack:C0123") == task
+
+
+# -- intake dedupe, problems, states ---------------------------------------------
+
+
+def test_record_delivery_is_true_once_and_survives_reopening(store: Store, impl: Impl, tmp_path: Path) -> None:
+    long_key = "slack:" + "é/..\\" * 40
+    assert store.record_delivery("gh-1") and store.record_delivery(long_key)
+    assert not store.record_delivery("gh-1") and not store.record_delivery(long_key)
+    reopened = impl.open(tmp_path / "state")
+    assert not reopened.record_delivery("gh-1") and reopened.record_delivery("gh-2")
+
+
+def test_a_healthy_store_has_no_problems(store: Store) -> None:
+    store.put_review(review("demo-1"))
+    assert store.problems() == []
+
+
+def big_state(steps: int) -> LoopState:
+    now = datetime(2026, 1, 1, 12, 0, 0)
+    plan = Plan(id="p", goal="g", steps=[Step(id=f"s{i}", description=f"d{i}") for i in range(steps)], created_at=now)
+    return LoopState(status=LoopStatus.RUNNING, current_iteration=2, current_plan=plan, started_at=now, updated_at=now)
+
+
+def test_states_round_trip_and_the_dict_api_reads_them(store: Store) -> None:
+    assert store.load_state("demo-run-1") is None
+    state = big_state(3)
+    store.save_state("demo-run-1", state)
+    loaded = store.load_state("demo-run-1")
+    assert loaded is not None and loaded.current_plan is not None
+    assert [s.id for s in loaded.current_plan.steps] == ["s0", "s1", "s2"] and loaded.current_iteration == 2
+    snapshot = store.load_snapshot("demo-run-1")
+    assert snapshot is not None and snapshot["current_iteration"] == 2
+    store.save_snapshot("demo-run-2", snapshot)  # the dict API's documents load as states too
+    again = store.load_state("demo-run-2")
+    assert again is not None and again.current_iteration == 2
