@@ -1,0 +1,222 @@
+"""How does an answer come in from Slack? A Bolt ``AsyncApp`` that turns it into a ``Reply``.
+
+Four ways in, one way on: the slash command (``/loopbot approve triage-17``,
+also ``status`` and ``help``), the review's buttons, the Reject / Modify
+modals, and ``@loopbot approve`` in a review's thread. Each becomes a
+``Reply`` handed to the bot's ``VoteHandler`` (sync, so it runs in a worker
+thread and never blocks the event loop); the ``Answer`` it returns goes back
+to the sender as an ephemeral message. This module never decides anything.
+
+Acknowledgements: Slack wants one within 3 s. A slash command is acked with
+the answer itself when the handler is done within ``answer_wait`` seconds,
+else with "working on it" and the answer follows through the response_url.
+Buttons, modal submissions and events are acked first and answered after.
+
+Duplicates: Events API retries carry the first delivery's ``event_id``, so
+``slack:event:<event_id>`` makes a retry count once (and its answer is not
+repeated). A double click sends two ``block_actions`` with different
+``action_ts``; keying on ``action_ts`` would count both, keying on (message,
+user, button) alone would swallow a deliberate second ``Pause`` an hour later.
+So clicks of the same button on the same message by the same person within
+``click_window`` seconds share the first click's key (``ClickKeys``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from slack_bolt.app.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.channel import Answer, AnswerKind, Identity, Reply, VoteHandler
+from adapters.commands import Command, CommandError, parse_command
+from loop_engine.checkpoint import HumanDecision
+
+from .client import DEFAULT_API_BASE_URL
+from .modals import MODAL_CALLBACKS, FIELD_BLOCK, ModalContext, build_modal, command_from_submission, submitted_text
+from .render import ACTION_IDS, render_answer
+
+__all__ = ["ClickKeys", "build_app", "WORKING_TEXT"]
+
+log = logging.getLogger(__name__)
+
+WORKING_TEXT = "Got it, working on it: the answer follows in a moment."
+_ACTION_PATTERN = re.compile(r"\Aloopbot_(approve|reject|retry|modify|pause)\Z")
+_BUTTON_VERB = {action_id: label.lower() for label, action_id in ACTION_IDS.items()}
+
+
+class ClickKeys:
+    """The dedupe key of a button click; repeats within ``window`` seconds get the first click's key."""
+
+    def __init__(self, window: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.window = window
+        self.clock = clock
+        self._first: dict[tuple[str, ...], tuple[str, float]] = {}
+        self._lock = threading.Lock()
+
+    def key(self, channel: str, message_ts: str, user: str, action_id: str, action_ts: str) -> str:
+        now = self.clock()
+        where = (channel, message_ts, user, action_id)
+        with self._lock:
+            self._first = {k: v for k, v in self._first.items() if now - v[1] < self.window}
+            first_ts, _ = self._first.setdefault(where, (action_ts, now))
+        return f"slack:action:{channel}:{message_ts}:{user}:{action_id}:{first_ts}"
+
+
+def _identity(user: Mapping[str, Any] | None, user_id: str = "", name: str = "") -> Identity:
+    user = user or {}
+    return Identity("slack", str(user.get("id") or user_id), str(user.get("username") or user.get("name") or name))
+
+
+class _Intake:
+    """The listeners, sharing the handler, the ack budget and the click keys."""
+
+    def __init__(self, handler: VoteHandler, answer_wait: float, clicks: ClickKeys) -> None:
+        self.handler = handler
+        self.answer_wait = answer_wait
+        self.clicks = clicks
+
+    async def _vote(self, reply: Reply) -> Answer:
+        return await asyncio.to_thread(self.handler, reply)
+
+    @staticmethod
+    async def _tell(client: AsyncWebClient, respond: Mapping[str, Any], answer: Answer) -> None:
+        """Ephemeral to the sender; through the response_url when the bot cannot post in that channel."""
+        text = render_answer(answer)
+        try:
+            await client.chat_postEphemeral(channel=respond["channel"], user=respond["user"], text=text,
+                                            thread_ts=respond.get("thread_ts") or None)
+            return
+        except SlackApiError as exc:
+            if not respond.get("response_url"):
+                log.warning("cannot tell %s in %s what became of their answer: %s",
+                            respond["user"], respond["channel"], exc.response.get("error"))
+                return
+        from slack_sdk.webhook.async_client import AsyncWebhookClient
+
+        await AsyncWebhookClient(respond["response_url"]).send(text=text, response_type="ephemeral",
+                                                               replace_original=False)
+
+    # --- slash command --------------------------------------------------------------
+    async def command(self, ack: Any, body: dict[str, Any], respond: Any) -> None:
+        reply = Reply(
+            voter=_identity(None, body.get("user_id", ""), body.get("user_name", "")),
+            command=parse_command(body.get("text") or ""),
+            dedupe_key=f"slack:command:{body['trigger_id']}" if body.get("trigger_id") else None,
+            via="slash",
+            respond={"channel": body.get("channel_id", ""), "user": body.get("user_id", ""),
+                     "response_url": body.get("response_url", "")},
+        )
+        vote = asyncio.ensure_future(self._vote(reply))
+        done, _ = await asyncio.wait({vote}, timeout=self.answer_wait)
+        if vote in done:
+            await ack(text=render_answer(vote.result()), response_type="ephemeral")
+            return
+        await ack(text=WORKING_TEXT, response_type="ephemeral")
+        answer = await vote
+        await respond(text=render_answer(answer), response_type="ephemeral", replace_original=False)
+
+    # --- buttons ------------------------------------------------------------------------
+    async def button(self, ack: Any, body: dict[str, Any], action: dict[str, Any], client: AsyncWebClient) -> None:
+        review_id = str(action.get("value") or "")
+        container = body.get("container") or {}
+        message = body.get("message") or {}
+        channel = str(container.get("channel_id") or (body.get("channel") or {}).get("id") or "")
+        message_ts = str(container.get("message_ts") or message.get("ts") or "")
+        thread_ts = str(message.get("thread_ts") or "")
+        voter = _identity(body.get("user"))
+        verb = _BUTTON_VERB[action["action_id"]]
+        if verb in ("reject", "modify"):
+            decision = HumanDecision.REJECT if verb == "reject" else HumanDecision.MODIFY
+            context = ModalContext(review_id, channel, message_ts, thread_ts, str(body.get("response_url") or ""))
+            await ack()
+            await client.views_open(trigger_id=body["trigger_id"], view=build_modal(decision, context))
+            return
+        await ack()
+        respond = {"channel": channel, "user": voter.id, "thread_ts": thread_ts,
+                   "response_url": str(body.get("response_url") or "")}
+        reply = Reply(
+            voter=voter,
+            command=parse_command(f"{verb} {review_id}"),
+            review_id=review_id or None,
+            dedupe_key=self.clicks.key(channel, message_ts, voter.id, action["action_id"],
+                                       str(action.get("action_ts") or "")),
+            via="button",
+            respond=respond,
+        )
+        await self._tell(client, respond, await self._vote(reply))
+
+    # --- modals ------------------------------------------------------------------------
+    async def submission(self, ack: Any, body: dict[str, Any], view: dict[str, Any], client: AsyncWebClient) -> None:
+        decision = MODAL_CALLBACKS[view["callback_id"]]
+        context = ModalContext.from_metadata(str(view.get("private_metadata") or ""))
+        command: Command | CommandError
+        try:
+            command = command_from_submission(decision, context.review_id, submitted_text(view, decision))
+        except CommandError as exc:
+            await ack(response_action="errors", errors={FIELD_BLOCK[decision]: str(exc)})
+            return
+        await ack()
+        voter = _identity(body.get("user"))
+        respond = {"channel": context.channel, "user": voter.id, "thread_ts": context.thread_ts,
+                   "response_url": context.response_url}
+        reply = Reply(voter=voter, command=command, review_id=context.review_id,
+                      dedupe_key=f"slack:view:{view.get('id') or body.get('trigger_id')}", via="modal",
+                      respond=respond)
+        answer = await self._vote(reply)
+        if context.channel:
+            await self._tell(client, respond, answer)
+
+    # --- @-mentions ----------------------------------------------------------------------
+    async def mention(self, body: dict[str, Any], event: dict[str, Any], client: AsyncWebClient) -> None:
+        channel, thread_ts = str(event.get("channel") or ""), str(event.get("thread_ts") or "")
+        respond = {"channel": channel, "user": str(event.get("user") or ""),
+                   "thread_ts": thread_ts or str(event.get("ts") or "")}
+        reply = Reply(
+            voter=_identity(None, str(event.get("user") or "")),
+            command=parse_command(str(event.get("text") or "")),
+            context={"channel": channel, "thread_ts": thread_ts} if thread_ts else None,
+            dedupe_key=f"slack:event:{body['event_id']}" if body.get("event_id") else None,
+            via="mention",
+            respond=respond,
+        )
+        answer = await self._vote(reply)
+        if answer.kind is not AnswerKind.DUPLICATE:  # a retried delivery: the first one was answered
+            await self._tell(client, respond, answer)
+
+
+def build_app(
+    *,
+    signing_secret: str,
+    handler: VoteHandler,
+    bot_token: str = "",
+    api_base_url: str = DEFAULT_API_BASE_URL,
+    command: str = "/loopbot",
+    client: AsyncWebClient | None = None,
+    answer_wait: float = 2.0,
+    clicks: ClickKeys | None = None,
+    logger: logging.Logger | None = None,
+) -> AsyncApp:
+    """The Bolt app behind ``POST /slack/events`` and Socket Mode; it verifies Slack's signatures itself."""
+    if not signing_secret:
+        raise ValueError("slack.signing_secret is required to verify requests from Slack")
+    if client is None:
+        if not bot_token:
+            raise ValueError("slack.bot_token (xoxb-...) is required")
+        client = AsyncWebClient(token=bot_token, base_url=api_base_url if api_base_url.endswith("/")
+                                else api_base_url + "/")
+    app = AsyncApp(signing_secret=signing_secret, client=client, name="loopbot", logger=logger or log)
+    intake = _Intake(handler, answer_wait, clicks or ClickKeys())
+    app.command(command)(intake.command)
+    app.action(_ACTION_PATTERN)(intake.button)
+    for callback_id in MODAL_CALLBACKS:
+        app.view(callback_id)(intake.submission)
+    app.event("app_mention")(intake.mention)
+    return app
