@@ -382,20 +382,52 @@ def _check_loops(config: BotConfig, path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; every failure ends as one ``loopbot: ...`` line and a documented exit code.
+
+    The command boundary catches what the commands cannot foresee - a full
+    disk, a read-only or hijacked state_dir, text that is not UTF-8, data
+    nested past the stack - so that a person sees what to fix, not a traceback.
+    """
     args = build_parser().parse_args(argv)
-    _login_name_as_user()
-    path = _config_path(args)
+
+    def utf8(text: str) -> bool:  # argv bytes that are not UTF-8 arrive as lone surrogates
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+
+    for dest, value in sorted(vars(args).items()):  # before anything is stored: a half-written vote helps nobody
+        texts = value if isinstance(value, list) else [value]
+        if dest != "config" and any(isinstance(text, str) and not utf8(text) for text in texts):
+            option = {"voter": "--as", "assignments": "--set", "feedback": "--feedback"}.get(dest, dest.upper())
+            print(f"loopbot: {option} is not valid UTF-8 text; check the terminal's encoding (LANG, LC_ALL)",
+                  file=sys.stderr)
+            return EXIT_USAGE
     try:
-        config = load_config(path)
-        if args.command in _BUILDS_LOOPS:
-            _check_loops(config, path)
-    except ConfigError as err:
-        _err(f"invalid config:\n{err}")
+        _login_name_as_user()
+        path = _config_path(args)
+        try:
+            config = load_config(path)
+            if args.command in _BUILDS_LOOPS:
+                _check_loops(config, path)
+        except ConfigError as err:
+            _err(f"invalid config:\n{err}")
+            return EXIT_FAILED
+        try:
+            return COMMANDS[args.command](args, config, path)
+        except StoreError as err:
+            _err(f"the store in {config.state_dir} is unusable: {err}")
+            return EXIT_FAILED
+    except OSError as err:  # EACCES, ENOSPC, EROFS, a file where a directory should be, a symlink refused
+        where = err.filename if err.filename is not None else "a file in the state dir"
+        print(f"loopbot: {where}: {err.strerror or err}", file=sys.stderr)
         return EXIT_FAILED
-    try:
-        return COMMANDS[args.command](args, config, path)
-    except StoreError as err:
-        _err(f"the store in {config.state_dir} is unusable: {err}")
+    except UnicodeError as err:
+        print(f"loopbot: text that is not valid UTF-8: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    except RecursionError:
+        print("loopbot: a value is nested too deeply to handle; nothing more was done", file=sys.stderr)
         return EXIT_FAILED
 
 
