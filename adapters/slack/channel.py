@@ -200,8 +200,15 @@ class SlackChannel:
         channel, user = respond.get("channel"), respond.get("user")
         if channel and user:
             thread_ts = respond.get("thread_ts")
-            self.client.post_ephemeral(str(channel), str(user), text, thread_ts=str(thread_ts) if thread_ts else None)
-        elif respond.get("response_url"):
+            try:
+                self.client.post_ephemeral(str(channel), str(user), text,
+                                           thread_ts=str(thread_ts) if thread_ts else None)
+                return
+            except ChannelError as exc:
+                if not (exc.permanent and respond.get("response_url")):
+                    raise
+                # e.g. a slash command in a channel the bot is not in: the response_url still works
+        if respond.get("response_url"):
             self.client.respond(str(respond["response_url"]), text)
         else:
             raise ChannelError(f"nowhere to answer in Slack: {dict(respond)!r} has no channel+user or response_url",

@@ -189,5 +189,16 @@ class SlackClient:
     def open_view(self, trigger_id: str, view: dict[str, Any]) -> dict[str, Any]:
         return self._data(self._call("views.open", trigger_id=trigger_id, view=view))
 
-    def auth_test(self) -> dict[str, Any]:
-        return self._data(self._call("auth.test"))
+    def identity(self) -> tuple[dict[str, Any], frozenset[str] | None]:
+        """``auth.test``'s answer and the scopes the token holds (from ``x-oauth-scopes``; None if absent)."""
+        response = self._call("auth.test")
+        headers = {str(k).lower(): v for k, v in (response.headers or {}).items()}
+        raw = headers.get("x-oauth-scopes")
+        if isinstance(raw, list):
+            raw = ",".join(raw)
+        scopes = None if raw is None else frozenset(s.strip() for s in str(raw).split(",") if s.strip())
+        return self._data(response), scopes
+
+    def probe_channel(self, channel: str) -> None:
+        """Can the bot read ``channel`` (it must be a member to find its own messages there)?"""
+        self._call("conversations.history", channel=channel, limit=1)

@@ -83,6 +83,11 @@ class FakeSlackApi:
         self.messages: dict[str, list[dict[str, Any]]] = {}
         self.usergroups: dict[str, list[str]] = dict(usergroups or {})
         self.socket_url: str | None = None
+        #: What auth.test reports in ``x-oauth-scopes`` (None: no header).
+        self.scopes: list[str] | None = [
+            "app_mentions:read", "channels:history", "chat:write", "commands", "groups:history",
+            "reactions:write", "usergroups:read",
+        ]
         self._failures: dict[str, list[_Failure]] = {}
         self._lock = threading.Lock()
         self._ts = itertools.count(1)
@@ -294,7 +299,9 @@ class FakeSlackApi:
                                               headers)
                         return self._send(200, {"ok": False, "error": failure.error, **failure.extra}, headers)
                     body = fake.answer(method, params)
-                self._send(200, body)
+                    scopes = fake.scopes
+                headers = {"x-oauth-scopes": ",".join(scopes)} if method == "auth.test" and scopes is not None else {}
+                self._send(200, body, headers)
 
         return Handler
 

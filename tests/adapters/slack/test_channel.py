@@ -181,3 +181,10 @@ def test_unreachable_slack_is_transient() -> None:
     with pytest.raises(ChannelError) as raised:
         SlackChannel(client).post_request(TARGET, make_post())
     assert not raised.value.permanent
+
+
+def test_answer_falls_back_to_the_response_url_where_the_bot_is_not(slack: FakeSlackApi) -> None:
+    slack.fail("chat.postEphemeral", error="not_in_channel")
+    respond = {"channel": "C0ELSE", "user": "U0AAA", "response_url": slack.response_url}
+    channel_for(slack).answer(respond, Answer(AnswerKind.DECIDED, "Approved."))
+    assert slack.calls_to("response_url")[0].params["text"] == "Approved."
