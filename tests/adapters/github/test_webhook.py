@@ -1,0 +1,177 @@
+"""The webhook route through Starlette's TestClient, with real payloads signed as GitHub signs them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+from starlette.testclient import TestClient
+
+from adapters.channel import Reply
+from adapters.commands import Command
+from adapters.github.webhook import MAX_BODY_BYTES, sign, signature_ok, webhook_route
+from loop_engine.checkpoint import HumanDecision
+
+from .payloads import SECRET, comment_payload, fixture, label_payload, signed
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.submitted: list[list[Reply]] = []
+        self.deliveries: list[str] = []
+
+    def submit(self, replies: list[Reply]) -> None:
+        self.submitted.append(replies)
+
+    def first_delivery(self, key: str) -> bool:
+        new = key not in self.deliveries
+        self.deliveries.append(key)
+        return new
+
+
+@pytest.fixture
+def rec() -> Recorder:
+    return Recorder()
+
+
+def make_client(rec: Recorder, **kwargs: Any) -> TestClient:
+    route = webhook_route(["old-secret", SECRET], rec.submit, rec.first_delivery, **kwargs)
+    return TestClient(Starlette(routes=[route]))
+
+
+@pytest.fixture
+def client(rec: Recorder) -> TestClient:
+    return make_client(rec, bot_login="loopbot-app[bot]")
+
+
+def test_documented_signature_vector() -> None:
+    expected = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+    assert sign("It's a Secret to Everybody", b"Hello, World!") == expected
+    assert signature_ok(["x", "It's a Secret to Everybody"], b"Hello, World!", expected)
+    assert not signature_ok(["x"], b"Hello, World!", expected)
+    assert not signature_ok(["It's a Secret to Everybody"], b"Hello, World!", expected.replace("sha256=", ""))
+
+
+def test_valid_approve_is_submitted(client: TestClient, rec: Recorder) -> None:
+    body, headers = signed("issue_comment", comment_payload("/approve triage-17"))
+    response = client.post("/github/webhook", content=body, headers=headers)
+    assert response.status_code == 200 and response.json() == {"votes": 1}
+    ((reply,),) = rec.submitted
+    assert reply.command == Command(HumanDecision.APPROVE, "triage-17", "")
+    assert reply.review_id == "triage-17" and reply.voter.qualified == "github:alice"
+    assert rec.deliveries == ["109948940:72d3162e-cc78-11e3-81ab-4c9367dc0958"]
+
+
+def test_an_older_secret_still_verifies(rec: Recorder, client: TestClient) -> None:
+    body, headers = signed("issue_comment", comment_payload("/approve"), secret="old-secret")
+    assert client.post("/github/webhook", content=body, headers=headers).status_code == 200
+
+
+@pytest.mark.parametrize("signature", [None, "", "sha256=00", "sha1=abc", "wrong"])
+def test_bad_or_missing_signature_is_401_and_records_nothing(client: TestClient, rec: Recorder,
+                                                             signature: str | None) -> None:
+    body, headers = signed("issue_comment", comment_payload("/approve"))
+    if signature is None:
+        del headers["X-Hub-Signature-256"]
+    else:
+        headers["X-Hub-Signature-256"] = signature
+    assert client.post("/github/webhook", content=body, headers=headers).status_code == 401
+    assert rec.submitted == [] and rec.deliveries == []
+
+
+def test_a_body_changed_after_signing_is_401(client: TestClient, rec: Recorder) -> None:
+    body, headers = signed("issue_comment", comment_payload("/reject nope"))
+    tampered = body.replace(b"/reject nope", b"/approve    ")
+    assert client.post("/github/webhook", content=tampered, headers=headers).status_code == 401
+    assert rec.submitted == []
+
+
+def test_malformed_json_is_400(client: TestClient, rec: Recorder) -> None:
+    body, headers = signed("issue_comment", b'{"action": "created", ')
+    assert client.post("/github/webhook", content=body, headers=headers).status_code == 400
+    body, headers = signed("issue_comment", b"[1, 2]")
+    assert client.post("/github/webhook", content=body, headers=headers).status_code == 400
+    assert rec.deliveries == []
+
+
+def test_ping_pongs(client: TestClient) -> None:
+    body, headers = signed("ping", fixture("ping"))
+    response = client.post("/github/webhook", content=body, headers=headers)
+    assert response.status_code == 200 and response.json() == {"msg": "pong"}
+
+
+@pytest.mark.parametrize("event", ["push", "pull_request", "star", ""])
+def test_unused_events_are_acknowledged_and_ignored(client: TestClient, rec: Recorder, event: str) -> None:
+    body, headers = signed(event, {"zen": "x"})
+    response = client.post("/github/webhook", content=body, headers=headers)
+    assert 200 <= response.status_code < 300
+    assert rec.deliveries == [] and rec.submitted == []
+
+
+def test_oversized_body_is_413(rec: Recorder) -> None:
+    small = make_client(rec)
+    big = b"{" + b" " * (MAX_BODY_BYTES + 1) + b"}"
+    body, headers = signed("issue_comment", big)
+    assert small.post("/github/webhook", content=body, headers=headers).status_code == 413
+    # a lying Content-Length is caught while reading
+    tiny = make_client(rec, max_body_bytes=1000)
+
+    def chunks() -> Any:
+        yield b"{" + b" " * 600
+        yield b" " * 600 + b"}"
+
+    headers.pop("Content-Length", None)
+    assert tiny.post("/github/webhook", content=chunks(), headers=headers).status_code == 413
+    assert rec.deliveries == []
+
+
+def test_redelivery_counts_once(client: TestClient, rec: Recorder) -> None:
+    body, headers = signed("issue_comment", comment_payload("/approve"))
+    first = client.post("/github/webhook", content=body, headers=headers)
+    again = client.post("/github/webhook", content=body, headers=headers)
+    assert first.json() == {"votes": 1}
+    assert again.status_code == 200 and "duplicate" in again.json()
+    assert len(rec.submitted) == 1
+
+
+@pytest.mark.parametrize("text", ["```\n/approve\n```", "> /approve", "<!-- /approve -->", "no command here"])
+def test_commands_hidden_in_markdown_are_not_votes(client: TestClient, rec: Recorder, text: str) -> None:
+    body, headers = signed("issue_comment", comment_payload(text))
+    response = client.post("/github/webhook", content=body, headers=headers)
+    assert response.status_code == 202
+    assert rec.submitted == [] and rec.deliveries == []
+
+
+@pytest.mark.parametrize(("login", "kind"), [("dependabot[bot]", "Bot"), ("loopbot-app[bot]", "User")])
+def test_bot_comments_are_ignored(client: TestClient, rec: Recorder, login: str, kind: str) -> None:
+    body, headers = signed("issue_comment", comment_payload("/approve", login, kind=kind))
+    assert client.post("/github/webhook", content=body, headers=headers).status_code == 202
+    assert rec.submitted == []
+
+
+def test_label_vote(client: TestClient, rec: Recorder) -> None:
+    body, headers = signed("issues", label_payload("loopbot:reject"), delivery="d-label")
+    assert client.post("/github/webhook", content=body, headers=headers).json() == {"votes": 1}
+    ((reply,),) = rec.submitted
+    assert reply.command == Command(HumanDecision.REJECT, None, "rejected by label")
+    assert reply.dedupe_key == "github:label:1:loopbot:reject:d-label"
+
+
+def test_form_encoded_payload(client: TestClient, rec: Recorder) -> None:
+    from urllib.parse import urlencode
+
+    raw = urlencode({"payload": json.dumps(comment_payload("/approve"))}).encode()
+    body, headers = signed("issue_comment", raw)
+    headers["Content-Type"] = "application/x-www-form-urlencoded"
+    assert client.post("/github/webhook", content=body, headers=headers).json() == {"votes": 1}
+
+
+def test_get_is_not_allowed(client: TestClient) -> None:
+    assert client.get("/github/webhook").status_code == 405
+
+
+def test_no_secret_is_a_configuration_error(rec: Recorder) -> None:
+    with pytest.raises(ValueError, match="secret"):
+        webhook_route([""], rec.submit, rec.first_delivery)
