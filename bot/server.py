@@ -159,6 +159,7 @@ class HttpServer:
                     idle = [c for c in live if isinstance(c, GuardedH11Protocol) and c._deadline is not None]
                     if idle:
                         min(idle, key=lambda c: c._waiting_since)._close()
+                        log.warning("more than %d connections open: closed the one idle longest", max_connections)
 
             def data_received(self, data: bytes) -> None:
                 super().data_received(data)
