@@ -7,7 +7,17 @@ configured: they load slack_bolt and aiohttp.
 """
 
 from .channel import SlackChannel
+from .check import REQUIRED_SCOPES, check_connection
 from .client import DEFAULT_API_BASE_URL, SlackClient
+from .directory import SlackDirectory
 from .render import render_review
 
-__all__ = ["DEFAULT_API_BASE_URL", "SlackChannel", "SlackClient", "render_review"]
+__all__ = [
+    "DEFAULT_API_BASE_URL",
+    "REQUIRED_SCOPES",
+    "SlackChannel",
+    "SlackClient",
+    "SlackDirectory",
+    "check_connection",
+    "render_review",
+]
