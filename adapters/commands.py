@@ -410,6 +410,10 @@ def _build(verb_word: str, rest: str) -> Command:
     if spec is None:
         raise _unknown(verb_word, list(_BY_NAME), "command")
     rest = rest.strip()
+    if len(rest) > MAX_VALUE_BYTES:  # the text is stored as the vote's feedback, in every later snapshot
+        raise CommandError(f"{verb_word.lower()}: the text is {len(rest):,} characters; at most {MAX_VALUE_BYTES:,}")
+    if _bad_text(rest):
+        raise CommandError(f"{verb_word.lower()}: the text is not valid UTF-8 (a lone surrogate); send it again")
     review_id: str | None = None
     first = _FIRST_WORD.match(rest)
     if first and looks_like_review_id(first.group("word")):

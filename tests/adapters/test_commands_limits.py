@@ -103,6 +103,18 @@ def test_chat_modify_refuses_the_same_values(text: str, problem: str) -> None:
     assert problem in str(result)
 
 
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("reject demo-1 caf\udce9", "reject: the text is not valid UTF-8"),
+        ("approve " + "x" * (MAX_VALUE_BYTES + 1), "approve: the text is 65,537 characters"),
+    ],
+)
+def test_a_note_the_store_could_not_write_is_refused(text: str, problem: str) -> None:
+    result = parse_command(text)
+    assert isinstance(result, CommandError) and problem in str(result)
+
+
 def test_a_yaml_alias_bomb_in_a_modify_block_is_refused_fast() -> None:
     levels = ["a: &a [x, x, x, x, x, x, x, x, x]"]
     for prev, name in zip("abcdefgh", "bcdefghi", strict=True):
