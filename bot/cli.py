@@ -1,10 +1,16 @@
-"""The ``loopbot`` command: serve, run, status, decide, check.
+"""The ``loopbot`` command: serve, run, status, decide, check, init.
 
 ``run`` and ``decide`` work with or without a server: ``run`` hands the run
 to a live ``serve`` (through the store's inbox) or runs in the foreground
 until the run completes or pauses; ``decide`` only records a vote - the lock
 holder applies decided reviews (within a second when serving, else at the
 next start).
+
+Every command imports what it needs inside its function: the engine,
+jsonschema, asyncio and the scheduler took ~0.4 s to load, which ``--help``,
+``status`` and ``decide`` paid for nothing. tests/bot/test_cli_imports.py
+keeps ``import bot.cli`` free of them; keep module-level imports to the
+standard library.
 """
 
 from __future__ import annotations
@@ -20,25 +26,19 @@ import sys
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from functools import cache
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from adapters.commands import VERBS, CommandError, decision_from_word, modification_problem, parse_assignments
-from adapters.durations import parse_duration
-from adapters.suggest import did_you_mean
-from loop_engine.checkpoint import HumanDecision
-
-from bot.config import BotConfig, ConfigError, load_config
-from bot.logging import RedactingFilter, setup_logging
-from bot.reviews import Vote, authorize, cast_vote
-from bot.status import render_json, render_table
-from bot.store import AlreadyRunningError, FileStore, ServeLock, StoreError, UnknownReviewError
-from bot.store.lock import ROLE_RUN, ROLE_SERVE, role_of
-
-if TYPE_CHECKING:  # pragma: no cover - typing only; run loads these when it needs them
+if TYPE_CHECKING:  # pragma: no cover - typing only; each command loads what it needs when it runs
     from adapters.local import LocalChannel
+    from bot.config import BotConfig
     from bot.runner import Runner
+    from bot.store import FileStore
+    from loop_engine.review import HumanDecision
 
-__all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_LOCKED", "EXIT_SIGNAL_BASE"]
+__all__ = [
+    "main", "build_parser", "cmd_init", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_LOCKED", "EXIT_SIGNAL_BASE",
+]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -57,6 +57,7 @@ exit codes:
   130, 143  run: stopped by Ctrl-C (SIGINT) or SIGTERM; the run is saved and `loopbot serve` continues it
 
 config: --config PATH, else $LOOPBOT_CONFIG, else config.yaml
+  (no config yet? `loopbot init` writes the commented example to config.yaml)
 """
 
 
@@ -67,24 +68,76 @@ def _config_option(parser: argparse.ArgumentParser, default: str | None) -> None
     )
 
 
+def _version() -> str:
+    """The installed distribution's version; ``bot.__version__`` when loopbot runs from a source tree."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("loopbot")
+    except metadata.PackageNotFoundError:
+        import bot
+
+        return str(getattr(bot, "__version__", "unknown"))
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, looked up only when asked: importlib.metadata scans site-packages, which --help need not."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"loopbot {_version()}")  # stdout, as argparse's own version action prints
+        parser.exit()
+
+
+#: name -> (one-line help for the command list, the description its own --help starts with)
+_COMMAND_TEXTS = {
+    "serve": ("HTTP server + scheduler + channels",
+              "Serve the bot: the HTTP server (/healthz, /slack/events, /github/webhook), the scheduler, review "
+              "deadlines and reminders, and the runs handed to it. One per state_dir; SIGTERM or Ctrl-C lets "
+              "the step in flight finish and saves."),
+    "run": ("start a run of LOOP now",
+            "Start a run of LOOP now: handed to the running `loopbot serve` if there is one, else run here in "
+            "the foreground until it completes, pauses for a review or fails."),
+    "status": ("runs and open reviews",
+               "List runs (with each run's reason) and open reviews, with the line that answers each."),
+    "decide": ("vote on a review",
+               "Vote on a review, whether or not the server is running; the server applies the outcome "
+               "(at once when serving, else when `loopbot serve` next starts)."),
+    "check": ("validate the config",
+              "Validate the config and build every loop once (this imports `factory` modules - the config's "
+              "folder is searched first - and makes each loop's engine and context); errors name the file and key."),
+    "init": ("write the commented example config",
+             "Write the commented example config (the text of config.example.yaml) to PATH, default "
+             "config.yaml; an existing file is never overwritten. Then edit it and run `loopbot check`."),
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="loopbot", description="Run agent loops on a schedule; a person decides at every checkpoint.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     _config_option(parser, None)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     # Subcommands accept --config too; SUPPRESS keeps a top-level one when they don't repeat it.
     common = argparse.ArgumentParser(add_help=False)
     _config_option(common, argparse.SUPPRESS)
 
-    commands.add_parser("serve", parents=[common], help="HTTP server + scheduler + channels")
-    run = commands.add_parser("run", parents=[common], help="start a run of LOOP now")
-    run.add_argument("loop", metavar="LOOP")
-    status = commands.add_parser("status", parents=[common], help="runs and open reviews")
+    def command(name: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+        summary, description = _COMMAND_TEXTS[name]
+        return commands.add_parser(name, parents=parents, help=summary, description=description)
+
+    command("serve", [common])
+    run = command("run", [common])
+    run.add_argument("loop", metavar="LOOP", help="the name of a loop in the config")
+    status = command("status", [common])
     status.add_argument("--json", action="store_true", help="machine-readable output")
-    decide = commands.add_parser("decide", parents=[common], help="vote on a review")
-    decide.add_argument("review", metavar="REVIEW")
+    decide = command("decide", [common])
+    decide.add_argument("review", metavar="REVIEW", help="the review's id, e.g. demo-1")
     decide.add_argument("decision", metavar="DECISION", help="approve | reject | retry | modify | pause")
     decide.add_argument("duration", nargs="?", metavar="DURATION",
                         help="pause only: how long, e.g. 2h or 1d (default 24h)")
@@ -94,7 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "parse); pause: until=TIME with a zone, e.g. 2031-01-01T09:00Z")
     decide.add_argument("--as", dest="voter", metavar="NAME",
                         help="who is voting (default: $LOOPBOT_USER, else $USER, else the login name)")
-    commands.add_parser("check", parents=[common], help="validate the config")
+    command("check", [common])
+    init = command("init", [common])
+    init.add_argument("path", nargs="?", metavar="PATH",
+                      help="where to write it (default: --config, else $LOOPBOT_CONFIG, else config.yaml, "
+                           "the file the other commands read)")
     return parser
 
 
@@ -156,11 +213,32 @@ def _secrets(config: BotConfig) -> list[str]:
 def cmd_check(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     print(f"OK: {path} is valid")
     print(config.summary())
+    if not config.loops:  # valid (an empty file is), but serve would have nothing to run
+        _err(f"warning: no loops configured in {path}; add one under loops: - see `loopbot init` for an example")
+    return EXIT_OK
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """Write the commented example config; never over an existing file (exit 1, saying so)."""
+    from bot.init_config import InitError, write_example_config
+
+    target = Path(args.path) if args.path else _config_path(args)
+    try:
+        written = write_example_config(target)
+    except InitError as err:
+        _err(str(err))
+        return EXIT_FAILED
+    config = "" if str(target) == "config.yaml" else f" --config {shlex.quote(str(target))}"
+    program = _program()
+    print(f"wrote {written}: the commented example config (the built-in demo loop, reviewed by you)")
+    print(f"next: {program}{config} check, then {program}{config} serve")
     return EXIT_OK
 
 
 def cmd_serve(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
+    from bot.logging import setup_logging
     from bot.server import serve  # uvicorn and the scheduler load only for serve
+    from bot.store import AlreadyRunningError
 
     setup_logging(secrets=_secrets(config))
     try:
@@ -205,8 +283,11 @@ def _run_here(runner: Runner, store: FileStore, local: LocalChannel, loop: str, 
 
 
 def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
+    from bot.logging import setup_logging
     from bot.posting import ReviewDesk, local_channel
     from bot.runner import Runner
+    from bot.store import AlreadyRunningError, FileStore, ServeLock
+    from bot.store.lock import ROLE_RUN, ROLE_SERVE
     from bot.worker import LoopCatalog, UnknownLoopError
 
     catalog = LoopCatalog(config)
@@ -244,6 +325,11 @@ def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
 
 
 def cmd_status(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
+    from bot.logging import RedactingFilter
+    from bot.status import render_json, render_table
+    from bot.store import FileStore, ServeLock
+    from bot.store.lock import ROLE_SERVE, role_of
+
     store = FileStore(config.state_dir)
     runs, reviews = store.list_runs(), store.list_reviews()
     holder = ServeLock.holder(config.state_dir)
@@ -273,19 +359,33 @@ def _voter_name(given: str | None) -> str | None:
     return given or os.environ.get("LOOPBOT_USER") or os.environ.get("USER")
 
 
-_DECISION_SPECS = [spec for spec in VERBS if isinstance(spec.verb, HumanDecision)]
-_DECISION_WORDS = [name for spec in _DECISION_SPECS for name in spec.names]
-#: "decisions: approve (lgtm, yes), reject (deny, no), ..." - the words `decide` takes.
-_DECISIONS = "decisions: " + ", ".join(
-    spec.names[0] + (f" ({', '.join(spec.names[1:])})" if spec.names[1:] else "") for spec in _DECISION_SPECS
-)
+class _DecideTexts(NamedTuple):
+    words: list[str]  #: every word `decide` takes, for a did-you-mean
+    decisions: str  #: "decisions: approve (lgtm, yes), reject (deny, no), ..."
+    usage: dict[HumanDecision | None, str]
 
-_DECIDE_USAGE = {
-    None: "usage: loopbot decide REVIEW DECISION [DURATION] [--feedback TEXT] [--set KEY=VALUE ...] [--as NAME]",
-    HumanDecision.MODIFY: "usage: loopbot decide REVIEW modify --set context.KEY=VALUE ... "
-                          "(also plan.skip=[...], step.description=...) [--feedback TEXT]",
-    HumanDecision.PAUSE: "usage: loopbot decide REVIEW pause [DURATION, e.g. 2h] [--set until=TIME-WITH-ZONE]",
-}
+
+@cache
+def _decide_texts() -> _DecideTexts:
+    """Built from the command grammar on first use, so that importing bot.cli does not load the grammar."""
+    from adapters.commands import VERBS
+    from loop_engine.review import HumanDecision
+
+    specs = [spec for spec in VERBS if isinstance(spec.verb, HumanDecision)]
+    return _DecideTexts(
+        words=[name for spec in specs for name in spec.names],
+        decisions="decisions: " + ", ".join(
+            spec.names[0] + (f" ({', '.join(spec.names[1:])})" if spec.names[1:] else "") for spec in specs
+        ),
+        usage={
+            None: "usage: loopbot decide REVIEW DECISION [DURATION] [--feedback TEXT] [--set KEY=VALUE ...] "
+                  "[--as NAME]",
+            HumanDecision.MODIFY: "usage: loopbot decide REVIEW modify --set context.KEY=VALUE ... "
+                                  "(also plan.skip=[...], step.description=...) [--feedback TEXT]",
+            HumanDecision.PAUSE: "usage: loopbot decide REVIEW pause [DURATION, e.g. 2h] "
+                                 "[--set until=TIME-WITH-ZONE]",
+        },
+    )
 
 
 def _changes(args: argparse.Namespace, decision: HumanDecision, now: datetime) -> dict[str, Any]:
@@ -294,6 +394,10 @@ def _changes(args: argparse.Namespace, decision: HumanDecision, now: datetime) -
     Checked here, before the store is touched, so a bad line is a usage error
     that changes nothing.
     """
+    from adapters.commands import CommandError, modification_problem, parse_assignments
+    from adapters.durations import parse_duration
+    from loop_engine.review import HumanDecision
+
     changes = parse_assignments(args.assignments)
     if args.duration is not None:
         if decision is not HumanDecision.PAUSE:
@@ -315,19 +419,26 @@ def _changes(args: argparse.Namespace, decision: HumanDecision, now: datetime) -
 
 
 def cmd_decide(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
+    from adapters.commands import CommandError, decision_from_word
+    from adapters.suggest import did_you_mean
+    from bot.reviews import Vote, authorize, cast_vote
     from bot.runner import utcnow
+    from bot.store import FileStore, ServeLock, UnknownReviewError
+    from bot.store.lock import ROLE_SERVE, role_of
+    from loop_engine.review import HumanDecision
 
+    texts = _decide_texts()
     now = utcnow()
     try:
         decision = decision_from_word(args.decision)
     except CommandError:  # its message is the chat help: say it in the CLI's words
-        hint = did_you_mean(args.decision, _DECISION_WORDS)
-        _err(f'unknown decision "{args.decision}"{hint}\n{_DECIDE_USAGE[None]}\n{_DECISIONS}')
+        hint = did_you_mean(args.decision, texts.words)
+        _err(f'unknown decision "{args.decision}"{hint}\n{texts.usage[None]}\n{texts.decisions}')
         return EXIT_USAGE
     try:
         modifications = _changes(args, decision, now)
     except CommandError as err:
-        _err(f"{err}\n{_DECIDE_USAGE.get(decision, _DECIDE_USAGE[None])}")
+        _err(f"{err}\n{texts.usage.get(decision, texts.usage[None])}")
         return EXIT_USAGE
     store = FileStore(config.state_dir)
     try:
@@ -364,6 +475,8 @@ def cmd_decide(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
 
 
 COMMANDS = {"check": cmd_check, "serve": cmd_serve, "run": cmd_run, "status": cmd_status, "decide": cmd_decide}
+#: Commands that need no config to be loaded first: ``init`` writes it.
+COMMANDS_WITHOUT_CONFIG = {"init": cmd_init}
 #: The commands that build loops: they refuse a config naming a loop that cannot be built.
 _BUILDS_LOOPS = frozenset({"check", "serve", "run"})
 
@@ -374,9 +487,10 @@ def _check_loops(config: BotConfig, path: Path) -> None:
     Not in load_config: importing a factory runs the user's code, which only
     the commands that build loops should do (status and decide never need to).
     """
+    from bot.config import ConfigError
     from bot.worker import LoopCatalog
 
-    problems = LoopCatalog(config).check()
+    problems = LoopCatalog(config, config_dir=path.parent).check()
     if problems:
         raise ConfigError([f"{path}: {line}" for line in problems])
 
@@ -405,6 +519,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                   file=sys.stderr)
             return EXIT_USAGE
     try:
+        if args.command in COMMANDS_WITHOUT_CONFIG:
+            return COMMANDS_WITHOUT_CONFIG[args.command](args)
+        from bot.config import ConfigError, load_config
+        from bot.store import StoreError
+
         _login_name_as_user()
         path = _config_path(args)
         try:

@@ -9,7 +9,11 @@ checkpoint stops the run instead of blocking a thread), and pick between
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
+import sys
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable
@@ -150,9 +154,16 @@ class _Loop:
 class LoopCatalog:
     """The configured loops, resolved to their pattern/factory builders once."""
 
-    def __init__(self, config: BotConfig) -> None:
+    def __init__(self, config: BotConfig, config_dir: str | os.PathLike[str] | None = None) -> None:
+        """``config_dir``: the config file's folder, searched first for ``factory: module:callable``.
+
+        A newcomer keeps ``myloops.py`` next to ``config.yaml`` and expects it
+        to be found without setting PYTHONPATH. None (the default, for callers
+        that have no file) searches only the usual import path.
+        """
         self._config = config
         self._state_dir = Path(config.state_dir)
+        self._config_dir = Path(config_dir).resolve() if config_dir is not None else None
         self._loops: dict[str, _Loop] = {}
 
     @property
@@ -168,7 +179,7 @@ class LoopCatalog:
     def _resolve(self, name: str) -> _Loop:
         if name not in self._loops:
             loop = self.loop_config(name)
-            self._loops[name] = _Loop(loop, _build_spec(loop))
+            self._loops[name] = _Loop(loop, _build_spec(loop, self._config_dir))
         return self._loops[name]
 
     def check(self) -> list[str]:
@@ -207,13 +218,21 @@ def _source(loop: LoopConfig) -> tuple[str, str]:
     return key, source
 
 
-def _build_spec(loop: LoopConfig) -> LoopSpec:
-    """Resolve the loop's pattern or factory and call it with the options; failures name the key at fault."""
+def _build_spec(loop: LoopConfig, config_dir: Path | None = None) -> LoopSpec:
+    """Resolve the loop's pattern or factory and call it with the options; failures name the key at fault.
+
+    A factory's module is looked up in ``config_dir`` first (see ``LoopCatalog``).
+    """
     key, source = _source(loop)
     try:
-        builder = get_pattern(source) if key == "pattern" else load_factory(source)
+        if key == "pattern":
+            builder = get_pattern(source)
+        else:
+            if config_dir is not None:
+                _search_first(config_dir)
+            builder = load_factory(source)
     except PatternError as err:
-        raise LoopBuildError(loop.name, key, str(err)) from err
+        raise LoopBuildError(loop.name, key, _import_problem(err, source, config_dir)) from err
     try:
         spec = builder(dict(loop.options))
     except PatternError as err:  # a builder's way of refusing its options
@@ -228,6 +247,64 @@ def _build_spec(loop: LoopConfig) -> LoopSpec:
             "return LoopSpec(engine_factory=..., context_factory=...) (from bot.patterns)",
         )
     return spec
+
+
+def _search_first(folder: Path) -> None:
+    """Put ``folder`` at the front of ``sys.path`` for the rest of the process, once.
+
+    For the rest of the process, not just the import: the factory's module may
+    import a sibling later, from an engine built to resume a run.
+    """
+    entry = str(folder)
+    if entry not in sys.path:
+        sys.path.insert(0, entry)
+        importlib.invalidate_caches()  # a module written since the last import must be seen
+
+
+def _import_problem(err: PatternError, source: str, config_dir: Path | None) -> str:
+    """``err``'s message, plus where Python looked (module not found) or where the module broke.
+
+    A newcomer's first factory most often fails here: it is not where Python
+    looks, or it has a typo. Either way the message should say which folder
+    and which line, not leave them to guess.
+    """
+    cause = err.__cause__
+    message = str(err)
+    module = source.partition(":")[0].strip()
+    if isinstance(cause, ModuleNotFoundError) and cause.name and (
+        module == cause.name or module.startswith(cause.name + ".")
+    ):
+        return f"{message} Looked in {_searched(config_dir)}"
+    if cause is None or not isinstance(cause, Exception):
+        return message
+    where = _where(cause)
+    return f"{message} ({where})" if where else message
+
+
+def _searched(config_dir: Path | None) -> str:
+    """The import path as a person would check it: the config's folder, PYTHONPATH, this interpreter's packages."""
+    places = [f"the config's folder ({config_dir})"] if config_dir is not None else []
+    pythonpath = os.environ.get("PYTHONPATH")
+    places.append(f"PYTHONPATH ({pythonpath})" if pythonpath else "PYTHONPATH (not set)")
+    places.append(f"the packages installed for {sys.executable}")
+    return ", then ".join(places) + "."
+
+
+def _where(exc: BaseException) -> str | None:
+    """"at FILE line N" of the line in the user's module that failed to import (and where it was raised, if deeper)."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"at {exc.filename} line {exc.lineno}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    # the frames after importlib's own are the module's code: its top line, then whatever it called
+    start = next((i for i, f in enumerate(frames) if f.filename.endswith(os.path.join("importlib", "__init__.py"))), -1)
+    code = [f for f in frames[start + 1:] if not f.filename.startswith("<")]
+    if not code:
+        return None
+    first, last = code[0], code[-1]
+    where = f"at {first.filename} line {first.lineno}"
+    if (last.filename, last.lineno) != (first.filename, first.lineno):
+        where += f", raised in {last.filename} line {last.lineno}"
+    return where
 
 
 def _result_from_state(state: LoopState) -> LoopResult:
