@@ -22,7 +22,8 @@ from typing import Any, Protocol
 
 from adapters.channel import Answer, ChannelError, MessageRef, ReviewPost, Target
 
-from .render import is_outcome, render_answer, render_escalation, render_review, render_run_parent, render_update
+from .mrkdwn import is_outcome, render_answer
+from .render import render_escalation, render_review, render_run_parent, render_update
 
 __all__ = ["ChatApi", "SlackChannel", "EVENT_RUN", "EVENT_REVIEW", "EVENT_UPDATE", "EVENT_ESCALATION"]
 
@@ -71,13 +72,18 @@ def _digest(text: str) -> str:
 
 
 class SlackChannel:
-    """The ``Channel`` of Slack (``name == "slack"``). ``broadcast`` also shows each review in the channel."""
+    """The ``Channel`` of Slack (``name == "slack"``).
+
+    ``broadcast`` also shows each review in the channel (``reply_broadcast``);
+    ``command`` is the slash command named in the how-to-answer line.
+    """
 
     name = "slack"
 
-    def __init__(self, client: ChatApi, *, broadcast: bool = False) -> None:
+    def __init__(self, client: ChatApi, *, broadcast: bool = False, command: str = "/loopbot") -> None:
         self.client = client
         self.broadcast = broadcast
+        self.command = command
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._parents: dict[tuple[str, str], tuple[str, str]] = {}  # (target channel, run) -> (channel id, ts)
@@ -126,7 +132,7 @@ class SlackChannel:
                 if found is not None:
                     ts = str(found["ts"])
                 else:
-                    message = render_review(post)
+                    message = render_review(post, command=self.command)
                     result = self.client.post_message(
                         channel_id, message.text, blocks=message.blocks, thread_ts=parent_ts,
                         reply_broadcast=self.broadcast,
@@ -152,7 +158,7 @@ class SlackChannel:
             thread = list(self.client.replies(channel, thread_ts))
             if post.status != "open":
                 outcome = text.strip() if is_outcome(text) else self._stored_outcome(thread, ts)
-                message = render_review(post, outcome)
+                message = render_review(post, outcome, command=self.command)
                 payload = {"review_id": post.review_id, "run_id": post.run_id}
                 if outcome:
                     payload["outcome"] = outcome
@@ -184,7 +190,7 @@ class SlackChannel:
                 if found is not None:
                     ts = str(found["ts"])
                 else:
-                    message = render_escalation(post, text)
+                    message = render_escalation(post, text, command=self.command)
                     result = self.client.post_message(
                         channel, message.text, blocks=message.blocks,
                         metadata=_metadata(EVENT_ESCALATION, review_id=post.review_id, run_id=post.run_id),

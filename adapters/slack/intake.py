@@ -41,7 +41,8 @@ from loop_engine.checkpoint import HumanDecision
 
 from .client import DEFAULT_API_BASE_URL
 from .modals import MODAL_CALLBACKS, FIELD_BLOCK, ModalContext, build_modal, command_from_submission, submitted_text
-from .render import ACTION_IDS, render_answer
+from .mrkdwn import render_answer
+from .render import ACTION_IDS
 
 __all__ = ["ClickKeys", "build_app", "WORKING_TEXT"]
 

@@ -15,13 +15,14 @@ characters, header ≤ 150, ≤ 50 blocks).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from adapters.channel import Answer, ReviewPost
+from adapters.channel import ReviewPost
+
+from .mrkdwn import escape, outcome_line, to_mrkdwn
 
 __all__ = [
     "ACTION_IDS",
@@ -30,16 +31,11 @@ __all__ = [
     "MAX_HEADER",
     "MAX_SECTION",
     "RenderedMessage",
-    "escape",
     "full_text_pointer",
-    "is_outcome",
-    "render_answer",
-    "outcome_line",
     "render_escalation",
     "render_review",
     "render_run_parent",
     "render_update",
-    "to_mrkdwn",
 ]
 
 MAX_SECTION = 3000
@@ -66,22 +62,6 @@ _BUTTON_STYLE = {"Approve": "primary", "Reject": "danger"}
 #: Summary keys shown in their own sections, not in the facts list.
 _OWN_SECTION = ("current_step", "unrecovered_failures")
 _SUMMARY_HEAD = ("iteration", "status", "plan_progress", "failures")
-_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
-_BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__", re.DOTALL)
-_LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
-_VOTER = re.compile(r"\bslack:([UW][A-Z0-9]+)\b")
-_DECIDED = re.compile(
-    r"\ADecided: (?P<decision>[A-Z]+) by (?P<who>.+?) at (?P<when>\S+)"
-    r"(?P<changes> with changes .+?)?(?: - (?P<note>.*))?\Z",
-    re.DOTALL,
-)
-_TIMED_OUT = re.compile(
-    r"\ATimed out: (?P<decision>[A-Z]+) \(default\) at (?P<when>\S+?)\.?(?: (?P<note>.*))?\Z", re.DOTALL
-)
-_PAST = {"APPROVE": "Approved", "REJECT": "Rejected", "RETRY": "Retry asked", "MODIFY": "Modified", "PAUSE": "Paused"}
-_TIMED_OUT_WORD = {
-    "APPROVE": "approved", "REJECT": "rejected", "PAUSE": "paused", "RETRY": "retried", "MODIFY": "modified",
-}
 
 
 @dataclass(frozen=True)
@@ -93,19 +73,6 @@ class RenderedMessage:
 
 
 # --- text ------------------------------------------------------------------------
-def escape(text: str) -> str:
-    """mrkdwn's three control characters, escaped (and nothing else: mrkdwn has no other escapes)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def to_mrkdwn(text: str) -> str:
-    """Loop-provided Markdown -> escaped mrkdwn: ``**b**`` -> ``*b*``, ``# h`` -> ``*h*``, ``[t](url)`` -> link."""
-    text = escape(text)
-    text = _HEADING.sub(lambda m: f"*{m.group(1).strip()}*", text)
-    text = _BOLD.sub(lambda m: f"*{m.group(1) or m.group(2)}*", text)
-    return _LINK.sub(lambda m: f"<{m.group(2)}|{m.group(1)}>", text)
-
-
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -133,41 +100,6 @@ def _mentions(users: Iterable[str]) -> str:
 
 def full_text_pointer(review_id: str) -> str:
     return f"`local-reviews/{escape(review_id)}.md` in the bot's state directory"
-
-
-def is_outcome(text: str) -> bool:
-    """Is this the bot's outcome text ("Decided: ..." / "Timed out: ...") rather than a reminder or a run's end?"""
-    return bool(_DECIDED.match(text.strip()) or _TIMED_OUT.match(text.strip()))
-
-
-def render_answer(answer: Answer) -> str:
-    """What a voter is told, as mrkdwn: escaped; a multi-line answer (help, status) keeps its columns."""
-    first, _, rest = escape(answer.text.strip()).partition("\n")
-    return f"{first}\n```{rest}```" if rest.strip() else first
-
-
-def outcome_line(text: str) -> str:
-    """The bot's outcome text as a person reads it: "Approved by <@U0AAA>: note", "Timed out → rejected".
-
-    Other texts (a reminder, the run's end) are shown as given; voter ids
-    ``slack:U…`` always become mentions.
-    """
-    text = text.strip()
-    decided = _DECIDED.match(text)
-    if decided:
-        who = _VOTER.sub(lambda m: f"<@{m.group(1)}>", escape(decided.group("who")))
-        line = f"{_PAST.get(decided.group('decision'), decided.group('decision').capitalize())} by {who}"
-        if decided.group("changes"):
-            line += escape(decided.group("changes"))
-        if decided.group("note"):
-            line += f": {to_mrkdwn(decided.group('note'))}"
-        return line
-    timed_out = _TIMED_OUT.match(text)
-    if timed_out:
-        decision = timed_out.group("decision")
-        line = f"Timed out → {_TIMED_OUT_WORD.get(decision, decision.lower())}"
-        return line + (f": {to_mrkdwn(timed_out.group('note'))}" if timed_out.group("note") else "")
-    return _VOTER.sub(lambda m: f"<@{m.group(1)}>", to_mrkdwn(text))
 
 
 # --- blocks ------------------------------------------------------------------------
@@ -285,8 +217,11 @@ def _limit_blocks(body: list[dict[str, Any]], tail: list[dict[str, Any]], review
     return body + tail
 
 
-def render_review(post: ReviewPost, outcome: str | None = None) -> RenderedMessage:
-    """The review message; buttons only while ``post.status == "open"``, ``outcome`` on top once decided."""
+def render_review(post: ReviewPost, outcome: str | None = None, *, command: str = "/loopbot") -> RenderedMessage:
+    """The review message; buttons only while ``post.status == "open"``, ``outcome`` on top once decided.
+
+    ``command`` is the slash command the app answers (``slack.command``), named in the how-to-answer line.
+    """
     is_open = post.status == "open"
     title = f"Review {post.review_id}: {post.loop}" + ("" if is_open else f" ({post.status})")
     body: list[dict[str, Any]] = [_header(title)]
@@ -302,7 +237,7 @@ def render_review(post: ReviewPost, outcome: str | None = None) -> RenderedMessa
     if is_open:
         tail.append(_buttons(post.review_id))
         how = (
-            f"Or type `/loopbot approve {escape(post.review_id)}` (reject needs a reason), "
+            f"Or type `{escape(command)} approve {escape(post.review_id)}` (reject needs a reason), "
             f"or `@loopbot approve` in this thread. Full text: {full_text_pointer(post.review_id)}."
         )
     else:
@@ -325,9 +260,9 @@ def render_update(text: str) -> RenderedMessage:
     return RenderedMessage(_cut(line, MAX_SECTION), _sections(line)[: MAX_BLOCKS])
 
 
-def render_escalation(post: ReviewPost, text: str) -> RenderedMessage:
+def render_escalation(post: ReviewPost, text: str, *, command: str = "/loopbot") -> RenderedMessage:
     """The review again, with the escalation notice on top."""
-    review = render_review(post)
+    review = render_review(post, command=command)
     notice = _sections(f":rotating_light: {outcome_line(text)}")
     blocks = review.blocks[:1] + notice + review.blocks[1:]
     if len(blocks) > MAX_BLOCKS:

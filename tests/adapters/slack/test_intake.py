@@ -274,3 +274,19 @@ async def test_bad_signatures_are_401_and_never_reach_the_handler(slack: FakeSla
     assert response.status_code == 401
     await asyncio.sleep(0.05)
     assert recorder.replies == []
+
+
+async def test_a_mention_in_a_posted_review_thread_matches_its_ref(slack: FakeSlackApi) -> None:
+    from adapters.channel import Target
+    from adapters.slack.channel import SlackChannel
+    from adapters.slack.client import SlackClient
+    from tests.adapters.slack.conftest import make_post
+
+    ref = SlackChannel(SlackClient(BOT_TOKEN, base_url=slack.base_url)).post_request(
+        Target("slack", channel="C0REVIEW"), make_post())
+    recorder = Recorder()
+    await send(make_server(slack, recorder), mention("<@U0BOT> lgtm", thread_ts=ref.data["thread_ts"]),
+               json_body=True)
+    await eventually(lambda: bool(recorder.replies))
+    context = recorder.replies[0].context
+    assert context is not None and ref.matches(context)

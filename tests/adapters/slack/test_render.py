@@ -7,19 +7,8 @@ import re
 from typing import Any
 
 from adapters.channel import Answer, AnswerKind
-from adapters.slack.render import (
-    ACTION_IDS,
-    MAX_BLOCKS,
-    MAX_HEADER,
-    MAX_SECTION,
-    escape,
-    is_outcome,
-    outcome_line,
-    render_answer,
-    render_escalation,
-    render_review,
-    to_mrkdwn,
-)
+from adapters.slack.mrkdwn import escape, is_outcome, outcome_line, render_answer, to_mrkdwn
+from adapters.slack.render import ACTION_IDS, MAX_BLOCKS, MAX_HEADER, MAX_SECTION, render_escalation, render_review
 from tests.adapters.slack.conftest import make_post, make_request
 
 
