@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
@@ -119,6 +120,9 @@ class GitHubChannel:
         self.api = api
         self.bot_login = bot_login
         self._run_issues: dict[tuple[str, str], int] = {}
+        # One write at a time: two outbox workers must not both miss a marker and post twice, and GitHub
+        # asks integrations to make content-creating requests serially (secondary rate limits).
+        self._lock = threading.RLock()
 
     # --- finding our own comments -----------------------------------------------------------
     def _ours(self, comment: Comment, marker: str) -> bool:
@@ -135,10 +139,11 @@ class GitHubChannel:
     def _post_once(self, repository: str, issue: int, marker: str, body: str,
                    since: datetime | None = None) -> Comment:
         """Post ``body`` (which starts with ``marker``) unless a comment of ours with that marker is there."""
-        found = self._find(repository, issue, marker, since)
-        if found is not None:
-            return found
-        return self.api.create_comment(repository, issue, body[:MAX_COMMENT_CHARS])
+        with self._lock:
+            found = self._find(repository, issue, marker, since)
+            if found is not None:
+                return found
+            return self.api.create_comment(repository, issue, body[:MAX_COMMENT_CHARS])
 
     def _issue_for(self, target: Target, post: ReviewPost) -> tuple[str, int]:
         if target.kind != self.name or not target.repository:
@@ -150,8 +155,12 @@ class GitHubChannel:
     def _run_issue(self, repository: str, post: ReviewPost) -> int:
         """The run's own issue: found by its marker among issues labelled ``loopbot``, else opened."""
         key = (repository, post.run_id)
-        if key in self._run_issues:
+        with self._lock:
+            if key not in self._run_issues:
+                self._run_issues[key] = self._find_or_open_run_issue(repository, post)
             return self._run_issues[key]
+
+    def _find_or_open_run_issue(self, repository: str, post: ReviewPost) -> int:
         marker = run_marker(post.run_id)
         number = next((i.number for i in self.api.list_issues(repository, RUN_LABEL) if marker in i.body), None)
         if number is None:
@@ -161,7 +170,6 @@ class GitHubChannel:
             )
             title = f"loopbot: {post.loop} run {post.run_id}"
             number = self.api.create_issue(repository, title, body, [RUN_LABEL]).number
-        self._run_issues[key] = number
         return number
 
     @staticmethod
@@ -225,6 +233,11 @@ class GitHubChannel:
             {"repository": repository, "issue": issue, "comment_id": comment.id, "url": comment.html_url},
             target.key,
         )
+
+    def acknowledge(self, respond: Mapping[str, Any]) -> None:
+        """👀 on a voter's comment, to say it arrived (the bot may call this on receipt, before deciding)."""
+        if respond.get("comment_id") is not None and respond.get("repository"):
+            self.api.add_reaction(str(respond["repository"]), int(respond["comment_id"]), "eyes")
 
     def answer(self, respond: Mapping[str, Any], answer: Answer) -> None:
         """A reaction on the voter's comment and a reply comment quoting them (a redelivery gets neither)."""

@@ -68,8 +68,10 @@ def _who(post: ReviewPost) -> str:
         people = ", ".join(f"@{login.lstrip('@')}" for login in logins)
     elif post.reviewers_hint:
         people = escape_inline(post.reviewers_hint)
+    elif post.restricted:
+        people = "only the loop's named reviewers"
     else:
-        people = "anyone with write access to this repository" if post.restricted else "anyone who can comment here"
+        people = "anyone who can comment here"
     return f"needs {post.approvals_required} approval{'s' if post.approvals_required != 1 else ''} of: {people}"
 
 

@@ -216,3 +216,25 @@ def test_a_huge_request_is_cut_below_githubs_cap(channel: GitHubChannel, fake: F
     assert len(body) < 65_536
     assert "full text in state_dir/local-reviews/triage-17.md" in body
     assert body.rstrip().endswith("`loopbot:pause`.")
+
+
+def test_acknowledge_puts_eyes_on_the_vote(channel: GitHubChannel, fake: FakeGitHub) -> None:
+    vote = fake.add_comment(REPO, 42, "/approve", "alice")
+    channel.acknowledge({"repository": REPO, "issue": 42, "comment_id": vote["id"]})
+    channel.acknowledge({"repository": REPO, "issue": 42, "comment_id": None})  # a label vote: nothing to react to
+    assert fake.reactions == [(vote["id"], "eyes", fake.bot_login)]
+
+
+def test_concurrent_posts_of_one_review_make_one_comment(channel: GitHubChannel, fake: FakeGitHub) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        refs = list(pool.map(lambda _: channel.post_request(TARGET, make_post()), range(4)))
+    assert len(set(json.dumps(r.to_dict(), sort_keys=True) for r in refs)) == 1
+    assert len(fake.comments_on(REPO, 42)) == 1
+
+
+def test_restricted_without_github_reviewers_says_so(channel: GitHubChannel, fake: FakeGitHub) -> None:
+    ref = channel.post_request(TARGET, make_post(reviewers={}, restricted=True, approvals_required=2))
+    body = fake.comments[ref.data["comment_id"]]["body"]
+    assert "needs 2 approvals of: only the loop's named reviewers" in body

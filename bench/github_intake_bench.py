@@ -1,0 +1,299 @@
+"""How many signed GitHub deliveries per second does the webhook route take, and how fast does it answer?
+
+Not a test. Each target app runs in its own uvicorn process on 127.0.0.1;
+this process drives it with 50 concurrent senders (httpx.AsyncClient), each
+POSTing a distinct signed ``issue_comment`` delivery (``/approve``, from the
+real fixture payload), and prints deliveries/s, p50 and p99 latency, and the
+ratio of each target to its baseline:
+
+- ``bare``         a Starlette endpoint that only verifies ``X-Hub-Signature-256``;
+- ``bare+fsync``   the same, plus a durable record (write + fsync) of each delivery id;
+- ``route``        ``adapters.github.webhook.webhook_route`` with an in-memory dedupe and queue;
+- ``route+fsync``  the route with first_delivery appending + fsyncing each delivery id (as the bot's store).
+
+Point it elsewhere:
+    --url http://127.0.0.1:8000/github/webhook --secret S   also an already running server (e.g. ``loopbot serve``)
+    --app module:attr                                        also a Starlette app (or zero-argument factory)
+    --only route,bare                                        a subset of the built-in targets ("" for none)
+    --client httpx|aiohttp|both                              the senders' client (default both, one table each)
+
+Ratios compare each target with its baseline (``route`` with ``bare``, ``route+fsync`` with
+``bare+fsync``, ``--url`` / ``--app`` with ``bare``), measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import importlib
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+FIXTURE = ROOT.parent / "shared" / "fixtures" / "github" / "issue_comment.created.json"
+SECRET = "bench-secret"
+PATH = "/github/webhook"
+CONCURRENCY = 50
+
+
+# --- the apps under test (built in the server process) ------------------------------------------------
+def _sign(body: bytes) -> str:
+    return "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+
+
+def _fsync_recorder(state_dir: str) -> Callable[[str], None]:
+    handle = open(os.path.join(state_dir, "deliveries.log"), "ab")  # noqa: SIM115 - lives as long as the server
+    lock = threading.Lock()
+
+    def record(key: str) -> None:
+        with lock:
+            handle.write(key.encode() + b"\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    return record
+
+
+def bare_app(state_dir: str, durable: bool = False) -> Any:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    record = _fsync_recorder(state_dir) if durable else None
+
+    async def endpoint(request: Request) -> Response:
+        body = await request.body()
+        if not hmac.compare_digest(_sign(body), request.headers.get("x-hub-signature-256", "")):
+            return JSONResponse({"error": "signature"}, status_code=401)
+        if record is not None:
+            record(request.headers.get("x-github-delivery", ""))  # on the event loop, as protocols.md measured
+        return JSONResponse({"ok": True})
+
+    return Starlette(routes=[Route(PATH, endpoint, methods=["POST"])])
+
+
+def route_app(state_dir: str, durable: bool = False) -> Any:
+    from starlette.applications import Starlette
+
+    from adapters.github.webhook import webhook_route
+
+    seen: set[str] = set()
+    lock = threading.Lock()
+    queue: list[Any] = []
+    record = _fsync_recorder(state_dir) if durable else None
+
+    def first_delivery(key: str) -> bool:
+        with lock:
+            if key in seen:
+                return False
+            seen.add(key)
+        if record is not None:
+            record(key)
+        return True
+
+    return Starlette(routes=[webhook_route([SECRET], queue.extend, first_delivery, bot_login="loopbot[bot]")])
+
+
+BUILTIN: dict[str, Callable[[str], Any]] = {
+    "bare": lambda d: bare_app(d),
+    "bare+fsync": lambda d: bare_app(d, durable=True),
+    "route": lambda d: route_app(d),
+    "route+fsync": lambda d: route_app(d, durable=True),
+}
+BASELINE = {"route": "bare", "route+fsync": "bare+fsync"}
+
+
+def _load_app(spec: str) -> Any:
+    module, _, attr = spec.partition(":")
+    target = getattr(importlib.import_module(module), attr or "app")
+    return target() if callable(target) and not hasattr(target, "router") else target
+
+
+def serve(name: str, port: int, state_dir: str) -> None:
+    import uvicorn
+
+    app = _load_app(name[len("app="):]) if name.startswith("app=") else BUILTIN[name](state_dir)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+# --- the load ----------------------------------------------------------------------------------------------
+class Deliveries:
+    """Distinct signed deliveries made on demand from one template (a fresh comment id and delivery id each)."""
+
+    def __init__(self) -> None:
+        payload = json.loads(FIXTURE.read_text(encoding="utf-8"))
+        payload["comment"]["id"] = "__ID__"
+        payload["comment"]["body"] = "/approve bench-__N__"
+        self.template = json.dumps(payload).encode()
+        self.count = 0
+
+    def __call__(self) -> tuple[bytes, dict[str, str]]:
+        self.count += 1
+        n = str(self.count).encode()
+        body = self.template.replace(b'"__ID__"', b"1" + n).replace(b"__N__", n[-1:] or b"1")
+        return body, {
+            "Content-Type": "application/json", "X-GitHub-Event": "issue_comment",
+            "X-GitHub-Delivery": str(uuid.uuid4()), "X-GitHub-Hook-ID": "1", "X-Hub-Signature-256": _sign(body),
+        }
+
+
+async def drive(url: str, make: Deliveries, seconds: float, client: str = "httpx") -> tuple[int, float, list[float]]:
+    """CONCURRENCY senders POSTing fresh deliveries for ``seconds``: (failures, elapsed, latencies)."""
+    latencies: list[float] = []
+    failures = 0
+    deadline = time.perf_counter() + seconds
+
+    async def run(post: Callable[[bytes, dict[str, str]], Any]) -> float:
+        async def sender() -> None:
+            nonlocal failures
+            while time.perf_counter() < deadline:
+                body, headers = make()
+                started = time.perf_counter()
+                status = await post(body, headers)
+                latencies.append(time.perf_counter() - started)
+                failures += status >= 300
+
+        started = time.perf_counter()
+        await asyncio.gather(*(sender() for _ in range(CONCURRENCY)))
+        return time.perf_counter() - started
+
+    if client == "aiohttp":
+        import aiohttp
+
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=CONCURRENCY)) as session:
+
+            async def post_aiohttp(body: bytes, headers: dict[str, str]) -> int:
+                async with session.post(url, data=body, headers=headers) as response:
+                    await response.read()
+                    return response.status
+
+            elapsed = await run(post_aiohttp)
+    else:
+        import httpx
+
+        limits = httpx.Limits(max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY)
+        async with httpx.AsyncClient(limits=limits, timeout=10) as http:
+
+            async def post_httpx(body: bytes, headers: dict[str, str]) -> int:
+                return (await http.post(url, content=body, headers=headers)).status_code
+
+            elapsed = await run(post_httpx)
+    return failures, elapsed, latencies
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_ready(url: str, timeout: float = 15) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            httpx.post(url, content=b"{}", headers={"X-GitHub-Event": "ping", "X-Hub-Signature-256": _sign(b"{}")})
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"server at {url} did not start")
+
+
+def measure(name: str, url: str, seconds: float, warmup: float, client: str) -> dict[str, Any]:
+    make = Deliveries()
+    asyncio.run(drive(url, make, warmup, client))
+    failures, elapsed, latencies = asyncio.run(drive(url, make, seconds, client))
+    ordered = sorted(latencies)
+    return {
+        "target": name, "requests": len(latencies), "failures": failures, "per_s": len(latencies) / elapsed,
+        "p50_ms": statistics.median(ordered) * 1000, "p99_ms": ordered[int(len(ordered) * 0.99) - 1] * 1000,
+    }
+
+
+def run_local(name: str, seconds: float, warmup: float, client: str) -> dict[str, Any]:
+    port = _free_port()
+    with tempfile.TemporaryDirectory() as state_dir:
+        server = subprocess.Popen(
+            [sys.executable, __file__, "--serve", name, "--port", str(port), "--state", state_dir,
+             "--secret", SECRET],
+            cwd=ROOT,
+        )
+        try:
+            url = f"http://127.0.0.1:{port}{PATH}"
+            _wait_ready(url)
+            return measure(name, url, seconds, warmup, client)
+        finally:
+            server.terminate()
+            server.wait(10)
+
+
+def main() -> None:
+    global SECRET
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--state", help=argparse.SUPPRESS)
+    parser.add_argument("--only", default=",".join(BUILTIN), help="built-in targets, comma-separated")
+    parser.add_argument("--app", help="module:attr of a Starlette app (or factory) to serve and measure too")
+    parser.add_argument("--url", help="an already running webhook URL to measure too (with --secret)")
+    parser.add_argument("--secret", default=SECRET, help="webhook secret of --url's server")
+    parser.add_argument("--client", choices=["httpx", "aiohttp", "both"], default="both",
+                        help="the senders' HTTP client; httpx.AsyncClient stalls at 50 concurrent connections "
+                             "(encode/httpx#3215), so aiohttp shows the servers' own limits")
+    parser.add_argument("--seconds", type=float, default=3.0, help="measured seconds per target")
+    parser.add_argument("--warmup", type=float, default=1.0)
+    args = parser.parse_args()
+    SECRET = args.secret
+    if args.serve:
+        serve(args.serve, args.port, args.state)
+        return
+    clients = ["httpx", "aiohttp"] if args.client == "both" else [args.client]
+    for client in clients:
+        report(client, args, run_targets(client, args))
+
+
+def run_targets(client: str, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    results: dict[str, dict[str, Any]] = {}
+    names = [n for n in args.only.split(",") if n]
+    if args.app:
+        names.append(f"app={args.app}")
+    for name in names:
+        results[name] = run_local(name, args.seconds, args.warmup, client)
+    if args.url:
+        results["url"] = measure(args.url, args.url, args.seconds, args.warmup, client)
+    return results
+
+
+def report(client: str, args: argparse.Namespace, results: dict[str, dict[str, Any]]) -> None:
+    print(f"\n{CONCURRENCY} concurrent {client} senders, {args.seconds:.0f}s per target, signed issue_comment "
+          f"deliveries (fixture payload, {len(Deliveries()()[0]):,} bytes)")
+    print(f"{'target':<14} {'requests':>9} {'fail':>5} {'per s':>8} {'p50 ms':>8} {'p99 ms':>8}  ratio")
+    for name, row in results.items():
+        baseline = BASELINE.get(name, "bare" if name not in BUILTIN else "")
+        base = results.get(baseline)
+        ratio = f"{row['per_s'] / base['per_s']:.2f}x {baseline} /s, " \
+                f"{row['p99_ms'] / base['p99_ms']:.2f}x p99" if base else ""
+        print(f"{row['target'][:14]:<14} {row['requests']:>9} {row['failures']:>5} {row['per_s']:>8.0f} "
+              f"{row['p50_ms']:>8.1f} {row['p99_ms']:>8.1f}  {ratio}")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
