@@ -5,31 +5,48 @@ default recovery policy retries it; the retry passes; step 3 runs; the run
 completes. Every check below is computed from the finished run, and the
 script exits 0 only if all of them hold::
 
-    python examples/deterministic_multistep_loop.py
+    python examples/deterministic_multistep_loop.py         # any Python 3.11+ with the dependencies
+    .venv/bin/python examples/deterministic_multistep_loop.py   # after `make test`: it has them
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 from typing import Any
 
-from loop_engine.components import CallableActor, ListPlanner, PredicateEvaluator
-from loop_engine.engine import LoopEngine
-from loop_engine.state_machine import TRANSITIONS, derive_result_status
-from loop_engine.types import (
-    ComponentType,
-    ExecutionState,
-    FailureStatus,
-    FailureType,
-    LoopContext,
-    LoopResult,
-    LoopStatus,
-    Observation,
-    RecoveryStrategy,
-    Step,
-    StepStatus,
-)
+# Run as a script, Python puts examples/ on the path, not the repository: without this,
+# `python examples/...` fails with "No module named 'loop_engine'" outside the venv.
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+try:
+    from loop_engine.components import CallableActor, ListPlanner, PredicateEvaluator
+    from loop_engine.engine import LoopEngine
+    from loop_engine.state_machine import TRANSITIONS, derive_result_status
+    from loop_engine.types import (
+        ComponentType,
+        ExecutionState,
+        FailureStatus,
+        FailureType,
+        LoopContext,
+        LoopResult,
+        LoopStatus,
+        Observation,
+        RecoveryStrategy,
+        Step,
+        StepStatus,
+    )
+except ModuleNotFoundError as missing:  # a dependency of loop_engine, not installed for this Python
+    if __name__ != "__main__" or (missing.name or "").partition(".")[0] == "loop_engine":
+        raise
+    sys.exit(
+        f"{Path(sys.argv[0]).name}: this Python ({sys.executable}) lacks {missing.name!r}, which loop_engine "
+        f"needs. Run it with the project's venv: .venv/bin/python {Path(__file__).relative_to(REPO)} "
+        f"(`make test` creates .venv), or install the dependencies: pip install -e {REPO}"
+    )
 
 __all__ = ["build_engine", "checks", "main"]
 
