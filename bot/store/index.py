@@ -149,7 +149,9 @@ class DirIndex(Generic[S]):
                 entries[stem] = Entry(key, self._load(path, raw), raw)
             except FileNotFoundError:
                 continue
-            except Exception as err:  # noqa: BLE001 - any unreadable file is reported, never fatal to the rest
+            except OSError:
+                raise  # the disk or the process (EMFILE, EACCES), not the document: never quarantine for it
+            except Exception as err:  # noqa: BLE001 - any unusable document is reported, never fatal to the rest
                 bad[stem] = (key, err)
         if changed or len(entries) != len(old) or bad.keys() != old_bad.keys():
             self._entries = entries

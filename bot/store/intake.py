@@ -120,6 +120,8 @@ class IntakeFiles:
     @staticmethod
     def _request(path: Path, doc: dict[str, Any]) -> Request:
         """The request in ``doc``, identified by its file name whatever id its content claims."""
+        if file_name(path.stem) != path.stem:
+            raise CorruptDocumentError(f"{path}: not a request file name (request-<n>.json); move it aside")
         try:
             payload = doc["payload"]
             if not isinstance(payload, dict) or not isinstance(doc["kind"], str):

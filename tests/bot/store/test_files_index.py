@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from bot.reviews import Vote, cast_vote, mark_applied
-from bot.store import FileStore
+from bot.store import FileStore, UnknownReviewError
 from loop_engine.checkpoint import HumanDecision
 
 from .test_store_contract import T0, make_review, make_run, make_task
@@ -187,3 +187,16 @@ def test_queries_from_many_threads_while_another_writes(tmp_path: Path) -> None:
         thread.join(timeout=60)
     assert errors == []
     assert len(store.list_reviews(archived=True)) == 39 and store.counts()["open_reviews"] == 2
+
+
+def test_did_you_mean_over_many_ids_offers_those_one_edit_away(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import bot.store.files as files_module
+
+    monkeypatch.setattr(files_module, "_FEW_IDS", 2)  # as with 20,000 reviews, without writing them
+    store = FileStore(tmp_path)
+    for review_id in ("triage-17", "triage-18", "demo-3"):
+        store.put_review(make_review(review_id))
+    with pytest.raises(UnknownReviewError, match='did you mean "triage-17"'):
+        store.get_review("triage-71")
+    with pytest.raises(UnknownReviewError, match="status` lists the open reviews"):
+        store.get_review("nothing-like-it")

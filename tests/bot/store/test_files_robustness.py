@@ -70,7 +70,9 @@ def test_a_request_with_a_bad_id_is_taken_by_its_file_name_and_can_be_finished(t
     for request in taken:
         store.finish_request(request.id)
     later = store.enqueue_request("run", {"loop": "d"})
+    (tmp_path / "inbox" / "Not A Request.json").write_text(json.dumps(document))  # a name finish_request refuses
     assert [r.id for r in store.take_requests()] == [later]
+    assert (tmp_path / "inbox" / "Not A Request.json.corrupt").exists()
 
 
 # -- 12.7: a damaged counter does not consume a decision or reuse an id --------------------
