@@ -60,6 +60,8 @@ OUTCOME_LABELS = {
     "MODIFY": "loopbot:modified",
     "PAUSE": "loopbot:paused",
 }
+_REVIEW_MARKER_PREFIX = "<!-- loopbot:review="
+_HOW_TO = "\n## How to answer\n"
 _DECISION_WORD = re.compile(r"\b(APPROVE|REJECT|RETRY|MODIFY|PAUSE)\b")
 #: Reactions on the voter's comment, by answer (👀 on receipt is the intake's business).
 _REACTIONS = {
@@ -172,6 +174,13 @@ class GitHubChannel:
             number = self.api.create_issue(repository, title, body, [RUN_LABEL]).number
         return number
 
+    def _other_open_reviews(self, repository: str, issue: int, comment_id: int) -> bool:
+        """Does another review of ours on this issue still invite answers (so it stays awaiting-review)?"""
+        return any(
+            comment.id != comment_id and self._ours(comment, _REVIEW_MARKER_PREFIX) and _HOW_TO in comment.body
+            for comment in self.api.list_comments(repository, issue)
+        )
+
     @staticmethod
     def _ref_data(ref: MessageRef) -> tuple[str, int, int]:
         try:
@@ -203,16 +212,21 @@ class GitHubChannel:
             raise ChannelError(f"the github channel cannot update a {ref.channel!r} message", permanent=True)
         repository, issue, comment_id = self._ref_data(ref)
         text = text.strip()
+        decision = _DECISION_WORD.search(text)
         if post.status != "open":
             current = self.api.get_comment(repository, comment_id)
             outcomes = outcomes_in(current.body)
             if text not in outcomes:
                 outcomes.append(text)
                 self.api.edit_comment(repository, comment_id, render_review(post, outcomes))
-            decision = _DECISION_WORD.search(text)
             if decision is not None:
                 self.api.add_labels(repository, issue, OUTCOME_LABELS[decision.group(1)])
-            self.api.remove_label(repository, issue, AWAITING_LABEL)
+            if decision is None or decision.group(1) != "PAUSE":
+                self.api.remove_label(repository, issue, OUTCOME_LABELS["PAUSE"])
+            if not self._other_open_reviews(repository, issue, comment_id):
+                self.api.remove_label(repository, issue, AWAITING_LABEL)
+        elif decision is not None and decision.group(1) == "PAUSE":
+            self.api.add_labels(repository, issue, OUTCOME_LABELS["PAUSE"])  # paused, still waiting
         timed_out = text.lower().startswith("timed out")
         if post.status == "decided" and not timed_out:
             return

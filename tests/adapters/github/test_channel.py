@@ -238,3 +238,18 @@ def test_restricted_without_github_reviewers_says_so(channel: GitHubChannel, fak
     ref = channel.post_request(TARGET, make_post(reviewers={}, restricted=True, approvals_required=2))
     body = fake.comments[ref.data["comment_id"]]["body"]
     assert "needs 2 approvals of: only the loop's named reviewers" in body
+
+
+def test_the_issue_stays_awaiting_while_another_review_is_open(channel: GitHubChannel, fake: FakeGitHub) -> None:
+    first = channel.post_request(TARGET, make_post("triage-17"))
+    channel.post_request(TARGET, make_post("triage-18"))
+    channel.post_update(first, make_post("triage-17", status="decided"), "Decided: REJECT by github:bob - no")
+    assert sorted(fake.labels_of(REPO, 42)) == [AWAITING_LABEL, "loopbot:rejected"]
+
+
+def test_a_pause_labels_paused_and_a_later_decision_clears_it(channel: GitHubChannel, fake: FakeGitHub) -> None:
+    ref = channel.post_request(TARGET, make_post())
+    channel.post_update(ref, make_post(), "Decided: PAUSE by github:alice until 2026-01-03T09:00:00")
+    assert sorted(fake.labels_of(REPO, 42)) == [AWAITING_LABEL, "loopbot:paused"]
+    channel.post_update(ref, make_post(status="decided"), "Decided: APPROVE by github:alice")
+    assert fake.labels_of(REPO, 42) == ["loopbot:approved"]
