@@ -10,11 +10,13 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from loop_engine.atomic import atomic_write_text
 
-from .channel import ChannelError, MessageRef, ReviewPost
+from .channel import Answer, ChannelError, MessageRef, ReviewPost, Target
 
 __all__ = ["LocalChannel", "answer_lines"]
 
@@ -66,7 +68,7 @@ class LocalChannel:
         return self.directory / f"{review_id}.md"
 
     def _ref(self, review_id: str) -> MessageRef:
-        return MessageRef(self.name, {"review_id": review_id, "file": f"{review_id}.md"})
+        return MessageRef(self.name, {"review_id": review_id, "file": f"{review_id}.md"}, "local")
 
     def _render(self, post: ReviewPost) -> str:
         lines = [
@@ -90,7 +92,7 @@ class LocalChannel:
         except OSError as exc:
             raise ChannelError(f"cannot write review file {path}: {exc.strerror or exc}") from exc
 
-    def post_request(self, post: ReviewPost) -> MessageRef:
+    def post_request(self, target: Target, post: ReviewPost) -> MessageRef:
         """(Re)write the review file; the same review always gets the same file and ref."""
         path = self.path_for(post.review_id)
         text = self._render(post)
@@ -128,7 +130,7 @@ class LocalChannel:
         path = self._append_update(post, text)
         self.log.info("review %s: %s (%s)", post.review_id, text.strip(), path)
 
-    def post_escalation(self, post: ReviewPost, text: str) -> MessageRef:
+    def post_escalation(self, target: Target, post: ReviewPost, text: str) -> MessageRef:
         """``text`` is the whole notice (the bot's says "Escalated: ..."), so it is written as given."""
         path = self._append_update(post, text)
         self.log.warning(
@@ -136,3 +138,7 @@ class LocalChannel:
             text.strip(), post.loop, path, answer_lines(post.review_id, self.decide_command)[0],
         )
         return self._ref(post.review_id)
+
+    def answer(self, respond: Mapping[str, Any], answer: Answer) -> None:
+        """``loopbot decide`` prints the answer itself; here it only reaches the log."""
+        self.log.info("review %s: %s", answer.review_id or "-", answer.text)

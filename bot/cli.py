@@ -41,6 +41,8 @@ __all__ = [
 ]
 
 EXIT_OK = 0
+#: How many ended runs `status` shows besides the active ones (`--all` shows every one).
+RECENT_RUNS = 10
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_LOCKED = 3
@@ -136,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("loop", metavar="LOOP", help="the name of a loop in the config")
     status = command("status", [common])
     status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument("--all", action="store_true", help="also every archived run and review, not only the latest")
     decide = command("decide", [common])
     decide.add_argument("review", metavar="REVIEW", help="the review's id, e.g. demo-1")
     decide.add_argument("decision", metavar="DECISION", help="approve | reject | retry | modify | pause")
@@ -284,8 +287,8 @@ def _run_here(runner: Runner, store: FileStore, local: LocalChannel, loop: str, 
 
 def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     from bot.logging import setup_logging
-    from bot.posting import ReviewDesk, local_channel
-    from bot.runner import Runner
+    from bot.desk import ReviewDesk, local_channel
+    from bot.runner import Runner, utcnow
     from bot.store import AlreadyRunningError, FileStore, ServeLock
     from bot.store.lock import ROLE_RUN, ROLE_SERVE
     from bot.worker import LoopCatalog, UnknownLoopError
@@ -318,7 +321,9 @@ def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     try:
         setup_logging(secrets=_secrets(config))
         local = local_channel(state_dir, _decide_command(path))
-        runner = Runner(config, store, ReviewDesk({"local": local}), catalog=catalog)
+        # inline: the review is posted before this command returns; a post that fails waits for `serve`
+        desk = ReviewDesk(store, {"local": local}, clock=utcnow, inline=True)
+        runner = Runner(config, store, desk, catalog=catalog)
         return _run_here(runner, store, local, args.loop, path)
     finally:
         lock.release()
@@ -331,12 +336,23 @@ def cmd_status(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     from bot.store.lock import ROLE_SERVE, role_of
 
     store = FileStore(config.state_dir)
-    runs, reviews = store.list_runs(), store.list_reviews()
+    if args.all:
+        runs, reviews = store.list_runs(archived=True), store.list_reviews(archived=True)
+    else:  # the hot set and the latest ended runs: as fast with 10,000 archived documents as with none
+        recent = store.recent_runs(RECENT_RUNS)
+        runs = sorted([*store.list_runs(), *recent], key=lambda r: r.created_at)
+        reviews = store.list_reviews()
+        hot = {r.id for r in reviews}
+        reviews += [store.get_review(r.review_id) for r in recent if r.review_id and r.review_id not in hot]
+    tasks = store.pending_tasks()
     holder = ServeLock.holder(config.state_dir)
     serving = holder is not None and role_of(holder) == ROLE_SERVE
-    text = render_json(runs, reviews) if args.json else render_table(
-        runs, reviews, _decide_command(path), serving=serving, voter=_voter_name(None)
+    text = render_json(runs, reviews, tasks) if args.json else render_table(
+        runs, reviews, _decide_command(path), serving=serving, voter=_voter_name(None), tasks=tasks
     )
+    problems = store.problems()
+    if problems and not args.json:
+        text += "\n\nproblems (documents set aside, the rest is served):\n" + "\n".join(f"- {p}" for p in problems)
     print(RedactingFilter(_secrets(config)).redact(text))
     return EXIT_OK
 
@@ -421,7 +437,6 @@ def _changes(args: argparse.Namespace, decision: HumanDecision, now: datetime) -
 def cmd_decide(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     from adapters.commands import CommandError, decision_from_word
     from adapters.suggest import did_you_mean
-    from bot.reviews import Vote, authorize, cast_vote
     from bot.runner import utcnow
     from bot.store import FileStore, ServeLock, UnknownReviewError
     from bot.store.lock import ROLE_SERVE, role_of
@@ -450,19 +465,26 @@ def cmd_decide(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     if not voter:
         _err("cannot tell who is voting: pass --as NAME or set LOOPBOT_USER")
         return EXIT_USAGE
-    allowed = authorize(review.policy.reviewers, f"local:{voter}") is None
+    from adapters.channel import AnswerKind, Identity, Reply
+    from adapters.commands import Command
+    from bot.desk import Authorizer, ListMembership, People, VotePath
+
+    people = People.from_config(config.people)
+    authorizer = Authorizer({"local": ListMembership("local")}, people)
+    allowed = authorizer.refusal(review.policy.reviewers, f"local:{voter}") is None
     if allowed and decision is HumanDecision.REJECT and not args.feedback.strip() and review.outcome is None:
         # the vote rules would refuse it too, but with the chat's syntax
         _err(f'a reject needs a reason: {_decide_command(path)} {review.id} reject --feedback "the labels are wrong"')
         return EXIT_FAILED
-    vote = Vote(voter=f"local:{voter}", decision=decision, feedback=args.feedback,
-                modifications=modifications, at=now, source="local")
-    result = store.update_review(args.review, lambda review: cast_vote(review, vote, now=now))
-    if not result.accepted:
-        _err(result.message)
+    votes = VotePath(store, authorizer, clock=lambda: now, people=people)  # this process applies nothing
+    reply = Reply(Identity("local", voter, voter), Command(decision, review.id, args.feedback, modifications),
+                  review_id=review.id, via="cli")
+    answer = votes.handle(reply)
+    if not answer.counted:
+        _err(answer.text)
         return EXIT_FAILED
-    print(result.message)
-    if result.outcome is not None:
+    print(answer.text)
+    if answer.kind is AnswerKind.DECIDED:
         holder = ServeLock.holder(config.state_dir)
         if holder and role_of(holder) == ROLE_SERVE:
             print(f"the running server (pid {holder.get('pid')}) resumes the run within a second")

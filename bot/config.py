@@ -35,6 +35,7 @@ from .config_blocks import (
     GitHubTarget,
     LocalTarget,
     LoopConfig,
+    PersonConfig,
     PostTarget,
     ReviewConfig,
     ReviewersConfig,
@@ -61,6 +62,7 @@ __all__ = [
     "GitHubTarget",
     "LocalTarget",
     "PostTarget",
+    "PersonConfig",
     "ReviewersConfig",
     "TimeoutConfig",
     "ReviewConfig",
@@ -80,6 +82,12 @@ _SERVER_ENV = {"port": "PORT", "host": "HOST"}
 #: (configs stay valid across versions) but its reviews go to the local channel until it is built.
 BUILT_CHANNELS = frozenset({"local"})
 _CHANNEL_TITLES = {"slack": "Slack", "github": "GitHub"}
+#: Which reviewer keys name accounts of which channel.
+_REVIEWER_KEYS = {
+    "local": ("local",),
+    "slack": ("slack_users", "slack_groups"),
+    "github": ("github_users", "github_teams", "github_min_permission"),
+}
 
 
 class ConfigError(ValueError):
@@ -102,11 +110,39 @@ class BotConfig(BaseModel):
     github: GitHubConfig | None = None
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     loops: list[LoopConfig] = Field(default_factory=list)
+    people: list[PersonConfig] = Field(default_factory=list)
 
     @field_validator("timezone")
     @classmethod
     def _timezone(cls, value: str) -> str:
         return check_timezone(value)
+
+    @model_validator(mode="after")
+    def _people(self) -> BotConfig:
+        """One name per person and one person per account, or "counted once" would be a guess."""
+        names: set[str] = set()
+        owner: dict[str, str] = {}
+        for i, person in enumerate(self.people):
+            if person.name.casefold() in names:
+                raise ValueError(f"people[{i}].name: {person.name!r} is listed twice")
+            names.add(person.name.casefold())
+            for account in person.accounts():
+                if account.casefold() in owner:
+                    raise ValueError(
+                        f"people[{i}]: {account} already belongs to {owner[account.casefold()]!r}; "
+                        "an account is one person"
+                    )
+                owner[account.casefold()] = person.name
+        for i, loop in enumerate(self.loops):
+            named = (loop.review.reviewers.people if loop.review.reviewers else None) or []
+            unknown = [name for name in named if name.casefold() not in names]
+            if unknown:
+                known = [p.name for p in self.people]
+                raise ValueError(
+                    f"loops[{i}].review.reviewers.people: {unknown[0]!r} is not in the top-level people: list"
+                    f"{did_you_mean(unknown[0], known)}"
+                )
+        return self
 
     @model_validator(mode="after")
     def _across(self) -> BotConfig:
@@ -140,6 +176,27 @@ class BotConfig(BaseModel):
             "reviews are posted locally"
             for name in self.unbuilt_channels()
         ]
+
+    def review_warnings(self) -> list[str]:
+        """What ``check`` and ``serve`` warn about reviews: N-of-M across channels with nobody mapped.
+
+        Without a ``people:`` entry each account is its own person, so one
+        person answering on Slack and on GitHub would count twice.
+        """
+        mapped = {account.split(":", 1)[0] for person in self.people for account in person.accounts()}
+        warnings = []
+        for loop in self.loops:
+            review = loop.review
+            who = review.reviewers
+            if review.approvals_required < 2 or who is None:
+                continue
+            spans = [kind for kind, keys in _REVIEWER_KEYS.items() if any(getattr(who, key) for key in keys)]
+            if len(spans) > 1 and not set(spans) <= mapped:
+                warnings.append(
+                    f"loop {loop.name}: approvals_required is {review.approvals_required} and reviewers span "
+                    f"{', '.join(spans)}; without a people: entry one person voting on two channels counts twice"
+                )
+        return warnings
 
     def secret_values(self) -> Iterator[str]:
         """Every secret's plain value, for log redaction; never print these."""
@@ -291,7 +348,7 @@ def _explain(error: Any) -> tuple[str, str]:
     elif message.startswith("Value error, "):
         message = message[len("Value error, ") :]
     # Validators on a whole block name a deeper key themselves ("loops[1].name: ...").
-    if re.match(r"^loops\[\d+\]\S*: ", message):
+    if re.match(r"^(?:loops|people)\[\d+\]\S*: ", message):
         where, _, message = message.partition(": ")
         return where, message
     return _loc(loc) or "(top level)", message

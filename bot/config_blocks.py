@@ -33,6 +33,7 @@ __all__ = [
     "GitHubTarget",
     "LocalTarget",
     "PostTarget",
+    "PersonConfig",
     "ReviewersConfig",
     "TimeoutConfig",
     "ReviewConfig",
@@ -188,7 +189,21 @@ class PostTarget(_Model):
         return self
 
 
+class PersonConfig(_Model):
+    """One person's accounts, so N-of-M counts people: ``{name: alice, local: alice, slack: U0AAA, github: alice}``."""
+
+    name: str = Field(min_length=1)
+    local: str | None = None
+    slack: str | None = None
+    github: str | None = None
+
+    def accounts(self) -> list[str]:
+        """The channel-qualified ids ("slack:U0AAA") this person votes as."""
+        return [f"{kind}:{value}" for kind in ("local", "slack", "github") if (value := getattr(self, kind))]
+
+
 class ReviewersConfig(_Model):
+    people: list[str] | None = None
     slack_users: list[str] | None = None
     slack_groups: list[str] | None = None
     github_users: list[str] | None = None

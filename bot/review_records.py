@@ -69,7 +69,12 @@ def _secs(value: timedelta | None) -> float | None:
 
 @dataclass
 class Vote:
-    """One person's answer; ``voter`` is channel-qualified ("local:alice", "slack:U0AAA")."""
+    """One person's answer; ``voter`` is channel-qualified ("local:alice", "slack:U0AAA").
+
+    ``person`` is who that account belongs to (the config's ``people:``), so
+    one person answering on Slack and on GitHub counts once; without an entry
+    each account is its own person.
+    """
 
     voter: str
     decision: HumanDecision
@@ -78,6 +83,12 @@ class Vote:
     at: datetime | None = None
     source: str = "local"
     delivery_key: str | None = None
+    person: str | None = None
+
+    @property
+    def who(self) -> str:
+        """The key one vote per person is kept under."""
+        return (self.person or self.voter).casefold()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -88,6 +99,7 @@ class Vote:
             "at": _iso(self.at),
             "source": self.source,
             "delivery_key": self.delivery_key,
+            "person": self.person,
         }
 
     @classmethod
@@ -100,6 +112,7 @@ class Vote:
             at=_dt(data.get("at")),
             source=data.get("source", "local"),
             delivery_key=data.get("delivery_key"),
+            person=data.get("person"),
         )
 
 
@@ -121,6 +134,7 @@ class Reviewers:
     github_users: list[str] | None = None
     github_teams: list[str] | None = None
     github_min_permission: str | None = None
+    people: list[str] | None = None
 
     @property
     def anyone(self) -> bool:
@@ -134,6 +148,7 @@ class Reviewers:
             "github_users": self.github_users,
             "github_teams": self.github_teams,
             "github_min_permission": self.github_min_permission,
+            "people": self.people,
         }
 
     @classmethod
@@ -270,6 +285,7 @@ class Review:
     delivery_keys: list[str] = field(default_factory=list)
     timed_out_at: datetime | None = None
     error: str | None = None
+    targets: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def approvals(self) -> list[str]:
@@ -296,6 +312,7 @@ class Review:
             "delivery_keys": list(self.delivery_keys),
             "timed_out_at": _iso(self.timed_out_at),
             "error": self.error,
+            "targets": list(self.targets),
         }
 
     @classmethod
@@ -326,4 +343,5 @@ class Review:
             delivery_keys=list(data.get("delivery_keys") or []),
             timed_out_at=_dt(data.get("timed_out_at")),
             error=data.get("error"),
+            targets=list(data.get("targets") or []),
         )

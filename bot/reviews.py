@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -58,6 +59,12 @@ __all__ = [
     "Review",
     "VoteResult",
     "MembershipCheck",
+    "Authorize",
+    "COUNTED",
+    "DECIDED",
+    "REFUSED",
+    "DUPLICATE",
+    "ALREADY_DECIDED",
     "authorize",
     "cast_vote",
     "changes_text",
@@ -76,6 +83,13 @@ MAX_PAUSE_AHEAD = timedelta(days=3653)
 #: "2031-01-01Z" / "2031-01-01+01:00": a zone with no time before it (Python reads the latter as 01:00, no zone).
 _DATE_THEN_ZONE = re.compile(r"\A(\d{4}-\d{2}-\d{2})(Z|[+-]\d{2}:\d{2})\Z", re.IGNORECASE)
 
+#: Why a vote was or was not recorded (``VoteResult.kind``): each answer a voter can get.
+COUNTED, DECIDED, REFUSED, DUPLICATE, ALREADY_DECIDED = "counted", "decided", "refused", "duplicate", "already_decided"
+
+#: Says why ``voter`` may not vote under ``reviewers`` (None: may vote); ``authorize`` is the default.
+Authorize = Callable[[Reviewers, str], "str | None"]
+
+
 @dataclass
 class VoteResult:
     """What to tell the voter; ``outcome`` is set only when this vote decided the review."""
@@ -83,6 +97,7 @@ class VoteResult:
     accepted: bool
     message: str
     outcome: Outcome | None = None
+    kind: str = COUNTED
 
 
 def _fold(names: list[str] | None) -> set[str]:
@@ -204,32 +219,47 @@ def _changes_problem(vote: Vote) -> str | None:
     return f"{decision.name.lower()} takes {takes}, not {', '.join(extra)}; use modify to change the run"
 
 
-def _check(review: Review, vote: Vote, is_member: MembershipCheck | None) -> str | None:
-    """Why ``vote`` is refused, else None; refusals change nothing."""
+def _check(review: Review, vote: Vote, allowed: Callable[[Reviewers, str], str | None]) -> tuple[str, str] | None:
+    """(kind, why) when ``vote`` is refused, else None; refusals change nothing."""
     if vote.delivery_key is not None and vote.delivery_key in review.delivery_keys:
-        return "duplicate delivery"
+        return DUPLICATE, "duplicate delivery"
     if review.outcome is not None:
-        return _already_decided(review)
+        return ALREADY_DECIDED, _already_decided(review)
     if vote.voter == TIMEOUT_VOTER:
-        return "the timeout voter is reserved for deadlines; vote as a person"
-    reason = authorize(review.policy.reviewers, vote.voter, is_member)
+        return REFUSED, "the timeout voter is reserved for deadlines; vote as a person"
+    reason = allowed(review.policy.reviewers, vote.voter)
     if reason is not None:
-        return f"vote refused: {reason}"
+        return REFUSED, f"vote refused: {reason}"
     if vote.decision is HumanDecision.REJECT and not vote.feedback.strip():
-        return "a reject needs a reason, e.g. `reject the labels are wrong`"
-    return _changes_problem(vote)
+        return REFUSED, "a reject needs a reason, e.g. `reject the labels are wrong`"
+    problem = _changes_problem(vote)
+    return None if problem is None else (REFUSED, problem)
 
 
-def cast_vote(review: Review, vote: Vote, *, now: datetime, is_member: MembershipCheck | None = None) -> VoteResult:
-    """Record ``vote`` on ``review`` (mutating it) when the rules allow, and say what happened."""
-    refused = _check(review, vote, is_member)
+def cast_vote(
+    review: Review,
+    vote: Vote,
+    *,
+    now: datetime,
+    is_member: MembershipCheck | None = None,
+    authorize_with: Authorize | None = None,
+) -> VoteResult:
+    """Record ``vote`` on ``review`` (mutating it) when the rules allow, and say what happened.
+
+    ``authorize_with`` replaces the built-in per-channel lists (the desk
+    passes its channels' memberships and ``people:``); the default is
+    ``authorize`` with ``is_member``.
+    """
+    allowed = authorize_with or (lambda reviewers, voter: authorize(reviewers, voter, is_member))
+    refused = _check(review, vote, allowed)
     if refused is not None:
-        return VoteResult(False, refused)
+        kind, why = refused
+        return VoteResult(False, why, kind=kind)
     if vote.decision is HumanDecision.PAUSE:
         try:
             until = _pause_until(vote, now)
         except ValueError as err:
-            return VoteResult(False, str(err))
+            return VoteResult(False, str(err), kind=REFUSED)
         replaced = _record(review, replace(vote, modifications={**vote.modifications, "until": until.isoformat()}), now)
         review.paused_until = until
         quiet = "no reminders or default decision until then; the review stays open"
@@ -241,7 +271,9 @@ def cast_vote(review: Review, vote: Vote, *, now: datetime, is_member: Membershi
     review.outcome = outcome
     review.status = "decided"
     changes = f" with changes {changes_text(outcome.modifications)}" if outcome.modifications else ""
-    return VoteResult(True, f"decided: {outcome.decision.name.lower()} by {outcome.by}{changes}{replaced}", outcome)
+    return VoteResult(
+        True, f"decided: {outcome.decision.name.lower()} by {outcome.by}{changes}{replaced}", outcome, DECIDED
+    )
 
 
 def changes_text(changes: dict[str, Any]) -> str:
@@ -265,9 +297,9 @@ def _agrees(other: Vote, vote: Vote) -> bool:
 
 def _record(review: Review, vote: Vote, now: datetime) -> str:
     """Keep one vote per person: a later vote replaces theirs. Returns the note saying what it replaced."""
-    key = vote.voter.casefold()
-    earlier = next((v for v in review.votes if v.voter.casefold() == key), None)
-    review.votes = [v for v in review.votes if v.voter.casefold() != key] + [replace(vote, at=vote.at or now)]
+    key = vote.who
+    earlier = next((v for v in review.votes if v.who == key), None)
+    review.votes = [v for v in review.votes if v.who != key] + [replace(vote, at=vote.at or now)]
     if vote.delivery_key is not None:
         review.delivery_keys.append(vote.delivery_key)
     if earlier is None or (_agrees(earlier, vote) and earlier.decision is not HumanDecision.PAUSE):

@@ -25,9 +25,9 @@ from loop_engine.engine import LoopEngine
 from loop_engine.types import LoopResult, LoopState, LoopStatus
 
 from bot.config import BotConfig, ReviewConfig
-from bot.posting import ReviewDesk, outcome_text
+from bot.desk.desk import ReviewDesk, outcome_text
 from bot.reviews import Review, mark_applied, mark_failed
-from bot.store.base import RunRecord, Store, StoreError
+from bot.store.base import CorruptDocumentError, RunRecord, Store, StoreError
 from bot.worker import (
     LoopBuildError,
     LoopCatalog,
@@ -51,7 +51,7 @@ def utcnow() -> datetime:
 
 def active_run(store: Store, loop: str) -> RunRecord | None:
     """The run holding ``loop``'s one active slot in ``store``, if any."""
-    return next((r for r in store.list_runs() if r.loop == loop and r.status in ACTIVE_STATUSES), None)
+    return store.active_run(loop)
 
 
 def _explained(err: Exception) -> bool:
@@ -180,6 +180,7 @@ class Runner:
 
     def _fail(self, run_id: str, reason: str) -> None:
         self._store.update_run(run_id, lambda run: self._finish(run, "failed", reason))
+        self._tell_end(run_id, "failed", reason)
 
     # -- settling a result ---------------------------------------------------------
 
@@ -213,12 +214,19 @@ class Runner:
             status, reason = "failed", result.reason or state.stop_reason
         self._store.update_run(run_id, lambda run: self._finish(run, status, reason, summary))
         log.info("run %s %s%s", run_id, status, f": {reason}" if reason else "")
+        self._tell_end(run_id, status, reason)
+
+    def _tell_end(self, run_id: str, status: str, reason: str | None) -> None:
+        """One line where the run's last review was posted: how the run ended."""
+        review = self._store.review_for_run(run_id)
+        if review is not None:
+            self._desk.update(review, f"Run {run_id} {status}" + (f": {reason}" if reason else "."))
 
     def _open_review(self, run_id: str, request: ReviewRequest) -> Review:
         """The review for this pause, stored before anyone is told; found again after a crash."""
-        for review in self._store.list_reviews():
-            if review.run_id == run_id and review.checkpoint_id == request.checkpoint_id:
-                return review
+        found = self._store.review_for_run(run_id, request.checkpoint_id)
+        if found is not None:
+            return found
         run = self._store.get_run(run_id)
         policy = self._catalog.loop_config(run.loop).review.to_policy()
         review = Review(
@@ -243,14 +251,7 @@ class Runner:
             return ReviewConfig()
 
     def _post(self, review: Review) -> None:
-        refs = self._desk.post(review, self._review_config(review.loop).post_to)
-        if refs != review.posts:
-
-            def record(stored: Review) -> None:
-                known = {ref["channel"] for ref in stored.posts}
-                stored.posts.extend(ref for ref in refs if ref["channel"] not in known)
-
-            self._store.update_review(review.id, record)
+        self._desk.open(review, self._review_config(review.loop).post_to)
 
     # -- applying outcomes -----------------------------------------------------------
 
@@ -271,10 +272,15 @@ class Runner:
         if review.status != "decided" or review.outcome is None:
             return
         run = self._store.get_run(review.run_id)
-        snapshot = self._store.load_snapshot(run.id)
-        if snapshot is None:
-            raise RuntimeError(f"run {run.id} has no snapshot to resume review {review.id} from")
-        state = state_from_dict(snapshot)
+        try:
+            snapshot = self._store.load_snapshot(run.id)
+            if snapshot is None:
+                raise ValueError(f"run {run.id} has no snapshot to resume review {review.id} from")
+            state = state_from_dict(snapshot)
+        except (CorruptDocumentError, ValueError) as err:  # CorruptStateError and SchemaVersionError are ValueErrors
+            # Retrying cannot mend a damaged snapshot: the outcome fails once, saying which file.
+            self._outcome_refused(review, run.id, err)
+            return
         response = None
         pending = state.pending_review
         already = any(d.checkpoint_id == review.checkpoint_id for d in state.decisions)
@@ -313,7 +319,7 @@ class Runner:
 
     def recover(self) -> None:
         """Pick up every unfinished run after a start (decided reviews are the tick's job)."""
-        for run in self._store.list_runs():
+        for run in self._store.active_runs():
             if run.status == "waiting" and run.review_id:
                 review = self._store.get_review(run.review_id)
                 if review.status == "open":
@@ -342,9 +348,7 @@ class Runner:
         self._desk.update(review, text)
 
     def escalate(self, review: Review, text: str) -> None:
-        refs = self._desk.escalate(review, self._review_config(review.loop).timeout.escalate_to, text)
-        if refs:
-            self._store.update_review(review.id, lambda r: r.posts.extend(x for x in refs if x not in r.posts))
+        self._desk.escalate(review, self._review_config(review.loop).timeout.escalate_to, text)
 
     # -- shutdown ------------------------------------------------------------------
 

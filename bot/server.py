@@ -21,7 +21,6 @@ import signal
 import socket
 import threading
 import time
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
@@ -34,11 +33,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
-from loop_engine.atomic import atomic_write_text, remove_stale_temp_files
+from loop_engine.atomic import remove_stale_temp_files
 
 from bot.config import BotConfig
-from bot.posting import ReviewDesk, local_channel
-from bot.runner import Runner
+from bot.desk import ReviewDesk, local_channel
+from bot.runner import Runner, utcnow
 from bot.scheduler import LoopScheduler
 from bot.service import Service
 from bot.store import FileStore, ServeLock
@@ -49,29 +48,60 @@ __all__ = ["health", "create_app", "bind_socket", "HttpServer", "serve", "STOP_B
 log = logging.getLogger(__name__)
 
 
-def health(store: Store, state_dir: Path, service: Service | None = None) -> tuple[int, dict[str, Any]]:
+def _unwritable(state_dir: Path) -> str | None:
+    """Why the store cannot write, checked without writing (the probe runs on every request)."""
+    if os.statvfs(state_dir).f_flag & os.ST_RDONLY:
+        return f"state_dir {state_dir} is on a read-only file system"
+    if not os.access(state_dir, os.W_OK | os.X_OK):
+        return f"state_dir {state_dir} is not writable by this process"
+    return None
+
+
+def health(
+    store: Store, state_dir: Path, service: Service | None = None, desk: ReviewDesk | None = None
+) -> tuple[int, dict[str, Any]]:
     """(HTTP status, body) for /healthz: counts when the store reads and writes, 503 otherwise.
 
-    Also 503 when ``service``'s tick has stopped or stalled: such a bot
-    still answers HTTP but applies no decision and fires no deadline.
+    Also 503 when ``service``'s tick has stopped or stalled, or an outbox
+    worker died: such a bot still answers HTTP but applies no decision.
+    The counts come from the store's index, so a probe costs the same with
+    ten reviews or ten thousand, and it writes nothing. Quarantined documents
+    are listed under ``problems`` (the rest is served).
     """
     problem = service.problem() if service is not None else None
+    if problem is None and desk is not None:
+        problem = desk.problem()
     if problem is not None:
         return 503, {"status": "unavailable", "error": problem}
     if not state_dir.is_dir():
         return 503, {"status": "unavailable", "error": f"state_dir {state_dir} is missing"}
     try:
-        # A real write, not os.access: root passes access checks on read-only mounts.
-        atomic_write_text(state_dir / ".healthz", "ok\n", durable=False)
-        runs = Counter(run.status for run in store.list_runs())
-        open_reviews = sum(1 for review in store.list_reviews() if review.status == "open")
+        unwritable = _unwritable(state_dir)
+        if unwritable is not None:
+            return 503, {"status": "unavailable", "error": f"store unusable: {unwritable}"}
+        counts = store.counts()
+        problems = store.problems()
     except (OSError, ValueError) as err:  # ValueError: a corrupt document, named in the message
         return 503, {"status": "unavailable", "error": f"store unusable: {err}"}
-    return 200, {"status": "ok", "runs": dict(runs), "open_reviews": open_reviews}
+    body: dict[str, Any] = {
+        "status": "ok",
+        "runs": counts["runs"],
+        "open_reviews": counts["open_reviews"],
+        "decided_reviews": counts["decided_reviews"],
+        "outbox_pending": counts["outbox_pending"],
+    }
+    if problems:
+        body["problems"] = problems
+    return 200, body
 
 
 def create_app(
-    store: Store, state_dir: Path, extra_routes: Sequence[BaseRoute] = (), *, service: Service | None = None
+    store: Store,
+    state_dir: Path,
+    extra_routes: Sequence[BaseRoute] = (),
+    *,
+    service: Service | None = None,
+    desk: ReviewDesk | None = None,
 ) -> Starlette:
     """The ASGI app; channel routes (Slack, GitHub) are the seam ``extra_routes``.
 
@@ -79,7 +109,7 @@ def create_app(
     """
 
     async def healthz(request: Request) -> JSONResponse:
-        code, body = await run_in_threadpool(health, store, Path(state_dir), service)
+        code, body = await run_in_threadpool(health, store, Path(state_dir), service, desk)
         return JSONResponse(body, status_code=code)
 
     return Starlette(routes=[Route("/healthz", healthz, methods=["GET"]), *extra_routes])
@@ -230,10 +260,10 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
             log.info("removed %d temp file(s) left by interrupted writes", len(leftovers))
         sock = bind_socket(config.server.host, config.server.port)
         store = FileStore(state_dir)
-        desk = ReviewDesk({"local": local_channel(state_dir, decide_command)})
+        desk = ReviewDesk(store, {"local": local_channel(state_dir, decide_command)}, clock=utcnow)
         runner = Runner(config, store, desk)
         service = Service(store, runner)
-        http = HttpServer(create_app(store, state_dir, service=service), sock)
+        http = HttpServer(create_app(store, state_dir, service=service, desk=desk), sock)
         http.install_signal_handlers()
         lock.update(port=http.port)
         log.info(
@@ -249,6 +279,7 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
             runner.request_run(name, trigger="schedule")
 
         scheduler = LoopScheduler(config, state_dir, fire)
+        desk.start()
         scheduler.start()
         try:
             for loop in config.loops:
@@ -263,6 +294,7 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
             scheduler.stop(wait=False)
             service.stop()
             runner.shutdown(timeout=max(0.0, deadline - time.monotonic()))
+            desk.stop(timeout=max(0.1, min(2.0, deadline - time.monotonic())))
             sock.close()
     finally:
         lock.release()

@@ -57,17 +57,15 @@ class Service:
     def tick(self) -> None:
         """One pass; the inbox and each review fail alone, so the rest still moves."""
         self._guarded("inbox", "run requests cannot be taken (runs asked for wait)", self.take_requests)
-        for review in self._store.list_reviews():
-            what = f"review {review.id} could not be handled"
-            self._guarded(f"review {review.id}", what, partial(self._handle, review))
+        # Store queries, not scans: an idle tick reads no review document (the store's index answers).
+        for review in self._store.decided_reviews():
+            what = f"review {review.id} could not be applied"
+            self._guarded(f"review {review.id}", what, partial(self._runner.apply_decided, review.id))
+        for review in self._store.due_reviews(self._clock()):
+            what = f"review {review.id}'s deadline could not be handled"
+            self._guarded(f"review {review.id}", what, partial(self.fire_deadlines, review))
 
-    def _handle(self, review: Review) -> None:
-        if review.status == "decided":
-            self._runner.apply_decided(review.id)
-        elif review.status == "open":
-            self.fire_deadlines(review)
-
-    def _guarded(self, key: str, what: str, job: Callable[[], None]) -> bool:
+    def _guarded(self, key: str, what: str, job: Callable[[], object]) -> bool:
         """Run ``job``; log a failure with its traceback the first time, a repeat only at debug level."""
         try:
             job()
@@ -96,7 +94,7 @@ class Service:
         """Idempotent by request id: the run's trigger names the request, so a redelivery finds it."""
         loop = str(payload.get("loop", ""))
         trigger = f"{payload.get('trigger', 'cli')} ({request_id})"
-        if any(run.trigger == trigger for run in self._store.list_runs()):
+        if self._store.run_with_trigger(trigger) is not None:
             return  # handled before a crash, not yet finished
         log.info("request %s: run loop %s", request_id, loop)
         try:

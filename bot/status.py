@@ -7,11 +7,15 @@ added, never renamed. Nothing here reads config, so no secret can reach it.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from adapters.channel import Target
+
+from bot.desk.outbox import ESCALATION_PREFIX
 from bot.reviews import Review, authorize
-from bot.store.base import RunRecord
+from bot.store.base import OutboxTask, RunRecord
 
 __all__ = ["run_view", "review_view", "render_json", "render_table"]
 
@@ -40,7 +44,31 @@ def run_view(run: RunRecord) -> dict[str, Any]:
     }
 
 
-def review_view(review: Review) -> dict[str, Any]:
+def target_views(review: Review, tasks: Sequence[OutboxTask] = ()) -> list[dict[str, Any]]:
+    """Each place the review goes, whether it got there, and the last error of a delivery still trying."""
+    posted = {p.get("target") or p.get("channel") for p in review.posts}
+    waiting = {_entry_key(t): t for t in tasks if t.review_id == review.id and t.action in ("post", "escalate")}
+    views = []
+    for entry in review.targets or [{"key": "local", "role": "post"}]:
+        key = entry["key"]
+        task = waiting.get(key)
+        views.append({
+            "target": key,
+            "role": entry.get("role", "post"),
+            "delivered": key in posted,
+            "attempts": task.attempts if task is not None else 0,
+            "error": task.last_error if task is not None else None,
+        })
+    return views
+
+
+def _entry_key(task: OutboxTask) -> str:
+    """The key of the review target a post or escalation task delivers to (as ``Review.targets`` has it)."""
+    key = Target.from_dict(task.payload["target"]).key
+    return ESCALATION_PREFIX + key if task.action == "escalate" else key
+
+
+def review_view(review: Review, tasks: Sequence[OutboxTask] = ()) -> dict[str, Any]:
     outcome = review.outcome
     return {
         "id": review.id,
@@ -69,11 +97,27 @@ def review_view(review: Review) -> dict[str, Any]:
         "created_at": _iso(review.created_at),
         "paused_until": _iso(review.paused_until),
         "applied_at": _iso(review.applied_at),
+        "targets": target_views(review, tasks),
     }
 
 
-def render_json(runs: list[RunRecord], reviews: list[Review]) -> str:
-    return json.dumps({"runs": [run_view(r) for r in runs], "reviews": [review_view(r) for r in reviews]}, indent=2)
+def render_json(runs: list[RunRecord], reviews: list[Review], tasks: Sequence[OutboxTask] = ()) -> str:
+    return json.dumps(
+        {"runs": [run_view(r) for r in runs], "reviews": [review_view(r, tasks) for r in reviews]}, indent=2
+    )
+
+
+def _targets_cell(review: Review, tasks: Sequence[OutboxTask]) -> str:
+    """"local ok, slack:C0123 waiting (3 attempts: ratelimited)" - where the review is, and what is stuck."""
+    cells = []
+    for view in target_views(review, tasks):
+        if view["delivered"]:
+            cells.append(f"{view['target']} ok")
+        elif view["attempts"]:
+            cells.append(f"{view['target']} failing ({view['attempts']} attempts: {view['error']})")
+        else:
+            cells.append(f"{view['target']} pending")
+    return ", ".join(cells)
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
@@ -110,6 +154,7 @@ def render_table(
     *,
     serving: bool = False,
     voter: str | None = None,
+    tasks: Sequence[OutboxTask] = (),
 ) -> str:
     """``serving``: whether a `loopbot serve` holds the state dir (it applies decided reviews)."""
     lines: list[str] = []
@@ -124,11 +169,12 @@ def render_table(
     lines.append("")
     if pending:
         lines += _table(
-            ["REVIEW", "RUN", "STATUS", "APPROVALS", "VOTES", "ANSWER WITH"],
+            ["REVIEW", "RUN", "STATUS", "APPROVALS", "VOTES", "POSTED TO", "ANSWER WITH"],
             [
                 [
                     r.id, r.run_id, r.status, f"{len(r.approvals)}/{r.policy.approvals_required}",
                     ", ".join(f"{v.voter}:{v.decision.name.lower()}" for v in r.votes) or "-",
+                    _targets_cell(r, tasks),
                     _answer_with(r, decide_command, serving, voter),
                 ]
                 for r in pending

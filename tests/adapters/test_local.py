@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from adapters.channel import Channel, ChannelError, MessageRef, ReviewPost
+from adapters.channel import Channel, ChannelError, MessageRef, ReviewPost, Target
 from adapters.local import LocalChannel, answer_lines
 from loop_engine.checkpoint import CheckpointTrigger, ReviewRequest
+
+
+LOCAL = Target("local")
 
 
 def make_post(review_id: str = "demo-1", **overrides: object) -> ReviewPost:
@@ -38,7 +41,7 @@ def test_is_a_channel(channel: LocalChannel) -> None:
 
 
 def test_post_request_writes_the_request_and_every_decide_line(channel: LocalChannel) -> None:
-    ref = channel.post_request(make_post())
+    ref = channel.post_request(LOCAL, make_post())
     text = (channel.directory / "demo-1.md").read_text(encoding="utf-8")
     assert "# Human Checkpoint: checkpoint_0001" in text
     assert "**Proposed Action:** Apply 3 labels" in text
@@ -51,7 +54,7 @@ def test_post_request_writes_the_request_and_every_decide_line(channel: LocalCha
         "loopbot decide demo-1 pause",
     ):
         assert f"\n{line}\n" in text
-    assert ref == MessageRef("local", {"review_id": "demo-1", "file": "demo-1.md"})
+    assert ref == MessageRef("local", {"review_id": "demo-1", "file": "demo-1.md"}, "local")
     assert MessageRef.from_dict(ref.to_dict()) == ref
 
 
@@ -66,7 +69,7 @@ def test_post_request_writes_the_request_and_every_decide_line(channel: LocalCha
 def test_the_review_file_says_how_many_approvals_are_needed(
     channel: LocalChannel, hint: str, required: int, line: str
 ) -> None:
-    channel.post_request(make_post(reviewers_hint=hint, approvals_required=required))
+    channel.post_request(LOCAL, make_post(reviewers_hint=hint, approvals_required=required))
     assert line in (channel.directory / "demo-1.md").read_text(encoding="utf-8")
 
 
@@ -74,7 +77,7 @@ def test_post_request_logs_the_file_and_the_approve_line(
     channel: LocalChannel, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.INFO, logger="adapters.local"):
-        channel.post_request(make_post())
+        channel.post_request(LOCAL, make_post())
     [record] = [r for r in caplog.records if r.levelno == logging.INFO]
     message = record.getMessage()
     assert str(channel.directory / "demo-1.md") in message
@@ -83,15 +86,15 @@ def test_post_request_logs_the_file_and_the_approve_line(
 
 def test_decide_command_prefix_is_configurable(tmp_path: Path) -> None:
     channel = LocalChannel(tmp_path, decide_command="loopbot decide --config my.yaml")
-    channel.post_request(make_post())
+    channel.post_request(LOCAL, make_post())
     assert "loopbot decide --config my.yaml demo-1 approve" in (tmp_path / "demo-1.md").read_text()
     assert answer_lines("x-1")[0] == "loopbot decide x-1 approve"
 
 
 def test_post_request_is_idempotent(channel: LocalChannel) -> None:
-    first = channel.post_request(make_post())
+    first = channel.post_request(LOCAL, make_post())
     content = (channel.directory / "demo-1.md").read_bytes()
-    second = channel.post_request(make_post())
+    second = channel.post_request(LOCAL, make_post())
     assert first == second
     assert (channel.directory / "demo-1.md").read_bytes() == content
     assert sorted(p.name for p in channel.directory.iterdir()) == ["demo-1.md"]
@@ -99,7 +102,7 @@ def test_post_request_is_idempotent(channel: LocalChannel) -> None:
 
 def test_post_update_appends_once_in_order(channel: LocalChannel) -> None:
     post = make_post()
-    ref = channel.post_request(post)
+    ref = channel.post_request(LOCAL, post)
     channel.post_update(ref, post, "Reminder: still waiting")
     channel.post_update(ref, post, "Decided: APPROVE by local:alice at 2026-01-02T10:00:00\nnote: fine")
     # the same update again, as after a crash between posting it and recording that it was posted
@@ -129,10 +132,10 @@ def test_post_update_refuses_another_channels_ref(channel: LocalChannel) -> None
 
 def test_escalation_is_written_and_logged_as_warning(channel: LocalChannel, caplog: pytest.LogCaptureFixture) -> None:
     post = make_post()
-    channel.post_request(post)
+    channel.post_request(LOCAL, post)
     with caplog.at_level(logging.WARNING, logger="adapters.local"):
-        ref = channel.post_escalation(post, "Escalated: review demo-1 has had no decision for 8h")
-    assert ref == MessageRef("local", {"review_id": "demo-1", "file": "demo-1.md"})
+        ref = channel.post_escalation(LOCAL, post, "Escalated: review demo-1 has had no decision for 8h")
+    assert ref == MessageRef("local", {"review_id": "demo-1", "file": "demo-1.md"}, "local")
     text = (channel.directory / "demo-1.md").read_text()
     assert "\n- Escalated: review demo-1 has had no decision for 8h\n" in text
     assert text.count("Escalated") == 1  # the notice is written as given, not prefixed again
@@ -143,11 +146,11 @@ def test_escalation_is_written_and_logged_as_warning(channel: LocalChannel, capl
 @pytest.mark.parametrize("bad", ["../x-1", "a/b-1", "", ".hidden-1"])
 def test_unsafe_review_ids_are_refused(channel: LocalChannel, bad: str) -> None:
     with pytest.raises(ChannelError, match="cannot name a file"):
-        channel.post_request(make_post(review_id=bad))
+        channel.post_request(LOCAL, make_post(review_id=bad))
 
 
 def test_unwritable_directory_raises_channel_error(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     with pytest.raises(ChannelError, match="cannot write review file"):
-        LocalChannel(blocker).post_request(make_post())
+        LocalChannel(blocker).post_request(LOCAL, make_post())

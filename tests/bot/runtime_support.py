@@ -11,9 +11,11 @@ from typing import Any
 
 import yaml
 
-from adapters.channel import MessageRef, ReviewPost
+from collections.abc import Mapping
+
+from adapters.channel import Answer, MessageRef, ReviewPost, Target
 from bot.config import BotConfig, load_config
-from bot.posting import ReviewDesk
+from bot.desk import ReviewDesk
 from bot.runner import Runner
 from bot.store import FileStore
 
@@ -51,17 +53,22 @@ class RecordingChannel:
 
     name: str = "local"
     calls: list[tuple[str, str, str]] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
 
-    def post_request(self, post: ReviewPost) -> MessageRef:
+    def post_request(self, target: Target, post: ReviewPost) -> MessageRef:
         self.calls.append(("post", post.review_id, post.request.checkpoint_id))
-        return MessageRef(self.name, {"review_id": post.review_id})
+        self.targets.append(target.key)
+        return MessageRef(self.name, {"review_id": post.review_id, "at": target.key})
 
     def post_update(self, ref: MessageRef, post: ReviewPost, text: str) -> None:
         self.calls.append(("update", post.review_id, text))
 
-    def post_escalation(self, post: ReviewPost, text: str) -> MessageRef:
+    def post_escalation(self, target: Target, post: ReviewPost, text: str) -> MessageRef:
         self.calls.append(("escalate", post.review_id, text))
         return MessageRef(self.name, {"review_id": post.review_id, "escalation": True})
+
+    def answer(self, respond: Mapping[str, Any], answer: Answer) -> None:
+        self.calls.append(("answer", answer.review_id or "", answer.text))
 
     def kinds(self) -> list[str]:
         return [kind for kind, _, _ in self.calls]
@@ -98,5 +105,6 @@ def bench(root: Path, loops: list[dict[str, Any]], store: FileStore | None = Non
     store = store or FileStore(config.state_dir)
     channel = RecordingChannel()
     clock = FakeClock()
-    runner = Runner(config, store, ReviewDesk({"local": channel}), clock=clock)
+    desk = ReviewDesk(store, {"local": channel}, clock=clock, inline=True)
+    runner = Runner(config, store, desk, clock=clock)
     return Bench(config, store, channel, clock, runner)

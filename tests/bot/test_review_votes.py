@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from bot.posting import outcome_text, review_post
+from bot.desk import outcome_text, review_post
 from bot.reviews import MAX_PAUSE_AHEAD, Review, Reviewers, cast_vote, due_actions
 from loop_engine.checkpoint import CheckpointTrigger, ReviewRequest
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
+
+import bot.store.documents as store_documents
 
 from bot.patterns import LoopSpec
 from bot.reviews import Vote, cast_vote
@@ -62,7 +65,7 @@ def test_a_pause_stores_the_review_then_posts_it(tmp_path: Path) -> None:
     assert review.request["checkpoint_id"] == review.checkpoint_id
     assert review.policy.reviewers.local == ["alice", "bob"]
     assert b.channel.calls == [("post", "demo-1", "checkpoint_0001")]
-    assert review.posts == [{"channel": "local", "data": {"review_id": "demo-1"}}]
+    assert review.posts == [{"channel": "local", "data": {"review_id": "demo-1", "at": "local"}, "target": "local"}]
     assert b.store.get_run(run_id).review_id == "demo-1"
 
 
@@ -79,7 +82,8 @@ def test_approve_resumes_to_completion_and_marks_the_review_applied(tmp_path: Pa
     }
     review = b.store.get_review(review_id)
     assert review.status == "applied" and review.applied_at is not None
-    assert b.channel.calls[-1][0] == "update" and "APPROVE by local:alice" in b.channel.calls[-1][2]
+    assert b.channel.calls[-2][0] == "update" and "APPROVE by local:alice" in b.channel.calls[-2][2]
+    assert b.channel.calls[-1] == ("update", review_id, f"Run {run_id} completed.")  # one line when the run ends
 
 
 def test_reject_ends_the_run_rejected_with_the_reason(tmp_path: Path) -> None:
@@ -202,15 +206,44 @@ def test_a_run_whose_loop_left_the_config_fails_with_the_reason(tmp_path: Path) 
     assert run.status == "failed" and 'unknown loop "demo"' in (run.reason or "")
 
 
+def test_a_decided_review_without_its_snapshot_fails_run_and_review_once(tmp_path: Path) -> None:
+    b, run_id, review_id = paused(tmp_path)
+    vote(b, review_id, HumanDecision.APPROVE)
+    (b.config.state_dir / "snapshots" / f"{run_id}.json").unlink()  # nothing to resume: retrying cannot help
+    assert b.runner.apply_decided(review_id)
+    assert b.runner.join(10)
+    run = b.store.get_run(run_id)
+    assert run.status == "failed" and "no snapshot" in (run.reason or "")
+    assert b.store.get_review(review_id).status == "failed"
+    assert not b.runner.apply_decided(review_id)  # never retried by the next tick
+
+
+def test_a_decided_review_whose_snapshot_is_unreadable_fails_once_naming_it(tmp_path: Path) -> None:
+    b, run_id, review_id = paused(tmp_path)
+    vote(b, review_id, HumanDecision.APPROVE)
+    (b.config.state_dir / "snapshots" / f"{run_id}.json").write_text("{torn", encoding="utf-8")
+    b.runner.apply_outcome(review_id)
+    run = b.store.get_run(run_id)
+    assert run.status == "failed" and f"{run_id}.json" in (run.reason or "")
+    review = b.store.get_review(review_id)
+    assert review.status == "failed"
+    assert not b.runner.apply_decided(review_id)
+
+
 def test_an_internal_error_in_a_worker_is_recorded_on_the_run(tmp_path: Path) -> None:
     b, run_id, review_id = paused(tmp_path)
     vote(b, review_id, HumanDecision.APPROVE)
-    (b.config.state_dir / "snapshots" / f"{run_id}.json").unlink()  # a bug-shaped failure: nothing to resume
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("a bug in the runner")
+
+    b.runner._settle = broken  # type: ignore[method-assign]  # a bug-shaped failure after the resume
     assert b.runner.apply_decided(review_id)
     assert b.runner.join(10)
     run = b.store.get_run(run_id)
     assert run.status == "failed"
-    assert (run.reason or "").startswith("internal error: RuntimeError(") and "no snapshot" in (run.reason or "")
+    reason = run.reason or ""
+    assert reason.startswith("internal error: RuntimeError(") and "a bug in the runner" in reason
 
 
 def slow(trail: Path, **options: Any) -> dict[str, Any]:
@@ -238,18 +271,40 @@ def test_shutdown_lets_the_running_step_finish_then_the_next_start_goes_on(tmp_p
 
 
 class CrashAfterWrite(FileStore):
-    """Dies right after its n-th document write (runs, reviews, snapshots, counters): kill -9 at that instant."""
+    """Dies right after its n-th document write (runs, reviews, snapshots, counters, outbox): kill -9 then.
+
+    Every store write goes through ``bot.store.documents.atomic_write_bytes``;
+    the ``store_writes`` fixture counts the ones under this store's directory.
+    """
+
+    live: ClassVar[list[CrashAfterWrite]] = []
 
     def __init__(self, root: Path, crash_at: int) -> None:
         super().__init__(root)
         self.writes = 0
         self.crash_at = crash_at
+        self.live.append(self)
 
-    def _write(self, path: Path, document: dict[str, Any]) -> None:
-        super()._write(path, document)
+    def wrote(self, path: Path) -> None:
+        if not path.is_relative_to(self.root):
+            return
         self.writes += 1
         if self.writes == self.crash_at:
             raise Crash(f"killed after write {self.writes} ({path.name})")
+
+
+@pytest.fixture
+def store_writes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    real = store_documents.atomic_write_bytes
+
+    def counted(path: Path, data: bytes, *args: Any, **kwargs: Any) -> None:
+        real(path, data, *args, **kwargs)
+        for store in CrashAfterWrite.live:
+            store.wrote(Path(path))
+
+    monkeypatch.setattr(store_documents, "atomic_write_bytes", counted)
+    yield
+    CrashAfterWrite.live.clear()
 
 
 def restart_until_settled(tmp_path: Path) -> Bench:
@@ -278,7 +333,7 @@ def start_and_approve(b: Bench) -> None:
     b.runner.apply_outcome(run.review_id)
 
 
-def test_a_kill_after_any_write_loses_no_vote_and_applies_the_outcome_once(tmp_path: Path) -> None:
+def test_a_kill_after_any_write_loses_no_vote_and_applies_the_outcome_once(tmp_path: Path, store_writes: None) -> None:
     total = writes_of(tmp_path, start_and_approve)
     assert total > 10  # counters, run, snapshots, review, vote, posts, applied: every one is a crash point
     for crash_at in range(1, total + 1):
@@ -288,7 +343,7 @@ def test_a_kill_after_any_write_loses_no_vote_and_applies_the_outcome_once(tmp_p
         with pytest.raises(Crash):
             start_and_approve(crashing)
         b = restart_until_settled(root)
-        if not b.store.list_runs():  # died before the run record existed: the person runs it again
+        if not b.store.list_runs(archived=True):  # died before the run record existed: the person runs it again
             start_and_approve(b)
         for review in b.store.list_reviews():
             if review.status == "open":  # died before the vote was recorded: the person votes again
@@ -296,10 +351,10 @@ def test_a_kill_after_any_write_loses_no_vote_and_applies_the_outcome_once(tmp_p
         b = restart_until_settled(root)
 
         where = f"killed after write {crash_at} of {total}"
-        (review,) = b.store.list_reviews()  # one pause, one review, never a second (a crash may skip an id)
+        (review,) = b.store.list_reviews(archived=True)  # one pause, one review, never a second (ids may skip)
         assert review.status == "applied" and review.outcome is not None, where
         assert [v.voter for v in review.votes] == ["local:alice"], where
-        (run,) = b.store.list_runs()
+        (run,) = b.store.list_runs(archived=True)
         assert (run.status, run.review_id) == ("completed", review.id), where
         state = state_from_dict(b.store.load_snapshot(run.id))
         decisions = [(d.checkpoint_id, d.decision) for d in state.decisions]
@@ -337,9 +392,10 @@ def test_a_server_run_of_a_factory_that_does_not_import_fails_saying_why(tmp_pat
     assert run_id is not None and b.runner.join(10)
     run = b.store.get_run(run_id)
     assert run.status == "failed"
-    assert run.reason == (
+    assert (run.reason or "").startswith(
         'cannot build loop a: cannot import nosuch.mod: module "nosuch" not found; is it installed or on PYTHONPATH?'
     )
+    assert "Looked in" in (run.reason or "")  # where it looked, so the fix is obvious
 
 
 def test_a_foreground_run_whose_engine_raises_is_recorded_failed(

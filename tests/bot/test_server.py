@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
+
+import pytest
 
 from starlette.routing import Route
 from starlette.responses import PlainTextResponse
@@ -21,7 +24,9 @@ def test_healthz_counts_runs_by_status_and_open_reviews(tmp_path: Path) -> None:
     client = TestClient(create_app(b.store, b.config.state_dir))
     response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "runs": {"waiting": 1}, "open_reviews": 1}
+    assert response.json() == {
+        "status": "ok", "runs": {"waiting": 1}, "open_reviews": 1, "decided_reviews": 0, "outbox_pending": 0,
+    }
 
 
 def test_healthz_is_503_when_the_state_dir_is_gone(tmp_path: Path) -> None:
@@ -35,23 +40,39 @@ def test_healthz_is_503_when_the_state_dir_is_gone(tmp_path: Path) -> None:
     assert not b.config.state_dir.exists()  # the probe never recreates it
 
 
-def test_healthz_is_503_when_a_document_is_corrupt(tmp_path: Path) -> None:
+def test_healthz_names_a_corrupt_document_it_set_aside_and_serves_the_rest(tmp_path: Path) -> None:
     b = bench(tmp_path, [demo()])
     b.runner.run_foreground("demo")
     (b.config.state_dir / "runs" / "demo-run-1.json").write_text("{torn", encoding="utf-8")
     code, body = health(b.store, b.config.state_dir)
-    assert code == 503 and "demo-run-1.json" in body["error"]
+    assert code == 200 and body["open_reviews"] == 1
+    assert any("demo-run-1.json" in problem for problem in body["problems"])
 
 
-def test_healthz_is_503_when_the_state_dir_cannot_be_written(tmp_path: Path) -> None:
+def test_healthz_is_503_when_the_state_dir_is_read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     b = bench(tmp_path, [demo()])
     state_dir = b.config.state_dir
     state_dir.mkdir(parents=True)
-    blocker = state_dir / ".healthz"
-    blocker.mkdir()  # a directory where the probe file goes: the write fails even for root
-    (blocker / "keep").write_text("x")
+    real = os.statvfs
+
+    def read_only(path: object) -> os.statvfs_result:
+        result = real(path)  # type: ignore[arg-type]
+        values = list(result)
+        values[8] |= os.ST_RDONLY  # f_flag, as a read-only mount reports it (root passes access checks)
+        return os.statvfs_result(values)
+
+    monkeypatch.setattr(os, "statvfs", read_only)
     code, body = health(b.store, state_dir)
-    assert code == 503 and "store unusable" in body["error"]
+    assert code == 503 and "store unusable" in body["error"] and "read-only" in body["error"]
+
+
+def test_healthz_writes_nothing(tmp_path: Path) -> None:
+    b = bench(tmp_path, [demo()])
+    b.runner.run_foreground("demo")
+    before = {p: p.stat().st_mtime_ns for p in b.config.state_dir.rglob("*")}
+    for _ in range(3):
+        assert health(b.store, b.config.state_dir)[0] == 200
+    assert {p: p.stat().st_mtime_ns for p in b.config.state_dir.rglob("*")} == before
 
 
 class StalledService(Service):

@@ -83,7 +83,9 @@ def test_sigterm_exits_zero_quickly_and_the_log_has_no_secrets(ws: Workspace) ->
 def test_healthz_turns_503_when_the_state_dir_is_removed(ws: Workspace) -> None:
     ws.write_config([demo_loop()])
     bot = ws.serve()
-    assert bot.healthz().json() == {"status": "ok", "runs": {}, "open_reviews": 0}
+    assert bot.healthz().json() == {
+        "status": "ok", "runs": {}, "open_reviews": 0, "decided_reviews": 0, "outbox_pending": 0,
+    }
     shutil.rmtree(ws.state_dir)
     response = bot.healthz()
     assert response.status_code == 503 and "missing" in response.json()["error"]

@@ -34,7 +34,8 @@ def test_run_on_start_pauses_and_decide_completes_it(ws: Workspace) -> None:
     assert run["review"] == review["id"]
     assert ws.review(review["id"])["status"] == "applied"
     health = bot.healthz().json()
-    assert health["status"] == "ok" and health["runs"] == {"completed": 1} and health["open_reviews"] == 0
+    # the ended run left the hot set (healthz counts the work to do; status shows it as a recent run)
+    assert health["status"] == "ok" and health["runs"] == {} and health["open_reviews"] == 0
     assert "APPROVE by local:alice" in (ws.state_dir / "local-reviews" / f"{review['id']}.md").read_text()
 
 

@@ -1,0 +1,64 @@
+"""May this account vote on this review? Per channel, behind one narrow interface.
+
+The pure rules (``bot.reviews.authorize``) know the id lists of each
+channel; what needs a channel's API - Slack user groups, GitHub teams and
+permissions - comes in as a ``Membership`` the channel's wiring provides.
+``people:`` entries named by ``reviewers.people`` admit every account of
+that person, on any channel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+from bot.reviews import Reviewers, authorize
+
+from .people import People
+
+__all__ = ["Membership", "ListMembership", "Authorizer"]
+
+
+class Membership(Protocol):
+    """One channel's check: None when ``account`` (the id within the channel) may vote, else why not."""
+
+    def refusal(self, reviewers: Reviewers, account: str) -> str | None: ...
+
+
+class ListMembership:
+    """The id lists of ``reviewers`` for ``channel``, plus an optional API-backed check (groups, teams)."""
+
+    def __init__(self, channel: str, is_member: Callable[[Reviewers, str], bool] | None = None) -> None:
+        self.channel = channel
+        self._is_member = is_member
+
+    def refusal(self, reviewers: Reviewers, account: str) -> str | None:
+        check = self._is_member
+        member = None if check is None else (lambda _voter: check(reviewers, account))
+        return authorize(reviewers, f"{self.channel}:{account}", member)
+
+
+class Authorizer:
+    """Who may vote, across channels: ``refusal(reviewers, "slack:U0AAA")``."""
+
+    def __init__(self, memberships: Mapping[str, Membership], people: People | None = None) -> None:
+        self._memberships = dict(memberships)
+        self._people = people or People()
+
+    def refusal(self, reviewers: Reviewers, voter: str) -> str | None:
+        if reviewers.anyone:
+            return None
+        person = self._people.person_of(voter)
+        named = {name.casefold() for name in reviewers.people or []}
+        if person is not None and person.casefold() in named:
+            return None
+        channel, sep, account = voter.partition(":")
+        if not sep or not channel or not account:
+            return f"voter {voter!r} is not a channel-qualified id like local:alice or slack:U0AAA"
+        membership = self._memberships.get(channel)
+        if membership is None:
+            return f"votes from channel {channel!r} are not accepted by this bot (it is not configured)"
+        reason = membership.refusal(reviewers, account)
+        if reason is not None and reviewers.people:
+            reason += f"; people who may answer: {', '.join(reviewers.people)}"
+        return reason

@@ -1,0 +1,201 @@
+"""The review desk's outbound side: what each target of a review is told, as outbox tasks.
+
+``open`` posts a review to every target (the local channel always, then the
+loop's ``post_to``), ``update`` tells every message of the review (reminders,
+the outcome, the run's end), ``escalate`` posts it to the escalation targets
+too. Nothing here talks to a channel: each becomes a durable task (see
+``outbox``) with an id that names its intent, so asking twice adds it once.
+With ``inline=True`` (a foreground ``loopbot run``, tests) the tasks are also
+attempted at once in the caller's thread; failures stay for ``serve``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from adapters.channel import Answer, Channel, Reply, ReviewPost, Target
+from loop_engine.checkpoint import ReviewRequest
+
+from bot.reviews import Review, changes_text
+from bot.store.base import OutboxTask, Store
+
+from .outbox import ESCALATION_PREFIX, Outbox, OutboxWorker
+from .targets import LOCAL, task_slug, targets_from
+
+__all__ = ["ReviewDesk", "review_post", "outcome_text"]
+
+log = logging.getLogger(__name__)
+
+#: Which reviewer keys list each channel's own ids, for ``ReviewPost.reviewers``.
+_CHANNEL_IDS = {"local": ("local",), "slack": ("slack_users",), "github": ("github_users",)}
+
+
+def review_post(review: Review) -> ReviewPost:
+    """The neutral view of a review that every channel renders."""
+    who = review.policy.reviewers
+    reviewers = {
+        channel: tuple(name for key in keys for name in getattr(who, key) or [])
+        for channel, keys in _CHANNEL_IDS.items()
+    }
+    hint = [*(who.people or []), *(who.local or [])]
+    return ReviewPost(
+        review_id=review.id,
+        loop=review.loop,
+        run_id=review.run_id,
+        request=ReviewRequest.from_dict(review.request),
+        reviewers_hint=", ".join(dict.fromkeys(hint)),
+        approvals_required=review.policy.approvals_required,
+        reviewers={channel: names for channel, names in reviewers.items() if names},
+        restricted=not who.anyone,
+        status=review.status,
+    )
+
+
+def outcome_text(review: Review) -> str:
+    """'Decided: APPROVE by local:alice at T' - or says plainly that it timed out; a MODIFY shows its changes."""
+    outcome = review.outcome
+    if outcome is None:
+        return "Undecided"
+    when = outcome.decided_at.isoformat(timespec="seconds")
+    if outcome.timed_out:
+        return f"Timed out: {outcome.decision.name} (default) at {when}. {outcome.feedback}".strip()
+    who = ", ".join(outcome.decided_by)
+    changes = f" with changes {changes_text(outcome.modifications)}" if outcome.modifications else ""
+    note = f" - {outcome.feedback}" if outcome.feedback else ""
+    return f"Decided: {outcome.decision.name} by {who} at {when}{changes}{note}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def _entry(target: Target, role: str) -> dict[str, Any]:
+    key = target.key if role == "post" else ESCALATION_PREFIX + target.key
+    return {"key": key, "target": target.to_dict(), "role": role}
+
+
+class ReviewDesk:
+    """Turns "post / update / escalate this review" into outbox tasks, and runs the channel workers."""
+
+    def __init__(
+        self,
+        store: Store,
+        channels: Mapping[str, Channel],
+        *,
+        clock: Callable[[], datetime],
+        inline: bool = False,
+    ) -> None:
+        if "local" not in channels:
+            raise ValueError("the local channel is always on: pass channels={'local': LocalChannel(...)}")
+        self._store = store
+        self._clock = clock
+        self._inline = inline
+        self.outbox = Outbox(store, channels, review_post, clock=clock)
+        self._workers: list[OutboxWorker] = []
+
+    # -- workers -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """One delivery thread per channel (serve); without it tasks wait, or go inline."""
+        self._workers = [OutboxWorker(self.outbox, name) for name in self.outbox.channels]
+        for worker in self._workers:
+            worker.start()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        for worker in self._workers:
+            worker.stop(timeout)
+
+    def problem(self) -> str | None:
+        dead = [w for w in self._workers if not w.alive]
+        return f"{len(dead)} outbox worker(s) stopped" if dead else None
+
+    def flush(self) -> None:
+        """Attempt every due task once in this thread (a foreground run before it exits)."""
+        for name in self.outbox.channels:
+            self.outbox.deliver_due(name)
+
+    def _add(self, tasks: Iterable[OutboxTask]) -> None:
+        channels = set()
+        for task in tasks:
+            self.outbox.add(task)
+            channels.add(task.channel)
+        if self._inline:
+            for name in channels & set(self.outbox.channels):
+                self.outbox.deliver_due(name)
+
+    def _task(self, review: Review, action: str, channel: str, key: str, payload: dict[str, Any]) -> OutboxTask:
+        extra = f".{_digest(payload['text'])}" if action == "update" else ""
+        return OutboxTask(
+            id=f"{review.id}.{action}.{task_slug(key)}{extra}",
+            channel=channel, action=action, review_id=review.id, payload=payload, created_at=self._clock(),
+        )
+
+    # -- what reviews ask for ------------------------------------------------------
+
+    def _reachable(self, review: Review, targets: list[Target], what: str) -> list[Target]:
+        """``targets`` this bot has a channel for; the others are said in the log and go to the local channel."""
+        chosen: list[Target] = []
+        for target in targets:
+            if target.kind in self.outbox.channels:
+                chosen.append(target)
+                continue
+            log.warning("review %s: %s target %s needs the %s channel, which this bot is not running; "
+                        "it goes to the local channel instead", review.id, what, target.key, target.kind)
+            chosen.append(LOCAL)
+        return targets_from(t.to_dict() for t in chosen)
+
+    def open(self, review: Review, targets: Iterable[Any]) -> None:
+        """Post ``review`` to the local channel and each of ``targets`` (config or stored shapes), once each."""
+        chosen = self._reachable(review, targets_from([LOCAL.to_dict(), *targets]), "post_to")
+        entries = [_entry(target, "post") for target in chosen]
+        review = self._remember(review, entries)
+        posted = {p.get("target") or p.get("channel") for p in review.posts}
+        self._add(
+            self._task(review, "post", target.kind, target.key, {"target": target.to_dict()})
+            for target in chosen
+            if target.key not in posted
+        )
+
+    def update(self, review: Review, text: str) -> None:
+        """Tell every message of the review (its posts and escalations) ``text``."""
+        current = self._store.get_review(review.id)
+        tasks = []
+        for entry in current.targets or [_entry(LOCAL, "post")]:
+            kind = Target.from_dict(entry["target"]).kind
+            tasks.append(self._task(current, "update", kind, entry["key"], {"target": entry["key"], "text": text}))
+        self._add(tasks)
+
+    def escalate(self, review: Review, targets: Iterable[Any], text: str) -> None:
+        """Post the review to the escalation targets (the local channel if none) with ``text`` on top."""
+        chosen = self._reachable(review, targets_from(targets) or [LOCAL], "escalate_to")
+        review = self._remember(review, [_entry(target, "escalation") for target in chosen])
+        self._add(
+            self._task(review, "escalate", target.kind, target.key, {"target": target.to_dict(), "text": text})
+            for target in chosen
+        )
+        log.warning("%s (escalated to %s)", text, ", ".join(t.key for t in chosen))
+
+    def answer(self, reply: Reply, answer: Answer) -> None:
+        """Tell a voter later, through their channel (GitHub: a reply comment); Slack answers in its ack."""
+        if not reply.respond:
+            return
+        key = reply.dedupe_key or f"{reply.voter.qualified}.{self._clock().isoformat()}"
+        self._add([OutboxTask(
+            id=f"answer.{reply.voter.channel}.{_digest(key)}", channel=reply.voter.channel, action="answer",
+            review_id=answer.review_id, created_at=self._clock(),
+            payload={"respond": dict(reply.respond),
+                     "answer": {"kind": answer.kind.value, "text": answer.text}},
+        )])
+
+    def _remember(self, review: Review, entries: list[dict[str, Any]]) -> Review:
+        """Add ``entries`` to the review's stored targets (status shows each, delivered or not)."""
+        def record(stored: Review) -> Review:
+            known = {entry["key"] for entry in stored.targets}
+            stored.targets.extend(entry for entry in entries if entry["key"] not in known)
+            return stored
+
+        return self._store.update_review(review.id, record)

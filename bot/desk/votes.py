@@ -1,0 +1,154 @@
+"""The one vote path: every answer - ``loopbot decide``, a Slack button, a GitHub comment - walks it.
+
+authorise -> cast -> answer -> apply. An adapter hands over a ``Reply``
+(who, which review or the message it answers, the parsed command, a dedupe
+key); this module finds the review, checks the voter against the loop's
+reviewers through the channel's membership (outside the store lock: it may
+ask an API), casts the vote under the lock with the pure rules of
+``bot.reviews``, and answers with exactly one ``Answer`` worded for a
+person. A vote that decides the review is handed to ``apply`` at once -
+the process holding the runner resumes the run without waiting for a tick.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from adapters.channel import Answer, AnswerKind, Identity, MessageRef, Reply
+from adapters.commands import HELP_TEXT, Command, CommandError, identity_problem
+
+from bot.reviews import (
+    ALREADY_DECIDED,
+    DECIDED,
+    DUPLICATE,
+    REFUSED,
+    Review,
+    Vote,
+    VoteResult,
+    cast_vote,
+)
+from bot.store.base import Store, UnknownReviewError
+
+from .authorize import Authorizer
+from .people import People
+
+__all__ = ["VotePath"]
+
+log = logging.getLogger(__name__)
+
+_KINDS = {
+    DECIDED: AnswerKind.DECIDED,
+    REFUSED: AnswerKind.REFUSED,
+    DUPLICATE: AnswerKind.DUPLICATE,
+    ALREADY_DECIDED: AnswerKind.ALREADY_DECIDED,
+}
+
+
+class VotePath:
+    """``handle(reply) -> Answer`` for every channel; thread-safe (the store serialises the casting)."""
+
+    def __init__(
+        self,
+        store: Store,
+        authorizer: Authorizer,
+        *,
+        clock: Callable[[], datetime],
+        people: People | None = None,
+        apply: Callable[[str], object] | None = None,
+    ) -> None:
+        self._store = store
+        self._authorizer = authorizer
+        self._clock = clock
+        self._people = people or People()
+        self._apply = apply
+
+    def handle(self, reply: Reply) -> Answer:
+        command = reply.command
+        if isinstance(command, CommandError):
+            return Answer(AnswerKind.INVALID, str(command), reply.review_id)
+        problem = identity_problem(reply.voter.id)
+        if problem is not None:
+            return Answer(AnswerKind.REFUSED, f"vote refused: {problem}", reply.review_id)
+        if command.verb == "help":
+            return Answer(AnswerKind.INFO, HELP_TEXT)
+        if command.verb == "status":
+            return Answer(AnswerKind.INFO, self._status(reply.voter, command.review_id))
+        found = self._review(reply)
+        if isinstance(found, Answer):
+            return found
+        return self._cast(found, reply, command)
+
+    # -- which review ----------------------------------------------------------------
+
+    def _review(self, reply: Reply) -> Review | Answer:
+        if reply.review_id:
+            try:
+                return self._store.get_review(reply.review_id)
+            except UnknownReviewError as err:
+                return Answer(AnswerKind.UNKNOWN_REVIEW, str(err), reply.review_id)
+        if reply.context:
+            here = [r for r in self._store.open_reviews() if _posted_at(r, reply.voter.channel, reply.context)]
+            if len(here) == 1:
+                return here[0]
+            if here:
+                ids = ", ".join(r.id for r in here)
+                return Answer(AnswerKind.UNKNOWN_REVIEW,
+                              f"several reviews are open here ({ids}): name one, e.g. `approve {here[0].id}`")
+            return Answer(AnswerKind.UNKNOWN_REVIEW, "no review is open here; name one, e.g. `approve demo-3`"
+                          " (`status` lists the open reviews)")
+        return Answer(AnswerKind.UNKNOWN_REVIEW, "which review? name it, e.g. `approve demo-3`"
+                      " (`status` lists the open reviews)")
+
+    # -- casting -------------------------------------------------------------------
+
+    def _cast(self, review: Review, reply: Reply, command: Command) -> Answer:
+        decision = command.decision
+        assert decision is not None  # status and help were answered above
+        voter = reply.voter.qualified
+        refusal = self._authorizer.refusal(review.policy.reviewers, voter)  # may ask an API: not under the lock
+        now = self._clock()
+        vote = Vote(
+            voter=voter, decision=decision, feedback=command.argument, modifications=dict(command.modifications),
+            at=now, source=reply.via or reply.voter.channel, delivery_key=reply.dedupe_key,
+            person=self._people.person_of(voter),
+        )
+        result: VoteResult = self._store.update_review(
+            review.id, lambda r: cast_vote(r, vote, now=now, authorize_with=lambda _who, _voter: refusal)
+        )
+        kind = _KINDS.get(result.kind, AnswerKind.COUNTED)
+        log.info("review %s: %s %s via %s: %s", review.id, voter, decision.name.lower(), vote.source, result.message)
+        if result.outcome is not None and self._apply is not None:
+            try:
+                self._apply(review.id)
+            except Exception:  # the vote is recorded; the tick applies it if this attempt could not
+                log.exception("review %s is decided but could not be applied now; the tick retries", review.id)
+        return Answer(kind, result.message, review.id)
+
+    # -- status --------------------------------------------------------------------
+
+    def _status(self, voter: Identity, review_id: str | None) -> str:
+        reviews = self._store.open_reviews()
+        if review_id:
+            reviews = [r for r in reviews if r.id.casefold() == review_id.casefold()]
+        mine = [r for r in reviews if self._authorizer.refusal(r.policy.reviewers, voter.qualified) is None]
+        if not mine:
+            return "no open review is waiting for you" + (f" ({review_id} is not open)" if review_id else "")
+        lines = [f"{len(mine)} open review(s) you may answer:"]
+        for review in mine:
+            lines.append(
+                f"- {review.id} (loop {review.loop}, run {review.run_id}): "
+                f"{len(review.approvals)} of {review.policy.approvals_required} approvals - `approve {review.id}`"
+            )
+        return "\n".join(lines)
+
+
+def _posted_at(review: Review, channel: str, context: Mapping[str, Any]) -> bool:
+    """Was ``review`` posted where ``context`` points (a Slack thread, a GitHub issue) on ``channel``?"""
+    for raw in review.posts:
+        ref = MessageRef.from_dict(raw)
+        if ref.channel == channel and ref.matches(context):
+            return True
+    return False
