@@ -34,6 +34,7 @@ from typing import Any
 from slack_bolt.app.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.channel import Answer, AnswerKind, Identity, Reply, VoteHandler
 from adapters.commands import Command, CommandError, parse_command
@@ -44,11 +45,13 @@ from .modals import MODAL_CALLBACKS, FIELD_BLOCK, ModalContext, build_modal, com
 from .mrkdwn import render_answer
 from .render import ACTION_IDS
 
-__all__ = ["ClickKeys", "build_app", "WORKING_TEXT"]
+__all__ = ["COUNTED_REACTION", "ClickKeys", "build_app", "WORKING_TEXT"]
 
 log = logging.getLogger(__name__)
 
 WORKING_TEXT = "Got it, working on it: the answer follows in a moment."
+#: The reaction on an @-mention whose vote counted.
+COUNTED_REACTION = "white_check_mark"
 _ACTION_PATTERN = re.compile(r"\Aloopbot_(approve|reject|retry|modify|pause)\Z")
 _BUTTON_VERB = {action_id: label.lower() for label, action_id in ACTION_IDS.items()}
 
@@ -100,8 +103,6 @@ class _Intake:
                 log.warning("cannot tell %s in %s what became of their answer: %s",
                             respond["user"], respond["channel"], exc.response.get("error"))
                 return
-        from slack_sdk.webhook.async_client import AsyncWebhookClient
-
         await AsyncWebhookClient(respond["response_url"]).send(text=text, response_type="ephemeral",
                                                                replace_original=False)
 
@@ -189,8 +190,15 @@ class _Intake:
             respond=respond,
         )
         answer = await self._vote(reply)
-        if answer.kind is not AnswerKind.DUPLICATE:  # a retried delivery: the first one was answered
-            await self._tell(client, respond, answer)
+        if answer.kind is AnswerKind.DUPLICATE:  # a retried delivery: the first one was answered
+            return
+        await self._tell(client, respond, answer)
+        if answer.counted and event.get("ts"):  # everyone in the thread sees that it counted
+            try:
+                await client.reactions_add(channel=channel, timestamp=str(event["ts"]), name=COUNTED_REACTION)
+            except SlackApiError as exc:
+                log.info("cannot react to %s's mention in %s: %s", respond["user"], channel,
+                         exc.response.get("error"))
 
 
 def build_app(

@@ -255,6 +255,9 @@ async def test_mention_in_a_thread_names_the_thread_and_a_retry_counts_once(slac
     await asyncio.sleep(0.1)
     (answered,) = slack.calls_to("chat.postEphemeral")
     assert answered.params["thread_ts"] == "1700000001.000100"
+    (reacted,) = slack.calls_to("reactions.add")
+    assert {k: reacted.params[k] for k in ("channel", "timestamp", "name")} == {
+        "channel": "C0REVIEW", "timestamp": "1700000050.000100", "name": "white_check_mark"}
 
 
 @pytest.mark.parametrize("tamper", ["secret", "stale", "future", "body"])
