@@ -51,9 +51,12 @@ def is_outcome(text: str) -> bool:
 
 
 def render_answer(answer: Answer) -> str:
-    """What a voter is told, as mrkdwn: escaped; a multi-line answer (help, status) keeps its columns."""
-    first, _, rest = escape(answer.text.strip()).partition("\n")
-    return f"{first}\n```{rest}```" if rest.strip() else first
+    """What a voter is told, as mrkdwn: escaped; lines laid out in columns (the help) go in a code block."""
+    text = escape(answer.text.strip())
+    first, _, rest = text.partition("\n")
+    if any(line.startswith("  ") for line in rest.splitlines()):
+        return f"{first}\n```{rest}```"
+    return text
 
 
 def outcome_line(text: str) -> str:

@@ -116,3 +116,5 @@ def test_who_may_answer_without_slack_ids() -> None:
 def test_answers_are_escaped_and_keep_columns() -> None:
     assert render_answer(Answer(AnswerKind.COUNTED, "counted <1 of 2>")) == "counted &lt;1 of 2&gt;"
     assert render_answer(Answer(AnswerKind.INFO, "Commands:\n  approve   x")) == "Commands:\n```  approve   x```"
+    status = "1 open review(s) you may answer:\n- triage-17 (loop triage): `approve triage-17`"
+    assert render_answer(Answer(AnswerKind.INFO, status)) == status
