@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from .base import CorruptDocumentError, StoreError
-from .documents import ARCHIVE_SEP, Quarantine, check_name, encode, file_name, locked, parse, remove, write
+from .documents import ARCHIVE_SEP, Quarantine, check_name, file_name, locked, parse, remove
 from .index import DirIndex, Entry
 
 __all__ = ["Collection", "Spec", "creation_order", "number"]
@@ -78,9 +78,17 @@ class Collection(Generic[R]):
     """
 
     def __init__(
-        self, root: Path, spec: Spec[R], quarantine: Quarantine, *, wall: Callable[[], float], settle: float
+        self,
+        root: Path,
+        spec: Spec[R],
+        quarantine: Quarantine,
+        *,
+        write: Callable[[Path, dict[str, Any]], None],
+        wall: Callable[[], float],
+        settle: float,
     ) -> None:
         self.spec = spec
+        self._write = write
         self.hot_dir = root / spec.kind
         self.archive_dir = root / "archive" / spec.kind
         self._quarantine = quarantine
@@ -210,7 +218,7 @@ class Collection(Generic[R]):
 
     def _store(self, current: Path, record: R, document: dict[str, Any] | None = None) -> None:
         """Write ``record`` where it belongs now (caller holds the lock); ``current`` is where it was."""
-        data = encode(record.to_dict() if document is None else document)
+        data = record.to_dict() if document is None else document
         ended = self.spec.ended is not None and self.spec.ended(record)
         in_archive = current.parent == self.archive_dir
         if in_archive and not ended:
@@ -219,10 +227,10 @@ class Collection(Generic[R]):
                 f"{getattr(record, 'status', 'active')!r} again - start a new one"
             )
         if not ended:
-            write(current, data)
+            self._write(current, data)
             return
         target = self.archive_dir / self._archive_name(record)
-        write(target, data)  # the archive copy first: a crash now leaves both, and the archive wins
+        self._write(target, data)  # the archive copy first: a crash now leaves both, and the archive wins
         if current != target:
             remove(current)
         hot = self.hot_dir / f"{self.stem(record.id)}.json"

@@ -38,6 +38,7 @@ __all__ = [
     "write",
     "remove",
     "Quarantine",
+    "DocumentWriter",
 ]
 
 log = logging.getLogger("bot.store.files")
@@ -142,6 +143,17 @@ def remove(path: Path) -> bool:
         return False
     fsync_directory(path.parent)
     return True
+
+
+class DocumentWriter:
+    """Base of the store: every document write goes through ``_write``.
+
+    One method, so a test can stand in for kill -9 right after any write
+    (tests/bot/test_runner.py subclasses the store and overrides it).
+    """
+
+    def _write(self, path: Path, document: dict[str, Any] | bytes) -> None:
+        write(path, document if isinstance(document, bytes) else encode(document))
 
 
 class Quarantine:

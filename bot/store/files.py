@@ -151,9 +151,10 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
         self.root = Path(state_dir)
         self._clock = clock or (lambda: datetime.now(UTC))
         self._quarantine = Quarantine(self.root)
-        self._runs = Collection(self.root, RUN_SPEC, self._quarantine, wall=wall, settle=settle)
-        self._reviews = Collection(self.root, REVIEW_SPEC, self._quarantine, wall=wall, settle=settle)
-        self._outbox = Collection(self.root, OUTBOX_SPEC, self._quarantine, wall=wall, settle=settle)
+        q, w = self._quarantine, self._write  # the bound method: a subclass's override sees every write
+        self._runs = Collection(self.root, RUN_SPEC, q, write=w, wall=wall, settle=settle)
+        self._reviews = Collection(self.root, REVIEW_SPEC, q, write=w, wall=wall, settle=settle)
+        self._outbox = Collection(self.root, OUTBOX_SPEC, q, write=w, wall=wall, settle=settle)
 
     def __repr__(self) -> str:
         return f"FileStore({str(self.root)!r})"

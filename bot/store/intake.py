@@ -23,7 +23,7 @@ from loop_engine.atomic import fsync_directory
 
 from .base import CorruptDocumentError, Request, StoreError
 from .collection import number
-from .documents import encode, file_name, locked, read_document, remove, write
+from .documents import DocumentWriter, file_name, locked, read_document, remove
 
 __all__ = ["IntakeFiles", "DOC_FORMAT"]
 
@@ -33,7 +33,7 @@ log = logging.getLogger("bot.store.files")
 DOC_FORMAT = 1
 
 
-class IntakeFiles:
+class IntakeFiles(DocumentWriter):
     """Counters, inbox and delivery keys of ``FileStore`` (``root``, ``_clock``, ``_used_ids`` come from it)."""
 
     root: Path
@@ -63,7 +63,7 @@ class IntakeFiles:
                     raise CorruptDocumentError(f"{path}: damaged counter (no integer 'last')")
             except CorruptDocumentError as err:
                 last = self._recover_counter(path, prefix, err)
-            write(path, encode({"format": DOC_FORMAT, "prefix": prefix, "last": last + 1}))
+            self._write(path, {"format": DOC_FORMAT, "prefix": prefix, "last": last + 1})
         return f"{prefix}-{last + 1}"
 
     def _recover_counter(self, path: Path, prefix: str, err: Exception) -> int:
@@ -92,7 +92,7 @@ class IntakeFiles:
             "payload": payload,
             "created_at": self._clock().isoformat(),
         }
-        write(self._doc_path("inbox", request_id), encode(document))
+        self._write(self._doc_path("inbox", request_id), document)
         return request_id
 
     def take_requests(self) -> list[Request]:
@@ -151,5 +151,5 @@ class IntakeFiles:
         with locked(self.root / "deliveries"):
             if path.exists():
                 return False
-            write(path, encode({"format": DOC_FORMAT, "key": key, "at": self._clock().isoformat()}))
+            self._write(path, {"format": DOC_FORMAT, "key": key, "at": self._clock().isoformat()})
         return True

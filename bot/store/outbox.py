@@ -14,7 +14,7 @@ from typing import NamedTuple, TypeVar
 
 from .base import TASK_FORMAT, OutboxTask, StoreError, UnknownTaskError, _TASK_ID
 from .collection import Collection, Spec
-from .documents import encode, locked, remove, write
+from .documents import DocumentWriter, locked, remove
 from .index import Entry
 
 __all__ = ["OutboxFiles", "OUTBOX_SPEC"]
@@ -60,7 +60,7 @@ def _by_channel(live: Mapping[str, Entry[TaskSummary]]) -> tuple[Mapping[str, En
     return live, channels
 
 
-class OutboxFiles:
+class OutboxFiles(DocumentWriter):
     """The outbox half of ``FileStore`` (``_outbox`` is its ``Collection``)."""
 
     _outbox: Collection[OutboxTask]
@@ -75,7 +75,7 @@ class OutboxFiles:
         with locked(self._outbox.hot_dir):
             if path.exists():
                 return False
-            write(path, encode(task.to_dict()))
+            self._write(path, task.to_dict())
         return True
 
     def get_task(self, task_id: str) -> OutboxTask:

@@ -20,7 +20,7 @@ from loop_engine.serialization import SCHEMA_VERSION, encode_state, state_from_d
 from loop_engine.types import LoopState
 
 from .base import CorruptDocumentError, NewerFormatError, StoreError
-from .documents import file_name, parse, write
+from .documents import DocumentWriter, file_name, parse
 
 __all__ = ["SnapshotFiles", "SNAPSHOT_FORMAT"]
 
@@ -28,7 +28,7 @@ __all__ = ["SnapshotFiles", "SNAPSHOT_FORMAT"]
 SNAPSHOT_FORMAT = 2
 
 
-class SnapshotFiles:
+class SnapshotFiles(DocumentWriter):
     """The snapshot half of ``FileStore`` (mixed in; ``root`` is the state dir)."""
 
     root: Path
@@ -42,14 +42,14 @@ class SnapshotFiles:
     def save_snapshot(self, run_id: str, snapshot: dict[str, Any]) -> None:
         """Save a state dict (``state_to_dict``); prefer ``save_state``, which skips the dict."""
         document = {"format": 1, "run_id": run_id, "snapshot": snapshot}
-        write(self._snapshot_path(run_id), orjson.dumps(document) + b"\n")
+        self._write(self._snapshot_path(run_id), orjson.dumps(document) + b"\n")
 
     def save_state(self, run_id: str, state: LoopState) -> None:
         """Save the engine's state as the engine encodes it (NotJSONSerialisableError before any write)."""
         path = self._snapshot_path(run_id)
         engine = encode_state(state)
         head = b'{"format":%d,"run_id":%b,"engine":' % (SNAPSHOT_FORMAT, orjson.dumps(run_id))
-        write(path, head + engine + b"}\n")
+        self._write(path, head + engine + b"}\n")
 
     def _snapshot_document(self, run_id: str) -> tuple[Path, dict[str, Any]] | None:
         path = self._snapshot_path(run_id)
