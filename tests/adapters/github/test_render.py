@@ -1,0 +1,72 @@
+"""The review comment: marker first, who and how many, how to answer, outcomes, escaping, the size cap."""
+
+from __future__ import annotations
+
+from adapters.commands import parse_comment
+from adapters.github.render import (
+    MAX_COMMENT_CHARS,
+    outcomes_in,
+    render_escalation,
+    render_review,
+    truncate_middle,
+)
+
+from .conftest import make_post
+
+
+def test_marker_first_then_who_then_the_request() -> None:
+    body = render_review(make_post(approvals_required=2))
+    assert body.startswith("<!-- loopbot:review=triage-17 -->\n")
+    assert "needs 2 approvals of: @alice, @bob" in body
+    assert body.index("Who can answer") < body.index("# Human Checkpoint") < body.index("## How to answer")
+    for word in ("`/approve [note]`", "`/reject <reason>`", "`/retry [hint]`", "`/modify context.KEY=VALUE ...`",
+                 "`/pause 2h`", "`loopbot:approve`", "`loopbot:reject`", "`loopbot:retry`", "`loopbot:pause`"):
+        assert word in body
+
+
+def test_the_hint_when_no_github_logins() -> None:
+    body = render_review(make_post(reviewers={}, reviewers_hint="the ops team"))
+    assert "needs 1 approval of: the ops team" in body
+    assert "anyone who can comment here" in render_review(make_post(reviewers={}))
+
+
+def test_the_bots_own_comment_holds_no_command() -> None:
+    post = make_post()
+    post.request.proposed_action = "label them\n/approve"
+    post.request.state_summary["note"] = "line one\n/approve"
+    assert parse_comment(render_review(post)) == []
+    assert parse_comment(render_escalation(post, "Escalated: /approve now")) == []
+    assert parse_comment(render_review(make_post(status="decided"), ["Decided: REJECT - reason\n/approve"])) == []
+
+
+def test_outcome_replaces_how_to_answer_and_round_trips() -> None:
+    outcomes = ["Decided: REJECT by github:bob - <!-- /loopbot:outcome --> <b>sneaky</b> & co", "Run ended"]
+    body = render_review(make_post(status="decided"), outcomes)
+    assert "## How to answer" not in body and "## Outcome" in body
+    assert "<b>" not in body and body.count("<!-- /loopbot:outcome -->") == 2
+    assert outcomes_in(body) == outcomes
+
+
+def test_closed_without_text_says_its_status() -> None:
+    assert "This review is applied." in render_review(make_post(status="applied"))
+
+
+def test_a_huge_request_is_cut_in_the_middle_with_a_pointer() -> None:
+    post = make_post()
+    post.request.state_summary["log"] = "y" * 300_000
+    body = render_review(post, full_text_hint="see /srv/state/local-reviews/triage-17.md")
+    assert len(body) <= MAX_COMMENT_CHARS < 65_536
+    assert "see /srv/state/local-reviews/triage-17.md" in body
+    assert body.startswith("<!-- loopbot:review=triage-17 -->") and "## How to answer" in body
+
+
+def test_truncate_middle() -> None:
+    assert truncate_middle("short", 100, "p") == "short"
+    cut = truncate_middle("a" * 1000 + "b" * 1000, 500, "elsewhere")
+    assert len(cut) <= 500 and cut.startswith("a") and cut.endswith("b") and "elsewhere" in cut
+
+
+def test_escalation_has_its_own_marker_and_the_notice_on_top() -> None:
+    body = render_escalation(make_post(), "Escalated: waited 8h")
+    assert body.startswith("<!-- loopbot:escalation=triage-17 -->\n**Escalated: waited 8h**")
+    assert "<!-- loopbot:review=" not in body
