@@ -93,9 +93,14 @@ def _how_to_answer(review_id: str) -> list[str]:
     ]
 
 
+_LINE_COMMAND = re.compile(r"^( {0,3})/", re.MULTILINE)
+_ESCAPED_SLASH = re.compile(r"^( {0,3})\\/", re.MULTILINE)
+
+
 def _escape_block(text: str) -> str:
-    """Text from people (a reject reason) kept as lines but unable to carry HTML or fake markers."""
-    return text.strip().replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Text from people (a reject reason) kept as lines but unable to carry HTML, fake markers or commands."""
+    text = text.strip().replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _LINE_COMMAND.sub(r"\1\\/", text)  # "\/approve" shows as "/approve" and is no command
 
 
 def _outcome_section(outcomes: Sequence[str]) -> list[str]:
@@ -107,7 +112,7 @@ def _outcome_section(outcomes: Sequence[str]) -> list[str]:
 
 def outcomes_in(body: str) -> list[str]:
     """The outcome entries an earlier render wrote into ``body`` (to add one, not replace them)."""
-    return [html.unescape(match.group("text")) for match in _OUTCOME_ENTRY.finditer(body)]
+    return [html.unescape(_ESCAPED_SLASH.sub(r"\1/", match.group("text"))) for match in _OUTCOME_ENTRY.finditer(body)]
 
 
 def render_review(post: ReviewPost, outcomes: Sequence[str] = (), *, full_text_hint: str | None = None) -> str:

@@ -70,3 +70,10 @@ def test_escalation_has_its_own_marker_and_the_notice_on_top() -> None:
     body = render_escalation(make_post(), "Escalated: waited 8h")
     assert body.startswith("<!-- loopbot:escalation=triage-17 -->\n**Escalated: waited 8h**")
     assert "<!-- loopbot:review=" not in body
+
+
+def test_a_command_line_in_an_outcome_is_defused_and_round_trips() -> None:
+    outcomes = ["Decided: REJECT - because\n/approve\n   /retry"]
+    body = render_review(make_post(status="decided"), outcomes)
+    assert parse_comment(body) == []
+    assert outcomes_in(body) == outcomes
