@@ -96,7 +96,7 @@ class Collection(Generic[R]):
         self.archive: DirIndex[None] = DirIndex(self.archive_dir, None, wall=wall, settle=settle)
         self._views: dict[str, tuple[tuple[int, int], Any]] = {}
         self._views_lock = threading.Lock()
-        self._by_id: tuple[int, dict[str, str]] | None = None
+        self._by_id: tuple[int, tuple[dict[str, str], list[str], dict[str, list[str]]]] | None = None
 
     # -- documents ----------------------------------------------------------
 
@@ -128,17 +128,35 @@ class Collection(Generic[R]):
 
     def archived_names(self) -> dict[str, str]:
         """{stem: archive file name} of every archived record (names only: no file is read, no hot scan)."""
+        return self._archive_listing()[0]
+
+    def archived_sorted(self) -> list[str]:
+        """Archive file names (without .json) in name order: for runs, creation order."""
+        return self._archive_listing()[1]
+
+    def archived_with_prefix(self, prefix: str) -> list[str]:
+        """Stems of the archived records whose name starts with ``prefix`` (reviews: of one run)."""
+        return self._archive_listing()[2].get(prefix, [])
+
+    def _archive_listing(self) -> tuple[dict[str, str], list[str], dict[str, list[str]]]:
         if self.spec.ended is None:
-            return {}
+            return {}, [], {}
         generation, names = self.archive.current()
         with self._views_lock:
             cached = self._by_id
             if cached is not None and cached[0] == generation:
                 return cached[1]
-        by_id = {n.rsplit(ARCHIVE_SEP, 1)[-1]: n for n in names}
+        ordered = sorted(names)
+        by_id: dict[str, str] = {}
+        by_prefix: dict[str, list[str]] = {}
+        for name in ordered:
+            prefix, _, stem = name.rpartition(ARCHIVE_SEP)
+            by_id[stem] = name
+            by_prefix.setdefault(prefix, []).append(stem)
+        listing = (by_id, ordered, by_prefix)
         with self._views_lock:
-            self._by_id = (generation, by_id)
-        return by_id
+            self._by_id = (generation, listing)
+        return listing
 
     def archived_path(self, stem: str) -> Path | None:
         name = self.archived_names().get(stem)

@@ -195,8 +195,7 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
         """
         if limit <= 0:
             return []
-        names = self._runs.archive.current()[1]
-        ordered = sorted(names)
+        ordered = self._runs.archived_sorted()
         if not ordered:
             return []
         chosen = ordered[-limit:]
@@ -311,12 +310,10 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
         key = _run_key(run_id)
         live = self._reviews.live()
         candidates = [r for r in self._reviews.records(live, [s for s, e in live.items() if e.summary.run_id == key])]
-        by_run = self._reviews.archived_names()
-        for stem, name in by_run.items():
-            if name.split("~", 1)[0] == key and stem not in live:
-                found = self._reviews.find(stem)
-                if found is not None:
-                    candidates.append(found[1])
+        for stem in self._reviews.archived_with_prefix(key):
+            found = self._reviews.find(stem)
+            if found is not None and stem not in live:
+                candidates.append(found[1])
         matching = [
             r
             for r in candidates
