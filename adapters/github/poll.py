@@ -205,8 +205,9 @@ class Poller:
         else:
             url = f"/repos/{watch.repository}/issues/events"
 
-            def stop(rows: list[dict[str, Any]]) -> bool:  # newest first: stop at what was seen
-                return any(int(row.get("id") or 0) <= last_id for row in rows)
+            def stop(rows: list[dict[str, Any]]) -> bool:  # newest first: stop at what was seen or is too old
+                return any(int(row.get("id") or 0) <= last_id or _time(row.get("created_at")) < baseline
+                           for row in rows)
         rows, etag = self._pages(url, {"per_page": "100"}, state.get("etag"), stop)
         replies: list[Reply] = []
         newest_id = last_id

@@ -156,3 +156,16 @@ def test_a_failing_watch_does_not_stop_the_others(poller: Poller, fake: FakeGitH
     report = poller.poll_once([Watch(REPO, 999, since=START), Watch(REPO, 7, since=START)])
     assert len(report.errors) == 1 and report.errors[0].permanent
     assert [r.voter.id for r in submitted] == ["alice"]
+
+
+def test_repository_events_stop_at_what_is_older_than_the_watch(client: GitHubClient, fake: FakeGitHub,
+                                                                clock: Clock, submitted: list[Reply]) -> None:
+    fake.page_size_cap = 2
+    clock.now = START - timedelta(hours=1)
+    for _ in range(6):
+        fake.add_label_event(REPO, 42, "bug", "old")  # history before the watch
+    clock.now = START + timedelta(minutes=1)
+    fake.add_label_event(REPO, 42, "loopbot:approve", "alice")
+    Poller(client, MemoryPollState(), submitted.extend, clock=clock).poll_once([Watch(REPO, since=START)])
+    assert [r.voter.id for r in submitted] == ["alice"]
+    assert len(fake.calls_to("GET", r"/repos/octo/ops/issues/events$")) == 1  # not all 4 pages
