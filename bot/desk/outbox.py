@@ -41,7 +41,8 @@ def backoff(attempts: int, retry_after: float | None = None) -> timedelta:
     """Wait before attempt ``attempts + 1``: what the channel asked for, else 1 s, 2 s, 4 s ... capped."""
     if retry_after is not None:
         return min(timedelta(seconds=max(0.0, retry_after)), MAX_BACKOFF)
-    return min(timedelta(seconds=2 ** max(0, attempts - 1)), MAX_BACKOFF)
+    exponent = min(max(0, attempts - 1), 20)  # 2**20 s is past the cap already; larger would overflow
+    return min(timedelta(seconds=2**exponent), MAX_BACKOFF)
 
 
 class _Later(Exception):

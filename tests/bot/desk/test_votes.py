@@ -1,0 +1,145 @@
+"""The one vote path: every reply gets exactly one answer, and a deciding vote is applied at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from adapters.channel import AnswerKind, Identity, Reply
+from adapters.commands import parse_command
+from bot.desk import Authorizer, ListMembership, People, VotePath
+from bot.reviews import Reviewers
+from bot.store import FileStore
+
+from ..runtime_support import FakeClock, bench, demo, wait_for
+from .support import make_review
+
+ALICE_LOCAL, ALICE_SLACK = Identity("local", "alice"), Identity("slack", "U0AAA", "alice")
+BOB = Identity("local", "bob")
+ALL = {"local": ListMembership("local"), "slack": ListMembership("slack"), "github": ListMembership("github")}
+
+
+def path_for(
+    tmp_path: Path, *, people: People | None = None, required: int = 1, people_names: list[str] | None = None,
+    **reviewers: list[str],
+) -> tuple[VotePath, FileStore, list[str]]:
+    store = FileStore(tmp_path / "state")
+    review = make_review(**reviewers, **({"people": people_names} if people_names else {}))
+    review.policy.approvals_required = required
+    review.posts = [{"channel": "slack", "data": {"channel": "C1", "ts": "2.0", "thread_ts": "1.0"},
+                     "target": "slack:C1"}]
+    store.put_review(review)
+    applied: list[str] = []
+    votes = VotePath(store, Authorizer(ALL, people), clock=FakeClock(), people=people, apply=applied.append)
+    return votes, store, applied
+
+
+def reply(text: str, voter: Identity = ALICE_LOCAL, **kw: object) -> Reply:
+    return Reply(voter, parse_command(text), **kw)  # type: ignore[arg-type]
+
+
+def test_counted_then_decided_then_already_decided(tmp_path: Path) -> None:
+    votes, store, applied = path_for(tmp_path, required=2, local=["alice", "bob"])
+    first = votes.handle(reply("approve demo-1"))
+    assert (first.kind, first.text) == (AnswerKind.COUNTED, "approve from local:alice recorded: 1 of 2 needed")
+    assert applied == []
+    second = votes.handle(reply("lgtm demo-1 ship it", BOB))
+    assert second.kind is AnswerKind.DECIDED and second.text.startswith("decided: approve by local:alice, local:bob")
+    assert applied == ["demo-1"]  # handed to the runner at once, no tick involved
+    late = votes.handle(reply("reject demo-1 too late", BOB))
+    assert late.kind is AnswerKind.ALREADY_DECIDED and "already decided by local:alice, local:bob" in late.text
+
+
+def test_refused_says_why_and_who_may(tmp_path: Path) -> None:
+    votes, store, applied = path_for(tmp_path, local=["bob"])
+    answer = votes.handle(reply("approve demo-1"))
+    assert answer.kind is AnswerKind.REFUSED and "review.reviewers.local: bob" in answer.text
+    assert store.get_review("demo-1").votes == [] and applied == []
+
+
+def test_a_redelivered_reply_is_counted_once(tmp_path: Path) -> None:
+    votes, store, _ = path_for(tmp_path, required=2, local=["alice", "bob"])
+    assert votes.handle(reply("approve demo-1", dedupe_key="delivery-7")).kind is AnswerKind.COUNTED
+    again = votes.handle(reply("approve demo-1", dedupe_key="delivery-7"))
+    assert again.kind is AnswerKind.DUPLICATE
+    assert len(store.get_review("demo-1").votes) == 1
+
+
+def test_unknown_review_gets_a_did_you_mean(tmp_path: Path) -> None:
+    votes, _, _ = path_for(tmp_path)
+    answer = votes.handle(reply("approve demo-7"))
+    assert answer.kind is AnswerKind.UNKNOWN_REVIEW and "demo-1" in answer.text
+
+
+def test_a_reply_in_the_reviews_thread_needs_no_id(tmp_path: Path) -> None:
+    votes, _, applied = path_for(tmp_path)
+    answer = votes.handle(reply("approve", ALICE_SLACK, context={"channel": "C1", "thread_ts": "1.0"}))
+    assert answer.kind is AnswerKind.DECIDED and applied == ["demo-1"]
+    elsewhere = votes.handle(reply("approve", ALICE_SLACK, context={"channel": "C9", "thread_ts": "1.0"}))
+    assert elsewhere.kind is AnswerKind.UNKNOWN_REVIEW and "no review is open here" in elsewhere.text
+
+
+def test_several_open_reviews_in_one_place_are_listed(tmp_path: Path) -> None:
+    votes, store, _ = path_for(tmp_path)
+    other = make_review("demo-2")
+    other.posts = store.get_review("demo-1").posts
+    store.put_review(other)
+    answer = votes.handle(reply("approve", ALICE_SLACK, context={"channel": "C1", "thread_ts": "1.0"}))
+    assert answer.kind is AnswerKind.UNKNOWN_REVIEW and "demo-1, demo-2" in answer.text
+
+
+def test_help_status_and_bad_commands_are_answered_not_counted(tmp_path: Path) -> None:
+    votes, store, _ = path_for(tmp_path, local=["alice"])
+    assert votes.handle(reply("help")).kind is AnswerKind.INFO
+    status = votes.handle(reply("status"))
+    assert status.kind is AnswerKind.INFO and "demo-1" in status.text
+    assert "no open review is waiting for you" in votes.handle(reply("status", BOB)).text
+    bad = votes.handle(reply("aprove demo-1"))
+    assert bad.kind is AnswerKind.INVALID and 'did you mean "approve"' in bad.text
+    assert store.get_review("demo-1").votes == []
+
+
+def test_a_voter_name_with_a_newline_is_refused(tmp_path: Path) -> None:
+    votes, store, _ = path_for(tmp_path)
+    answer = votes.handle(reply("approve demo-1", Identity("local", "alice\nINFO forged line")))
+    assert answer.kind is AnswerKind.REFUSED and store.get_review("demo-1").votes == []
+
+
+def test_one_person_on_two_channels_counts_once(tmp_path: Path) -> None:
+    people = People([("alice", ["local:alice", "slack:U0AAA"])])
+    votes, store, applied = path_for(tmp_path, people=people, required=2, local=["alice", "bob"],
+                                     slack_users=["U0AAA"])
+    assert votes.handle(reply("approve demo-1")).kind is AnswerKind.COUNTED
+    again = votes.handle(reply("approve demo-1", ALICE_SLACK))
+    assert again.kind is AnswerKind.COUNTED and "1 of 2 needed" in again.text
+    assert [v.voter for v in store.get_review("demo-1").votes] == ["slack:U0AAA"]  # her later vote replaced hers
+    assert votes.handle(reply("approve demo-1", BOB)).kind is AnswerKind.DECIDED and applied == ["demo-1"]
+
+
+def test_reviewers_may_name_people(tmp_path: Path) -> None:
+    people = People([("alice", ["slack:U0AAA"])])
+    votes, _, applied = path_for(tmp_path, people=people, people_names=["alice"])
+    stranger = votes.handle(reply("approve demo-1", Identity("slack", "U0ZZZ")))
+    assert stranger.kind is AnswerKind.REFUSED and "people who may answer: alice" in stranger.text
+    assert votes.handle(reply("approve demo-1", ALICE_SLACK)).kind is AnswerKind.DECIDED and applied == ["demo-1"]
+    assert Authorizer(ALL, people).refusal(Reviewers(people=["alice"]), "slack:U0AAA") is None
+
+
+def test_a_deciding_vote_is_applied_with_the_tick_disabled(tmp_path: Path) -> None:
+    """No Service runs here: the vote path hands the decided review straight to the runner."""
+    b = bench(tmp_path, [demo()])
+    run = b.runner.run_foreground("demo")
+    assert run is not None and run.review_id
+    votes = VotePath(b.store, Authorizer(ALL), clock=b.clock, apply=b.runner.apply_decided)
+    answer = votes.handle(reply(f"approve {run.review_id}"))
+    assert answer.kind is AnswerKind.DECIDED
+    wait_for(lambda: b.store.get_run(run.id).status == "completed", timeout=10, what="the run to complete")
+    assert b.store.get_review(run.review_id).status == "applied"
+
+
+@pytest.mark.parametrize("text", ["pause demo-1 2h", "modify demo-1 context.limit=5", "retry demo-1 once more"])
+def test_every_decision_walks_the_same_path(tmp_path: Path, text: str) -> None:
+    votes, store, _ = path_for(tmp_path)
+    assert votes.handle(reply(text)).counted
+    assert len(store.get_review("demo-1").votes) == 1
