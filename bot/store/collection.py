@@ -213,7 +213,10 @@ class Collection(Generic[R]):
     def put(self, record: R) -> None:
         stem = self.stem(record.id)
         with locked(self.hot_dir):
-            found = self.find(record.id)
+            try:
+                found = self.find(record.id)
+            except StoreError:  # a damaged or quarantined document of that id: the new one replaces it
+                found = None
             self._store(found[0] if found else self.hot_dir / f"{stem}.json", record)
 
     def update(self, doc_id: str, mutate: Callable[[R], T], unknown: Callable[[str], Exception]) -> T:
@@ -284,17 +287,17 @@ class Collection(Generic[R]):
         Cheap when nothing changed: the to-do list is a cached view. Each
         step re-checks under the lock, since another process may have done it.
         """
-        bad = self.hot.bad()
-        for stem, err in bad.items():
-            path = self.hot_dir / f"{stem}.json"
-            self._set_aside(path, err, self._key(path))
+        for stem, (key, err) in self.hot.bad().items():
+            self._set_aside(self.hot_dir / f"{stem}.json", err, key)
         if self.spec.ended is None:
             return
-        todo = self.view("upkeep", self._upkeep_todo)
-        for stem in todo:
+        for stem in self.view("upkeep", self._upkeep_todo):
             with locked(self.hot_dir):
-                found = self.find(stem)
                 hot = self.hot_dir / f"{stem}.json"
+                try:
+                    found = self.find(stem)
+                except StoreError:
+                    continue  # an unreadable archive copy: archived_records() sets it aside and reports it
                 if found is None or not hot.exists():
                     continue
                 path, record = found

@@ -83,11 +83,11 @@ class DirIndex(Generic[S]):
             self._refresh()
             return self.generation, self._entries
 
-    def bad(self) -> dict[str, Exception]:
-        """Files that could not be loaded at the last scan, by stem, with why."""
+    def bad(self) -> dict[str, tuple[_Key, Exception]]:
+        """Files that could not be loaded at the last scan: {stem: (stat key then, why)}."""
         with self._lock:
             self._refresh()
-            return {stem: err for stem, (_, err) in self._bad.items()}
+            return dict(self._bad)
 
     def forget(self) -> None:
         """Scan again at the next question (after a write this process made and wants seen at once)."""

@@ -137,3 +137,15 @@ def test_a_bad_outbox_task_does_not_block_the_others(tmp_path: Path) -> None:
     (tmp_path / "outbox" / "b.post.json").write_text("{")
     assert [t.id for t in store.due_tasks("slack", T0)] == ["a.post"]
     assert [p.split(":")[0] for p in store.problems()] == ["outbox/b.post.json"]
+
+
+def test_putting_a_document_replaces_a_damaged_or_quarantined_one(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "demo-run-1.json").write_text("{")
+    store.put_run(make_run("demo-run-1"))
+    assert store.get_run("demo-run-1").status == "running"
+    (tmp_path / "runs" / "demo-run-2.json").write_text("{")
+    assert [r.id for r in store.list_runs()] == ["demo-run-1"]  # demo-run-2 quarantined
+    store.put_run(make_run("demo-run-2"))
+    assert [r.id for r in store.list_runs()] == ["demo-run-1", "demo-run-2"]
