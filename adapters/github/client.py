@@ -268,6 +268,22 @@ class GitHubClient:
             raise
 
     # --- who is who ------------------------------------------------------------------
+    def whoami(self) -> str | None:
+        """The login a token acts as (``GET /user``), to pass as ``bot_login``; None for a GitHub App.
+
+        An App's installation token may not read ``/user``; its comments come
+        from ``<app-slug>[bot]``, a ``Bot`` user, which intake ignores anyway.
+        """
+        try:
+            with self._call("read the authenticated user"):
+                _, data = self.github.requester.requestJsonAndCheck("GET", "/user")
+        except ChannelError as exc:
+            if isinstance(exc.__cause__, GithubException) and exc.__cause__.status in (403, 404):
+                return None
+            raise
+        login = data.get("login") if isinstance(data, dict) else None
+        return str(login) if login else None
+
     def collaborator_permission(self, repository: str, login: str) -> str:
         """admin / maintain / write / triage / read / none (the role name, finer than ``permission``)."""
         user = urllib.parse.quote(login, safe="")

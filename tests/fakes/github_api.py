@@ -301,6 +301,7 @@ class FakeGitHub:
             (repo + r"/issues/(\d+)/labels/(.+)", "DELETE", self._remove_label),
             (repo + r"/collaborators/([^/]+)/permission", "GET", self._permission),
             (r"/orgs/([^/]+)/teams/([^/]+)/memberships/([^/]+)", "GET", self._membership),
+            (r"/user", "GET", self._whoami),
         ]
 
     def _issue(self, repository: str, number: str) -> dict[str, Any] | tuple[int, Any, dict[str, str]]:
@@ -448,6 +449,11 @@ class FakeGitHub:
             return 404, {"message": "Not Found"}, {}
         permission = {"maintain": "write", "triage": "read"}.get(role, role)
         return 200, {"permission": permission, "role_name": role, "user": self.user(login)}, {}
+
+    def _whoami(self, call: Call) -> tuple[int, Any, dict[str, str]]:
+        if call.headers.get("authorization", "").startswith("token ghs_"):
+            return 403, {"message": "Resource not accessible by integration"}, {}
+        return 200, self.user(self.bot_login), {}
 
     def _membership(self, call: Call, org: str, slug: str, login: str) -> tuple[int, Any, dict[str, str]]:
         state = self.teams.get((org, slug, login))

@@ -253,3 +253,19 @@ def test_a_pause_labels_paused_and_a_later_decision_clears_it(channel: GitHubCha
     assert sorted(fake.labels_of(REPO, 42)) == [AWAITING_LABEL, "loopbot:paused"]
     channel.post_update(ref, make_post(status="decided"), "Decided: APPROVE by github:alice")
     assert fake.labels_of(REPO, 42) == ["loopbot:approved"]
+
+
+def test_github_app_auth_against_the_fake_server(fake: FakeGitHub) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    client = GitHubClient(make_github(fake.base_url, app_id=42, private_key=pem, installation_id=9))
+    GitHubChannel(client).post_request(TARGET, make_post())
+    assert fake.installation_tokens == ["ghs_fake1"]
+    assert fake.calls[0].path == "/app/installations/9/access_tokens"
+    assert fake.calls[0].headers["authorization"].startswith("Bearer ")
+    assert {c.headers["authorization"] for c in fake.calls[1:]} == {"token ghs_fake1"}
+    assert client.whoami() is None

@@ -163,3 +163,9 @@ def test_app_installation_auth_fetches_and_uses_an_installation_token() -> None:
 def test_no_credentials_is_a_configuration_error() -> None:
     with pytest.raises(ValueError, match="github.token"):
         make_github()
+
+
+@responses.activate
+def test_whoami_is_none_for_an_installation_token(client: GitHubClient) -> None:
+    responses.get(url("/user"), json={"message": "Resource not accessible by integration"}, status=403)
+    assert client.whoami() is None

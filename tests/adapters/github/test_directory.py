@@ -76,3 +76,7 @@ def test_permission_order() -> None:
     assert not permission_at_least("weird", "read")
     with pytest.raises(ValueError):
         permission_at_least("write", "owner")
+
+
+def test_whoami_names_the_tokens_user(client: GitHubClient, fake: FakeGitHub) -> None:
+    assert client.whoami() == fake.bot_login
