@@ -156,7 +156,7 @@ class Poller:
 
     def _pages(self, url: str, params: dict[str, str], etag: str | None,
                stop: Callable[[list[dict[str, Any]]], bool] | None = None) -> tuple[list[dict[str, Any]], str | None]:
-        """All rows (None when the first page is unchanged, 304) and the first page's ETag."""
+        """All rows ([] when the first page is unchanged: 304) and the first page's ETag."""
         page = self.api.get_json(url, params, etag)
         if page.status == 304:
             return [], etag
