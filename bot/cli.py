@@ -16,20 +16,18 @@ standard library.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import getpass
 import os
 import shlex
-import shutil
 import signal
 import sys
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 from functools import cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; each command loads what it needs when it runs
+    from datetime import datetime
+
     from adapters.local import LocalChannel
     from bot.config import BotConfig
     from bot.runner import Runner
@@ -188,6 +186,8 @@ def _program() -> str:
     argv0 = Path(sys.argv[0])
     if argv0.suffix == ".py":  # python -m bot.cli
         return f"{_shown(Path(sys.executable))} -m bot.cli"
+    import shutil
+
     on_path = shutil.which("loopbot")
     if on_path and _same_file(on_path, argv0):
         return "loopbot"
@@ -365,6 +365,9 @@ def _login_name_as_user() -> None:
     comes from "root" and is refused.
     """
     if not os.environ.get("USER"):
+        import contextlib
+        import getpass
+
         # with no login name at all, --as or $LOOPBOT_USER must say who votes
         with contextlib.suppress(KeyError, OSError):
             os.environ["USER"] = getpass.getuser()

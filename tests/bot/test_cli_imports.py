@@ -45,4 +45,4 @@ def test_help_and_version_load_none_of_them(argv: list[str]) -> None:
 
 def test_the_probe_sees_an_import_when_there_is_one() -> None:
     """The guard can fail: a module that does load these is reported."""
-    assert "jsonschema" in loaded_after("import loop_engine")
+    assert "apscheduler" in loaded_after("import apscheduler.triggers.cron")

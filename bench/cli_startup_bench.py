@@ -1,0 +1,90 @@
+"""How long a `loopbot` command takes to start, against a bare `python -c pass` measured in the same run.
+
+Issue 13 target: `loopbot --help`, `loopbot status` and `loopbot decide
+<unknown-id> approve` on a small config each take at most 5x the bare
+interpreter's start-up (median). Every command is a fresh process, as a
+person runs it; rounds interleave the commands so a busy machine slows them
+alike. The last line says whether the target is met.
+
+Run: ``.venv/bin/python bench/cli_startup_bench.py [--runs N]`` (or ``make bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+__all__ = ["main"]
+
+TARGET_RATIO = 5.0
+LOOPBOT = [str(Path(sys.executable).with_name("loopbot"))]
+if not Path(LOOPBOT[0]).exists():  # not installed as a script: run the module
+    LOOPBOT = [sys.executable, "-m", "bot.cli"]
+
+CONFIG = """\
+state_dir: ./state
+loops:
+  - name: demo
+    pattern: demo
+    review: {reviewers: {local: [alice]}}
+"""
+
+
+def commands() -> list[tuple[str, list[str], int]]:
+    """(label, argv, expected exit code); the first is the baseline."""
+    return [
+        ("python -c pass", [sys.executable, "-c", "pass"], 0),
+        ("loopbot --help", [*LOOPBOT, "--help"], 0),
+        ("loopbot status", [*LOOPBOT, "status"], 0),
+        ("loopbot decide nosuch-1 approve", [*LOOPBOT, "decide", "nosuch-1", "approve"], 2),
+    ]
+
+
+def timed(argv: list[str], expected: int, cwd: Path, env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    elapsed = time.perf_counter() - start
+    if done.returncode != expected:
+        raise SystemExit(f"{' '.join(argv)} exited {done.returncode}, not {expected}:\n{done.stderr}")
+    return elapsed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15, help="runs of each command (default 15)")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "config.yaml").write_text(CONFIG, encoding="utf-8")
+        env = {**os.environ, "LOOPBOT_USER": "alice"}
+        env.pop("LOOPBOT_CONFIG", None)
+        plan = commands()
+        for _, command, expected in plan:  # warm the file cache; not counted
+            timed(command, expected, folder, env)
+        times: dict[str, list[float]] = {label: [] for label, _, _ in plan}
+        for _ in range(args.runs):
+            for label, command, expected in plan:
+                times[label].append(timed(command, expected, folder, env))
+    medians = {label: statistics.median(values) * 1000 for label, values in times.items()}
+    baseline = medians[plan[0][0]]
+    width = max(len(label) for label in medians)
+    print(f"{'command':<{width}}  median ms  x bare start-up   (N={args.runs}, {sys.executable})")
+    missed = []
+    for label, ms in medians.items():
+        ratio = ms / baseline
+        print(f"{label:<{width}}  {ms:9.1f}  {ratio:6.1f}x")
+        if label != plan[0][0] and ratio > TARGET_RATIO:
+            missed.append(f"{label} {ratio:.1f}x")
+    verdict = "met" if not missed else f"missed by {', '.join(missed)}"
+    print(f"target: each loopbot command <= {TARGET_RATIO:g}x `python -c pass`: {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
