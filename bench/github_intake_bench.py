@@ -39,7 +39,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -216,32 +216,53 @@ def _wait_ready(url: str, timeout: float = 15) -> None:
     raise RuntimeError(f"server at {url} did not start")
 
 
-def measure(name: str, url: str, seconds: float, warmup: float, client: str) -> dict[str, Any]:
-    make = Deliveries()
-    asyncio.run(drive(url, make, warmup, client))
-    failures, elapsed, latencies = asyncio.run(drive(url, make, seconds, client))
+def summary(name: str, failures: int, elapsed: float, latencies: list[float]) -> dict[str, Any]:
     ordered = sorted(latencies)
     return {
         "target": name, "requests": len(latencies), "failures": failures, "per_s": len(latencies) / elapsed,
-        "p50_ms": statistics.median(ordered) * 1000, "p99_ms": ordered[int(len(ordered) * 0.99) - 1] * 1000,
+        "p50_ms": statistics.median(ordered) * 1000, "p99_ms": ordered[max(int(len(ordered) * 0.99) - 1, 0)] * 1000,
     }
 
 
-def run_local(name: str, seconds: float, warmup: float, client: str) -> dict[str, Any]:
-    port = _free_port()
-    with tempfile.TemporaryDirectory() as state_dir:
-        server = subprocess.Popen(
-            [sys.executable, __file__, "--serve", name, "--port", str(port), "--state", state_dir,
-             "--secret", SECRET],
-            cwd=ROOT,
-        )
+def measure_all(urls: dict[str, str], seconds: float, warmup: float, client: str, rounds: int) -> dict[str, Any]:
+    """Every target in turn, ``rounds`` times, so a neighbour's load drifting over the run hits all alike."""
+    makers = {name: Deliveries() for name in urls}
+    for name, url in urls.items():
+        asyncio.run(drive(url, makers[name], warmup, client))
+    totals: dict[str, tuple[int, float, list[float]]] = {name: (0, 0.0, []) for name in urls}
+    for _ in range(rounds):
+        for name, url in urls.items():
+            failures, elapsed, latencies = asyncio.run(drive(url, makers[name], seconds / rounds, client))
+            done = totals[name]
+            totals[name] = (done[0] + failures, done[1] + elapsed, done[2] + latencies)
+    return {name: summary(name if name != "url" else urls[name], *totals[name]) for name in urls}
+
+
+@contextlib.contextmanager
+def local_servers(names: list[str]) -> Iterator[dict[str, str]]:
+    """One uvicorn process per target, all up at once; yields their webhook URLs."""
+    servers: list[subprocess.Popen[bytes]] = []
+    with tempfile.TemporaryDirectory() as state_root:
         try:
-            url = f"http://127.0.0.1:{port}{PATH}"
-            _wait_ready(url)
-            return measure(name, url, seconds, warmup, client)
+            urls = {}
+            for name in names:
+                port = _free_port()
+                state_dir = os.path.join(state_root, str(port))
+                os.mkdir(state_dir)
+                servers.append(subprocess.Popen(
+                    [sys.executable, __file__, "--serve", name, "--port", str(port), "--state", state_dir,
+                     "--secret", SECRET],
+                    cwd=ROOT,
+                ))
+                urls[name] = f"http://127.0.0.1:{port}{PATH}"
+            for url in urls.values():
+                _wait_ready(url)
+            yield urls
         finally:
-            server.terminate()
-            server.wait(10)
+            for server in servers:
+                server.terminate()
+            for server in servers:
+                server.wait(10)
 
 
 def main() -> None:
@@ -258,31 +279,25 @@ def main() -> None:
                         help="the senders' HTTP client; httpx.AsyncClient stalls at 50 concurrent connections "
                              "(encode/httpx#3215), so aiohttp shows the servers' own limits")
     parser.add_argument("--seconds", type=float, default=3.0, help="measured seconds per target")
-    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--warmup", type=float, default=0.5, help="unmeasured seconds per target first")
+    parser.add_argument("--rounds", type=int, default=3, help="targets measured in turn this many times")
     args = parser.parse_args()
     SECRET = args.secret
     if args.serve:
         serve(args.serve, args.port, args.state)
         return
     clients = ["httpx", "aiohttp"] if args.client == "both" else [args.client]
-    for client in clients:
-        report(client, args, run_targets(client, args))
-
-
-def run_targets(client: str, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    results: dict[str, dict[str, Any]] = {}
-    names = [n for n in args.only.split(",") if n]
-    if args.app:
-        names.append(f"app={args.app}")
-    for name in names:
-        results[name] = run_local(name, args.seconds, args.warmup, client)
-    if args.url:
-        results["url"] = measure(args.url, args.url, args.seconds, args.warmup, client)
-    return results
+    names = [n for n in args.only.split(",") if n] + ([f"app={args.app}"] if args.app else [])
+    with local_servers(names) as urls:
+        if args.url:
+            urls["url"] = args.url
+        for client in clients:
+            report(client, args, measure_all(urls, args.seconds, args.warmup, client, args.rounds))
 
 
 def report(client: str, args: argparse.Namespace, results: dict[str, dict[str, Any]]) -> None:
-    print(f"\n{CONCURRENCY} concurrent {client} senders, {args.seconds:.0f}s per target, signed issue_comment "
+    print(f"\n{CONCURRENCY} concurrent {client} senders, {args.seconds:.0f}s per target in {args.rounds} turns, "
+          "signed issue_comment "
           f"deliveries (fixture payload, {len(Deliveries()()[0]):,} bytes)")
     print(f"{'target':<14} {'requests':>9} {'fail':>5} {'per s':>8} {'p50 ms':>8} {'p99 ms':>8}  ratio")
     for name, row in results.items():
