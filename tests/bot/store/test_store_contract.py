@@ -33,6 +33,7 @@ from bot.store import (
     StoreError,
     UnknownReviewError,
     UnknownRunError,
+    UnknownTaskError,
 )
 from loop_engine.checkpoint import HumanDecision
 
@@ -344,4 +345,12 @@ def test_reading_creates_nothing(tmp_path: Path) -> None:
     assert store.list_runs() == [] and store.list_reviews() == [] and store.take_requests() == []
     with pytest.raises(UnknownReviewError):
         store.update_review("demo-1", lambda r: None)
+    assert store.open_reviews() == store.decided_reviews() == store.due_reviews(T0) == [] and store.problems() == []
+    assert store.next_deadline() is None and store.review_for_run("demo-run-1") is None
+    assert store.active_runs() == store.recent_runs() == [] and store.active_run("demo") is None
+    assert store.run_with_trigger("cli") is None and store.load_state("demo-run-1") is None
+    assert store.counts() == {"runs": {}, "open_reviews": 0, "decided_reviews": 0, "outbox_pending": 0}
+    assert store.due_tasks("slack", T0) == store.pending_tasks() == [] and store.next_task_at("slack") is None
+    with pytest.raises(UnknownTaskError):
+        store.update_task("a.post", lambda t: None)
     assert not (tmp_path / "state").exists()
