@@ -50,7 +50,7 @@ class DirIndex(Generic[S]):
 
     ``load(path, raw)`` turns a file into its summary or raises; files that
     raise are left out and reported by ``bad()`` until they change or go.
-    With ``read=False`` only names are kept (no stat, no read): enough for
+    With ``load=None`` only names are kept (no stat, no read): enough for
     an archive looked up by name.
     ``generation`` changes with the entries, so callers can cache what they
     derive from them and a question asked every tick costs nothing while
