@@ -114,13 +114,17 @@ class GitHubChannel:
 
     ``bot_login`` (the token's user, or the App's ``name[bot]``), when given,
     is required of a comment before the channel takes it for its own.
+    ``full_text_dir`` is named in a review cut to fit GitHub's size cap
+    ("full text in <full_text_dir>/<review id>.md": the local channel's file).
     """
 
     name = "github"
 
-    def __init__(self, api: ChannelAPI, *, bot_login: str | None = None) -> None:
+    def __init__(self, api: ChannelAPI, *, bot_login: str | None = None,
+                 full_text_dir: str = "state_dir/local-reviews") -> None:
         self.api = api
         self.bot_login = bot_login
+        self.full_text_dir = full_text_dir.rstrip("/")
         self._run_issues: dict[tuple[str, str], int] = {}
         # One write at a time: two outbox workers must not both miss a marker and post twice, and GitHub
         # asks integrations to make content-creating requests serially (secondary rate limits).
@@ -188,10 +192,13 @@ class GitHubChannel:
         except (KeyError, TypeError, ValueError):
             raise ChannelError(f"not a GitHub message reference: {ref.data!r}", permanent=True) from None
 
+    def _render(self, post: ReviewPost, outcomes: Sequence[str] = ()) -> str:
+        return render_review(post, outcomes, full_text_hint=f"full text in {self.full_text_dir}/{post.review_id}.md")
+
     # --- Channel ------------------------------------------------------------------------------
     def post_request(self, target: Target, post: ReviewPost) -> MessageRef:
         repository, issue = self._issue_for(target, post)
-        comment = self._post_once(repository, issue, review_marker(post.review_id), render_review(post))
+        comment = self._post_once(repository, issue, review_marker(post.review_id), self._render(post))
         if post.status == "open":
             self.api.add_labels(repository, issue, AWAITING_LABEL)
         return MessageRef(
@@ -218,7 +225,7 @@ class GitHubChannel:
             outcomes = outcomes_in(current.body)
             if text not in outcomes:
                 outcomes.append(text)
-                self.api.edit_comment(repository, comment_id, render_review(post, outcomes))
+                self.api.edit_comment(repository, comment_id, self._render(post, outcomes))
             if decision is not None:
                 self.api.add_labels(repository, issue, OUTCOME_LABELS[decision.group(1)])
             if decision is None or decision.group(1) != "PAUSE":
@@ -239,7 +246,9 @@ class GitHubChannel:
 
     def post_escalation(self, target: Target, post: ReviewPost, text: str) -> MessageRef:
         repository, issue = self._issue_for(target, post)
-        comment = self._post_once(repository, issue, escalation_marker(post.review_id), render_escalation(post, text))
+        hint = f"full text in {self.full_text_dir}/{post.review_id}.md"
+        body = render_escalation(post, text, full_text_hint=hint)
+        comment = self._post_once(repository, issue, escalation_marker(post.review_id), body)
         if post.status == "open":
             self.api.add_labels(repository, issue, AWAITING_LABEL)
         return MessageRef(

@@ -137,8 +137,8 @@ def render_review(post: ReviewPost, outcomes: Sequence[str] = (), *, full_text_h
     return f"{head_text}\n{request}\n{tail_text}"[:MAX_COMMENT_CHARS]
 
 
-def render_escalation(post: ReviewPost, text: str) -> str:
+def render_escalation(post: ReviewPost, text: str, *, full_text_hint: str | None = None) -> str:
     """An escalation notice: ``text`` on top, then the review as it stands (with how to answer)."""
-    body = render_review(post).replace(review_marker(post.review_id), escalation_marker(post.review_id), 1)
+    body = render_review(post, full_text_hint=full_text_hint)
     notice = f"{escalation_marker(post.review_id)}\n**{escape_inline(text.strip())}**\n\n"
     return (notice + body.split("\n", 1)[1])[:MAX_COMMENT_CHARS]

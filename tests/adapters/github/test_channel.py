@@ -208,13 +208,14 @@ def test_connection_refused_is_retryable() -> None:
     assert not caught.value.permanent
 
 
-def test_a_huge_request_is_cut_below_githubs_cap(channel: GitHubChannel, fake: FakeGitHub) -> None:
+def test_a_huge_request_is_cut_below_githubs_cap(client: GitHubClient, fake: FakeGitHub) -> None:
+    channel = GitHubChannel(client, full_text_dir="/srv/loopbot/state/local-reviews/")
     post = make_post()
     post.request.state_summary["log"] = "x" * 200_000
     ref = channel.post_request(TARGET, post)
     body = fake.comments[ref.data["comment_id"]]["body"]
     assert len(body) < 65_536
-    assert "full text in state_dir/local-reviews/triage-17.md" in body
+    assert "full text in /srv/loopbot/state/local-reviews/triage-17.md" in body
     assert body.rstrip().endswith("`loopbot:pause`.")
 
 
