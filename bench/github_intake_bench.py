@@ -29,6 +29,7 @@ import contextlib
 import hashlib
 import hmac
 import importlib
+import importlib.util
 import json
 import os
 import socket
@@ -287,6 +288,9 @@ def main() -> None:
         serve(args.serve, args.port, args.state)
         return
     clients = ["httpx", "aiohttp"] if args.client == "both" else [args.client]
+    if "aiohttp" in clients and importlib.util.find_spec("aiohttp") is None:
+        print("aiohttp is not installed (not a loopbot dependency): measuring with httpx only")
+        clients = ["httpx"]
     names = [n for n in args.only.split(",") if n] + ([f"app={args.app}"] if args.app else [])
     with local_servers(names) as urls:
         if args.url:
