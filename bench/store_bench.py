@@ -37,6 +37,7 @@ from loop_engine.serialization import encode_state  # noqa: E402
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 NOW = T0 + timedelta(minutes=30)
 ROUNDS = 3
+SAVE_PAIRS = 40
 
 
 def timings_ms(action: Callable[[], object], reps: int) -> list[float]:
@@ -133,9 +134,9 @@ def main() -> None:
         snap_store = FileStore(Path(tmp) / "snap")
         engine_file = Path(tmp) / "engine" / "loop_state_bench.json"
         saves: dict[str, list[float]] = {"engine": [], "store": []}
-        for _ in range(ROUNDS):
-            saves["engine"] += timings_ms(lambda: atomic_write_bytes(engine_file, encode_state(state)), 10)
-            saves["store"] += timings_ms(lambda: snap_store.save_state("demo-run-1", state), 10)
+        for _ in range(SAVE_PAIRS):  # alternated save by save: fsync times drift with the neighbours' load
+            saves["engine"] += timings_ms(lambda: atomic_write_bytes(engine_file, encode_state(state)), 1)
+            saves["store"] += timings_ms(lambda: snap_store.save_state("demo-run-1", state), 1)
         assert snap_store.load_state("demo-run-1") == state, "state did not round-trip"
 
     print(
