@@ -229,7 +229,7 @@ def _build_spec(loop: LoopConfig, config_dir: Path | None = None) -> LoopSpec:
             builder = get_pattern(source)
         else:
             if config_dir is not None:
-                _search_first(config_dir)
+                _search_first(config_dir, source)
             builder = load_factory(source)
     except PatternError as err:
         raise LoopBuildError(loop.name, key, _import_problem(err, source, config_dir)) from err
@@ -249,14 +249,16 @@ def _build_spec(loop: LoopConfig, config_dir: Path | None = None) -> LoopSpec:
     return spec
 
 
-def _search_first(folder: Path) -> None:
-    """Put ``folder`` at the front of ``sys.path`` for the rest of the process, once.
+def _search_first(folder: Path, source: str) -> None:
+    """Put ``folder`` at the front of ``sys.path`` if it holds the factory's module (``name.py`` or ``name/``).
 
     For the rest of the process, not just the import: the factory's module may
-    import a sibling later, from an engine built to resume a run.
+    import a sibling later, from an engine built to resume a run. Only when the
+    module is there: a config folder without it must not shadow anything else.
     """
+    top = source.partition(":")[0].strip().partition(".")[0]
     entry = str(folder)
-    if entry not in sys.path:
+    if top and ((folder / f"{top}.py").is_file() or (folder / top).is_dir()) and entry not in sys.path:
         sys.path.insert(0, entry)
         importlib.invalidate_caches()  # a module written since the last import must be seen
 
@@ -274,7 +276,7 @@ def _import_problem(err: PatternError, source: str, config_dir: Path | None) -> 
     if isinstance(cause, ModuleNotFoundError) and cause.name and (
         module == cause.name or module.startswith(cause.name + ".")
     ):
-        return f"{message} Looked in {_searched(config_dir)}"
+        return f"{message} Looked in {_searched(config_dir)}{_nearby(cause.name, config_dir)}"
     if cause is None or not isinstance(cause, Exception):
         return message
     where = _where(cause)
@@ -288,6 +290,19 @@ def _searched(config_dir: Path | None) -> str:
     places.append(f"PYTHONPATH ({pythonpath})" if pythonpath else "PYTHONPATH (not set)")
     places.append(f"the packages installed for {sys.executable}")
     return ", then ".join(places) + "."
+
+
+def _nearby(missing: str, config_dir: Path | None) -> str:
+    """A did-you-mean from the modules in the config's folder: `myloop` for `myloops.py` is the usual slip."""
+    if config_dir is None or "." in missing:
+        return ""
+    try:
+        names = [p.stem if p.suffix == ".py" else p.name for p in config_dir.iterdir()
+                 if p.suffix == ".py" or (p / "__init__.py").is_file()]
+    except OSError:
+        return ""
+    hint = did_you_mean(missing, names)
+    return f" In the config's folder{hint.replace(' - did', ': did', 1)}" if hint else ""
 
 
 def _where(exc: BaseException) -> str | None:

@@ -169,7 +169,7 @@ def clean_imports(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     before = set(sys.modules)
     yield
     for name in set(sys.modules) - before:
-        if name.startswith(("mylops", "myloops", "broken")):
+        if name.startswith(("mylops", "myloops", "broken")):  # myloops_helper too
             del sys.modules[name]
 
 
@@ -187,6 +187,7 @@ def test_a_module_not_found_names_the_config_folder_and_pythonpath(tmp_path: Pat
     assert problem.startswith('loops[0].factory: cannot import mylops: module "mylops" not found')
     assert f"the config's folder ({config.parent.resolve()})" in problem
     assert "PYTHONPATH (not set)" in problem
+    assert problem.endswith('In the config\'s folder: did you mean "myloops"?')
 
 
 @pytest.mark.usefixtures("clean_imports")
@@ -242,3 +243,21 @@ def test_the_preset_table_covers_every_preset() -> None:
     named = {yaml.safe_load(row[0].strip("`"))["preset"] for row in PRESET_ROWS if row[0] != "(none)"}
     assert named == presets
     assert "(none)" in [row[0] for row in PRESET_ROWS]
+
+
+@pytest.mark.usefixtures("clean_imports")
+def test_the_module_may_import_its_siblings_in_the_config_folder(tmp_path: Path) -> None:
+    example = (REPO / "examples" / "myloops.py").read_text(encoding="utf-8")
+    config = _copied(tmp_path / "project", text=example + "\nimport myloops_helper  # noqa: E402\n")
+    (config.parent / "myloops_helper.py").write_text("GREETING = 'hi'\n", encoding="utf-8")
+    assert _problems(config) == []
+    assert "myloops_helper" in sys.modules
+
+
+@pytest.mark.usefixtures("clean_imports")
+def test_a_config_folder_without_the_module_is_not_put_on_the_import_path(tmp_path: Path) -> None:
+    """It holds config.yaml and state/, nothing to import: searching it could only shadow other modules."""
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"loops": [{"name": "notes", "factory": "examples.myloops:build"}]}))
+    assert _problems(config) == []
+    assert str(tmp_path.resolve()) not in sys.path
