@@ -25,7 +25,7 @@ import yaml
 from bot.config import load_config
 from bot.patterns import load_factory
 from bot.worker import LoopCatalog, checkpoint_config_for
-from loop_engine.checkpoint import CheckpointPresets, HumanCheckpoint
+from loop_engine.checkpoint import CheckpointPresets, HumanCheckpoint, HumanDecision, ReviewResponse
 from loop_engine.types import LoopStatus
 
 from .runtime_support import wait_for
@@ -261,3 +261,33 @@ def test_a_config_folder_without_the_module_is_not_put_on_the_import_path(tmp_pa
     config.write_text(yaml.safe_dump({"loops": [{"name": "notes", "factory": "examples.myloops:build"}]}))
     assert _problems(config) == []
     assert str(tmp_path.resolve()) not in sys.path
+
+
+@pytest.mark.parametrize(
+    ("decision", "status", "drafts"),
+    # a rejected run ends as the engine's FAILED; the bot shows it as `rejected` with the reason
+    [("approve", LoopStatus.COMPLETED, 1), ("reject", LoopStatus.FAILED, 1), ("retry", LoopStatus.PAUSED, 2)],
+)
+def test_what_each_answer_does_as_the_guide_says(tmp_path: Path, decision: str, status: LoopStatus,
+                                                 drafts: int) -> None:
+    """approve publishes; reject ends the run without publishing; retry drafts again and asks again."""
+    spec = load_factory("examples.myloops:build")({})
+    engine = spec.engine_factory(checkpoint=HumanCheckpoint(checkpoint_config_for_none(tmp_path)))
+    paused = asyncio.run(engine.run(spec.context_factory(), trace_id="notes-run-1"))
+    assert paused.status is LoopStatus.PAUSED and paused.review_request is not None
+    assert "publish the notes for my project" in paused.review_request.context["reason"]
+    fresh = spec.engine_factory(checkpoint=HumanCheckpoint(checkpoint_config_for_none(tmp_path)))
+    response = ReviewResponse(checkpoint_id=paused.review_request.checkpoint_id, decision=HumanDecision(decision),
+                              reviewer="local:alice", feedback="no" if decision == "reject" else "")
+    result = asyncio.run(fresh.resume(engine.state, response))
+    assert result.status is status
+    assert sum(1 for o in fresh.state.observations if (o.step_id or "").startswith("draft")) == drafts
+    published = [o for o in fresh.state.observations if o.step_id == "publish"]
+    assert bool(published) is (decision == "approve")
+
+
+def checkpoint_config_for_none(tmp_path: Path) -> Any:
+    """The checkpoint of a loop with no `checkpoint:` block, as the bot makes it."""
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"loops": [{"name": "notes", "factory": "examples.myloops:build"}]}))
+    return checkpoint_config_for(load_config(config).loops[0], tmp_path)
