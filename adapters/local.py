@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from loop_engine.atomic import atomic_write_text
+from loop_engine.atomic import atomic_write_text, read_text_no_follow
 
 from .channel import Answer, ChannelError, MessageRef, ReviewPost, Target
 
@@ -111,7 +111,7 @@ class LocalChannel:
         entry = "- " + text.strip().replace("\n", "\n  ")
         with self._lock:
             try:
-                current = path.read_text(encoding="utf-8")
+                current = read_text_no_follow(path)  # a planted link must not copy another file in
             except FileNotFoundError:
                 current = self._render(post)
             except OSError as exc:

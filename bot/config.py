@@ -78,10 +78,6 @@ _ENV = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _MIN_SECRET = 4
 #: server keys the file may leave to the environment (a platform sets $PORT, and $HOST for 0.0.0.0).
 _SERVER_ENV = {"port": "PORT", "host": "HOST"}
-#: Channels this version can post reviews to; a configured slack:/github: block is accepted
-#: (configs stay valid across versions) but its reviews go to the local channel until it is built.
-BUILT_CHANNELS = frozenset({"local"})
-_CHANNEL_TITLES = {"slack": "Slack", "github": "GitHub"}
 #: Which reviewer keys name accounts of which channel.
 _REVIEWER_KEYS = {
     "local": ("local",),
@@ -164,18 +160,17 @@ class BotConfig(BaseModel):
     def loop(self, name: str) -> LoopConfig | None:
         return next((loop for loop in self.loops if loop.name == name), None)
 
-    def unbuilt_channels(self) -> list[str]:
-        """The channels configured here that this version cannot post to (no route, no posts) yet."""
-        configured = [name for name in _CHANNEL_TITLES if getattr(self, name) is not None]
-        return [name for name in configured if name not in BUILT_CHANNELS]
-
-    def channel_warnings(self) -> list[str]:
-        """What serve warns at start, so nobody waits for a Slack message that will never come."""
-        return [
-            f"{name}: configured, but the {_CHANNEL_TITLES[name]} channel is not built in this version; "
-            "reviews are posted locally"
-            for name in self.unbuilt_channels()
-        ]
+    def channels(self) -> list[str]:
+        """The channels this bot posts to and takes answers from, with how answers arrive."""
+        names = ["local"]
+        if self.slack is not None:
+            names.append("slack (Socket Mode)" if self.slack.app_token is not None else "slack (POST /slack/events)")
+        if self.github is not None:
+            ways = ["POST /github/webhook"] if self.github.webhook_secret is not None else []
+            if self.github.poll_interval is not None:
+                ways.append(f"polling every {format_duration(self.github.poll_interval)}")
+            names.append(f"github ({', '.join(ways) or 'posting only: set webhook_secret or poll_interval'})")
+        return names
 
     def review_warnings(self) -> list[str]:
         """What ``check`` and ``serve`` warn about reviews: N-of-M across channels with nobody mapped.
@@ -227,13 +222,10 @@ class BotConfig(BaseModel):
 
     def summary(self) -> str:
         """A few readable lines for `loopbot check` and startup logs; no secrets."""
-        unbuilt = self.unbuilt_channels()
-        channels = ["local"] + [n for n in _CHANNEL_TITLES if getattr(self, n) is not None and n not in unbuilt]
-        not_built = f" ({', '.join(unbuilt)} configured but not built yet)" if unbuilt else ""
         lines = [
             f"state_dir: {self.state_dir}",
             f"server: {self.server.host}:{self.server.port}",
-            f"channels: {', '.join(channels)}{not_built}",
+            f"channels: {', '.join(self.channels())}",
             f"loops: {len(self.loops)}",
         ]
         for loop in self.loops:

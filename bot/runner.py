@@ -20,7 +20,6 @@ from datetime import datetime, UTC
 from typing import Any
 
 from loop_engine.checkpoint import HumanDecision, ReviewRequest
-from loop_engine.serialization import state_from_dict
 from loop_engine.engine import LoopEngine
 from loop_engine.types import LoopResult, LoopState, LoopStatus
 
@@ -273,10 +272,10 @@ class Runner:
             return
         run = self._store.get_run(review.run_id)
         try:
-            snapshot = self._store.load_snapshot(run.id)
-            if snapshot is None:
+            loaded = self._store.load_state(run.id)
+            if loaded is None:
                 raise ValueError(f"run {run.id} has no snapshot to resume review {review.id} from")
-            state = state_from_dict(snapshot)
+            state = loaded
         except (CorruptDocumentError, ValueError) as err:  # CorruptStateError and SchemaVersionError are ValueErrors
             # Retrying cannot mend a damaged snapshot: the outcome fails once, saying which file.
             self._outcome_refused(review, run.id, err)
@@ -333,11 +332,10 @@ class Runner:
                     self._spawn(run.id, partial(self._continue, run))
 
     def _continue(self, run: RunRecord) -> None:
-        snapshot = self._store.load_snapshot(run.id)
-        if snapshot is None:  # crashed before the first boundary: nothing to lose, start over
+        state = self._store.load_state(run.id)
+        if state is None:  # crashed before the first boundary: nothing to lose, start over
             self._start(run)
             return
-        state = state_from_dict(snapshot)
         engine = self._engine(run)
         result, final = asyncio.run(continue_run(engine, state, None))
         self._settle(run.id, result, final)

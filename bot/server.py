@@ -1,8 +1,9 @@
 """``loopbot serve``: the HTTP face (Starlette on uvicorn) and the life of the serving process.
 
-Routes: ``GET /healthz`` here. Slack (``POST /slack/events``) and GitHub
-(``POST /github/webhook``) routes plug in through ``extra_routes`` when
-those channels are configured; none is built yet, so none is mounted.
+Routes: ``GET /healthz`` here. Slack (``POST /slack/events``, unless Socket
+Mode carries its requests) and GitHub (``POST /github/webhook``, when a
+webhook secret is set) come from ``bot.desk.channels`` through
+``extra_routes`` when those channels are configured.
 
 Start order: take the serve lock (one server per state dir), bind the
 socket (port 0 allowed: the bound port goes into the lock info and the log),
@@ -36,7 +37,8 @@ from starlette.routing import BaseRoute, Route
 from loop_engine.atomic import remove_stale_temp_files
 
 from bot.config import BotConfig
-from bot.desk import ReviewDesk, local_channel
+from bot.desk import ReviewDesk, VotePath
+from bot.desk.channels import Channels
 from bot.runner import Runner, utcnow
 from bot.scheduler import LoopScheduler
 from bot.service import Service
@@ -260,10 +262,15 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
             log.info("removed %d temp file(s) left by interrupted writes", len(leftovers))
         sock = bind_socket(config.server.host, config.server.port)
         store = FileStore(state_dir)
-        desk = ReviewDesk(store, {"local": local_channel(state_dir, decide_command)}, clock=utcnow)
+        channels = Channels(config, store, decide_command)
+        desk = ReviewDesk(store, channels.posting(), clock=utcnow)
         runner = Runner(config, store, desk)
+        # in-process votes (Slack, GitHub) resume their run at once; `loopbot decide` is picked up by the tick
+        votes = VotePath(store, channels.authorizer(), clock=utcnow, people=channels.people,
+                         apply=runner.apply_decided)
         service = Service(store, runner)
-        http = HttpServer(create_app(store, state_dir, service=service, desk=desk), sock)
+        app = create_app(store, state_dir, channels.routes(votes, desk), service=service, desk=desk)
+        http = HttpServer(app, sock)
         http.install_signal_handlers()
         lock.update(port=http.port)
         log.info(
@@ -271,15 +278,23 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
             config.server.host, http.port, os.getpid(), state_dir,
         )
         log.info("config:\n%s", config.summary())
-        for warning in config.channel_warnings():
+        for warning in config.review_warnings():
             log.warning("%s", warning)
         runner.recover()
+        if problems := store.problems():
+            log.error("documents set aside (the rest is served): %s", "; ".join(problems))
+        waiting = store.open_reviews()
+        if waiting:
+            shown = ", ".join(r.id for r in waiting[:5]) + (", ..." if len(waiting) > 5 else "")
+            log.info("%d review(s) wait for a decision: %s; answer with `%s %s approve`",
+                     len(waiting), shown, decide_command, waiting[0].id)
 
         def fire(name: str) -> None:
             runner.request_run(name, trigger="schedule")
 
         scheduler = LoopScheduler(config, state_dir, fire)
         desk.start()
+        channels.start(votes, desk)
         scheduler.start()
         try:
             for loop in config.loops:
@@ -294,6 +309,7 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
             scheduler.stop(wait=False)
             service.stop()
             runner.shutdown(timeout=max(0.0, deadline - time.monotonic()))
+            channels.stop()
             desk.stop(timeout=max(0.1, min(2.0, deadline - time.monotonic())))
             sock.close()
     finally:

@@ -23,7 +23,7 @@ from loop_engine.checkpoint import CheckpointConfig, HumanCheckpoint, ReviewResp
 from loop_engine.engine import LoopEngine
 from loop_engine.errors import RunInterrupted as EngineInterrupt
 from loop_engine.state_machine import derive_result_status
-from loop_engine.serialization import state_from_dict, state_to_dict
+from loop_engine.serialization import state_from_dict
 from loop_engine.types import ExecutionState, LoopContext, LoopResult, LoopState, LoopStatus
 
 from adapters.suggest import did_you_mean
@@ -101,7 +101,7 @@ class SnapshotSink:
         self._stop_requested = stop_requested
 
     def save(self, state: LoopState, trace_id: str | None = None) -> None:
-        self._store.save_snapshot(self._run_id, state_to_dict(state))
+        self._store.save_state(self._run_id, state)  # the engine's own encoder: no dict round trip
         if state.execution_state in _STOPPABLE and self._stop_requested():
             raise RunInterrupted(f"run {self._run_id} stopped at {state.execution_state.value} for shutdown")
 

@@ -10,8 +10,9 @@ that person, on any channel.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
+from adapters.channel import ChannelError
 from bot.reviews import Reviewers, authorize
 
 from .people import People
@@ -20,19 +21,29 @@ __all__ = ["Membership", "ListMembership", "Authorizer"]
 
 
 class Membership(Protocol):
-    """One channel's check: None when ``account`` (the id within the channel) may vote, else why not."""
+    """One channel's check: None when ``account`` (the id within the channel) may vote, else why not.
 
-    def refusal(self, reviewers: Reviewers, account: str) -> str | None: ...
+    ``where`` says where the answer was given (``{"repository": "octo/ops",
+    "issue": 42}``), for checks that depend on it, such as a GitHub
+    permission. ``always_checks``: the channel checks even when the loop
+    names no reviewers at all (GitHub: anyone can comment on a public issue).
+    """
+
+    always_checks: bool
+
+    def refusal(self, reviewers: Reviewers, account: str, where: Mapping[str, Any]) -> str | None: ...
 
 
 class ListMembership:
     """The id lists of ``reviewers`` for ``channel``, plus an optional API-backed check (groups, teams)."""
 
+    always_checks = False
+
     def __init__(self, channel: str, is_member: Callable[[Reviewers, str], bool] | None = None) -> None:
         self.channel = channel
         self._is_member = is_member
 
-    def refusal(self, reviewers: Reviewers, account: str) -> str | None:
+    def refusal(self, reviewers: Reviewers, account: str, where: Mapping[str, Any] | None = None) -> str | None:
         check = self._is_member
         member = None if check is None else (lambda _voter: check(reviewers, account))
         return authorize(reviewers, f"{self.channel}:{account}", member)
@@ -45,20 +56,23 @@ class Authorizer:
         self._memberships = dict(memberships)
         self._people = people or People()
 
-    def refusal(self, reviewers: Reviewers, voter: str) -> str | None:
-        if reviewers.anyone:
+    def refusal(self, reviewers: Reviewers, voter: str, where: Mapping[str, Any] | None = None) -> str | None:
+        channel, sep, account = voter.partition(":")
+        if not sep or not channel or not account:
+            return f"voter {voter!r} is not a channel-qualified id like local:alice or slack:U0AAA"
+        membership = self._memberships.get(channel)
+        if reviewers.anyone and not (membership is not None and membership.always_checks):
             return None
         person = self._people.person_of(voter)
         named = {name.casefold() for name in reviewers.people or []}
         if person is not None and person.casefold() in named:
             return None
-        channel, sep, account = voter.partition(":")
-        if not sep or not channel or not account:
-            return f"voter {voter!r} is not a channel-qualified id like local:alice or slack:U0AAA"
-        membership = self._memberships.get(channel)
         if membership is None:
             return f"votes from channel {channel!r} are not accepted by this bot (it is not configured)"
-        reason = membership.refusal(reviewers, account)
+        try:
+            reason = membership.refusal(reviewers, account, where or {})
+        except ChannelError as err:  # the channel's API could not say (down, rate-limited): refuse, saying so
+            return f"could not check {channel} membership right now ({err}); try again in a minute"
         if reason is not None and reviewers.people:
             reason += f"; people who may answer: {', '.join(reviewers.people)}"
         return reason

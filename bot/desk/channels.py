@@ -1,12 +1,36 @@
-"""Which channels this bot has: the local one always, Slack and GitHub when configured and built."""
+"""Which channels this bot has: the local one always, Slack and GitHub when their blocks are configured.
+
+``Channels`` builds each configured channel's kit once (its posting
+channel, its membership check, its intake) and joins them to the desk: the
+outbox posts through them, and every answer they take in walks the one vote
+path. Importing this module loads no Slack or GitHub library; a kit's
+module loads only when its block is configured.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from adapters.channel import Channel, Reply
 from adapters.local import LocalChannel
 
-__all__ = ["LOCAL_REVIEWS_DIR", "local_channel"]
+from .authorize import Authorizer, ListMembership, Membership
+from .people import People
+
+if TYPE_CHECKING:  # pragma: no cover
+    from starlette.routing import BaseRoute
+
+    from bot.config import BotConfig
+    from bot.store.base import Store
+
+    from .desk import ReviewDesk
+    from .github_wiring import GitHubKit
+    from .slack_wiring import SlackKit
+    from .votes import VotePath
+
+__all__ = ["LOCAL_REVIEWS_DIR", "local_channel", "Channels"]
 
 #: Where the local channel writes ``<review id>.md`` under ``state_dir`` (the store keeps its own JSON apart).
 LOCAL_REVIEWS_DIR = "local-reviews"
@@ -15,3 +39,71 @@ LOCAL_REVIEWS_DIR = "local-reviews"
 def local_channel(state_dir: Path, decide_command: str = "loopbot decide") -> LocalChannel:
     """The always-on channel of a bot on ``state_dir``; serve and `run` must agree on its folder."""
     return LocalChannel(Path(state_dir) / LOCAL_REVIEWS_DIR, decide_command=decide_command)
+
+
+class Channels:
+    """The local channel plus the configured Slack and GitHub kits of one bot."""
+
+    def __init__(self, config: BotConfig, store: Store, decide_command: str = "loopbot decide") -> None:
+        state_dir = Path(config.state_dir)
+        self.local = local_channel(state_dir, decide_command)
+        self.slack: SlackKit | None = None
+        self.github: GitHubKit | None = None
+        if config.slack is not None:
+            from .slack_wiring import SlackKit
+
+            self.slack = SlackKit(config.slack)
+        if config.github is not None:
+            from .github_wiring import GitHubKit
+
+            self.github = GitHubKit(config.github, store, state_dir)
+        self._store = store
+        self.people = People.from_config(config.people)
+
+    def posting(self) -> dict[str, Channel]:
+        channels: dict[str, Channel] = {"local": self.local}
+        if self.slack is not None:
+            channels["slack"] = self.slack.channel
+        if self.github is not None:
+            channels["github"] = self.github.channel
+        return channels
+
+    def authorizer(self) -> Authorizer:
+        memberships: dict[str, Membership] = {"local": ListMembership("local")}
+        if self.slack is not None:
+            memberships["slack"] = self.slack.membership
+        if self.github is not None:
+            memberships["github"] = self.github.membership
+        return Authorizer(memberships, self.people)
+
+    def _submit(self, votes: VotePath, desk: ReviewDesk) -> Callable[[list[Reply]], None]:
+        """GitHub's intake: vote now, answer the voter later through the outbox (a reply comment)."""
+
+        def submit(replies: list[Reply]) -> None:
+            for reply in replies:
+                desk.answer(reply, votes.handle(reply))
+
+        return submit
+
+    def routes(self, votes: VotePath, desk: ReviewDesk) -> list[BaseRoute]:
+        """``POST /slack/events`` and ``POST /github/webhook`` for the channels that take requests over HTTP."""
+        routes: list[BaseRoute] = []
+        if self.slack is not None:
+            routes += self.slack.routes(votes.handle)
+        if self.github is not None:
+            routes += self.github.routes(self._submit(votes, desk))
+        return routes
+
+    def start(self, votes: VotePath, desk: ReviewDesk) -> None:
+        """Socket Mode and GitHub polling, when configured."""
+        if self.slack is not None:
+            self.slack.start(votes.handle)
+        if self.github is not None:
+            from .github_wiring import open_review_watches
+
+            self.github.start(self._submit(votes, desk), lambda: open_review_watches(self._store))
+
+    def stop(self) -> None:
+        for kit in (self.slack, self.github):
+            if kit is not None:
+                kit.stop()

@@ -108,7 +108,8 @@ class VotePath:
         decision = command.decision
         assert decision is not None  # status and help were answered above
         voter = reply.voter.qualified
-        refusal = self._authorizer.refusal(review.policy.reviewers, voter)  # may ask an API: not under the lock
+        # may ask an API (a GitHub permission): outside the store lock
+        refusal = self._authorizer.refusal(review.policy.reviewers, voter, _where(review, reply))
         now = self._clock()
         vote = Vote(
             voter=voter, decision=decision, feedback=command.argument, modifications=dict(command.modifications),
@@ -143,6 +144,17 @@ class VotePath:
                 f"{len(review.approvals)} of {review.policy.approvals_required} approvals - `approve {review.id}`"
             )
         return "\n".join(lines)
+
+
+def _where(review: Review, reply: Reply) -> dict[str, Any]:
+    """Where the answer was given, or else where the review was posted on the voter's channel."""
+    if reply.context:
+        return dict(reply.context)
+    for raw in review.posts:
+        ref = MessageRef.from_dict(raw)
+        if ref.channel == reply.voter.channel:
+            return dict(ref.data)
+    return {}
 
 
 def _posted_at(review: Review, channel: str, context: Mapping[str, Any]) -> bool:

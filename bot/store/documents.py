@@ -122,7 +122,8 @@ def locked(directory: Path) -> Iterator[None]:
     processes, and the kernel drops them when a holder is killed.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    # O_NOFOLLOW: a link planted as .lock must not make the bot create a file outside state_dir
+    fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

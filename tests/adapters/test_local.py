@@ -154,3 +154,13 @@ def test_unwritable_directory_raises_channel_error(tmp_path: Path) -> None:
     blocker.write_text("not a directory")
     with pytest.raises(ChannelError, match="cannot write review file"):
         LocalChannel(blocker).post_request(LOCAL, make_post())
+
+
+def test_a_symlinked_review_file_is_not_read_through(channel: LocalChannel, tmp_path: Path) -> None:
+    secret = tmp_path / "elsewhere.txt"
+    secret.write_text("not yours\n", encoding="utf-8")
+    channel.directory.mkdir(parents=True, exist_ok=True)
+    (channel.directory / "demo-1.md").symlink_to(secret)
+    with pytest.raises(ChannelError):
+        channel.post_update(MessageRef("local", {"review_id": "demo-1"}), make_post(), "Reminder")
+    assert secret.read_text(encoding="utf-8") == "not yours\n"

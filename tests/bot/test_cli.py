@@ -83,7 +83,7 @@ def test_check_prints_a_summary_without_secrets(config: Path, capsys: pytest.Cap
     code, out, err = cli(capsys, "check", "--config", str(config))
     assert code == EXIT_OK
     assert "OK" in out and "demo: pattern demo" in out and "nightly" in out
-    assert "channels: local (slack configured but not built yet)" in out  # no /slack/events route exists yet
+    assert "channels: local, slack (POST /slack/events)" in out
     assert TOKEN not in out + err and SIGNING not in out + err
 
 

@@ -445,22 +445,19 @@ def test_secrets_never_show_in_errors(tmp_path: Path) -> None:
 
 def test_summary_reads_well(tmp_path: Path) -> None:
     summary = load_config(write(tmp_path, FULL), SECRETS).summary()
-    assert "channels: local (slack, github configured but not built yet)" in summary
+    assert "channels: local, slack (POST /slack/events), github (POST /github/webhook, polling every 1m30s)" in summary
     assert "triage: pattern daily-triage; cron '0 9 * * mon-fri' America/New_York; 2 approval(s) needed" in summary
     assert "sweep: factory mypkg.loops:build; every 30m, runs on start" in summary
 
 
-def test_configured_channels_that_are_not_built_are_said_so(tmp_path: Path) -> None:
-    """No /slack/events route exists yet: the summary and serve's warnings must not pretend otherwise."""
+def test_the_summary_says_how_each_channel_takes_answers(tmp_path: Path) -> None:
     slack_only = FULL.split("github:")[0] + "loops: []\n"
     config = load_config(write(tmp_path, slack_only), SECRETS)
-    assert config.unbuilt_channels() == ["slack"]
-    assert "channels: local (slack configured but not built yet)" in config.summary()
-    assert config.channel_warnings() == [
-        "slack: configured, but the Slack channel is not built in this version; reviews are posted locally"
-    ]
+    assert config.channels() == ["local", "slack (POST /slack/events)"]
+    socket = slack_only.replace("slack:\n", "slack:\n  app_token: xapp-1\n")
+    assert load_config(write(tmp_path, socket), SECRETS).channels()[1] == "slack (Socket Mode)"
     local = load_config(write(tmp_path, "loops: []\n"), {})
-    assert "channels: local\n" in local.summary() and local.channel_warnings() == []
+    assert "channels: local\n" in local.summary()
 
 
 @pytest.mark.parametrize(

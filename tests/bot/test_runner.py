@@ -17,7 +17,7 @@ from bot.store import FileStore
 from bot.worker import UnknownLoopError
 from loop_engine.checkpoint import HumanDecision
 from loop_engine.serialization import state_from_dict
-from loop_engine.types import LoopContext
+from loop_engine.types import LoopContext, LoopState
 
 from .runtime_support import T0, Bench, bench, demo, wait_for
 from .slow_loop import trail_lines
@@ -35,8 +35,8 @@ class CrashingStore(FileStore):
         self.saves = 0
         self.crash_on_save = crash_on_save
 
-    def save_snapshot(self, run_id: str, snapshot: dict[str, Any]) -> None:
-        super().save_snapshot(run_id, snapshot)
+    def save_state(self, run_id: str, state: LoopState) -> None:
+        super().save_state(run_id, state)
         self.saves += 1
         if self.saves == self.crash_on_save:
             raise Crash(f"killed after save {self.saves}")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 
 import pytest
+
+from bot.store import FileStore
 
 from ..slow_loop import trail_lines
 from .conftest import Workspace, slow_loop, wait_for
@@ -56,7 +57,8 @@ def test_kill9_while_applying_a_decision_then_restart_applies_it_once(ws: Worksp
     ws.wait_run(review["run"], "completed", timeout=20)
     assert not leftover.exists() and "removed 1 temp file(s) left by interrupted writes" in second.log()
     assert ws.review(review["id"])["status"] == "applied"
-    snapshot = json.loads((ws.state_dir / "snapshots" / f"{review['run']}.json").read_text())["snapshot"]
+    snapshot = FileStore(ws.state_dir).load_snapshot(review["run"])
+    assert snapshot is not None
     assert [d["decision"] for d in snapshot["decisions"]] == ["APPROVE"]  # applied exactly once
     assert started_steps(trail)[0] == "step_1" and started_steps(trail).count("step_1") == 1
     assert started_steps(trail)[-1] == "step_3"

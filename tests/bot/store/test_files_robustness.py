@@ -149,3 +149,14 @@ def test_putting_a_document_replaces_a_damaged_or_quarantined_one(tmp_path: Path
     assert [r.id for r in store.list_runs()] == ["demo-run-1"]  # demo-run-2 quarantined
     store.put_run(make_run("demo-run-2"))
     assert [r.id for r in store.list_runs()] == ["demo-run-1", "demo-run-2"]
+
+
+def test_a_planted_lock_link_creates_nothing_outside_the_state_dir(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    (state / "runs").mkdir(parents=True)
+    outside = tmp_path / "outside.lock"
+    (state / "runs" / ".lock").symlink_to(outside)
+    store = FileStore(state)
+    with pytest.raises(OSError):
+        store.put_run(make_run())
+    assert not outside.exists()

@@ -1,0 +1,167 @@
+"""The GitHub channel in this bot: from the ``github:`` block to comments, a webhook, polling and permissions.
+
+Answers arrive by ``POST /github/webhook`` (signed; several secrets for
+rotation; delivery ids recorded durably) and/or by polling every
+``github.poll_interval``; both hand the same replies (deduplicated per
+comment) to ``submit``, which votes and queues the answer - a reply comment
+and a reaction - through the outbox, so the webhook returns at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from starlette.routing import BaseRoute
+
+from adapters.channel import ChannelError, Reply
+from adapters.github import Directory, GitHubChannel, GitHubClient, Poller, Watch, make_github, webhook_route
+from adapters.github.directory import permission_at_least
+from loop_engine.atomic import atomic_write_text
+
+from bot.config_blocks import GitHubConfig
+from bot.reviews import Reviewers
+from bot.store.base import Store
+
+__all__ = ["GitHubKit", "GitHubMembership", "FilePollState"]
+
+log = logging.getLogger(__name__)
+
+#: With no GitHub reviewer key at all, who may answer on GitHub (anyone can comment on a public issue).
+DEFAULT_PERMISSION = "write"
+
+
+class GitHubMembership:
+    """``github_users`` / ``github_teams`` name people; ``github_min_permission`` admits by role, or is their floor."""
+
+    always_checks = True
+
+    def __init__(self, directory: Directory) -> None:
+        self._directory = directory
+
+    def refusal(self, reviewers: Reviewers, login: str, where: Mapping[str, Any]) -> str | None:
+        users = {u.casefold() for u in reviewers.github_users or []}
+        teams = reviewers.github_teams or []
+        floor = reviewers.github_min_permission
+        if not (users or teams or floor):
+            if not reviewers.anyone and reviewers.github_users is not None:
+                return "review.reviewers.github_users is empty, so nobody may answer on GitHub"
+            floor = DEFAULT_PERMISSION
+        if users or teams:
+            named = login.casefold() in users or any(self._directory.in_team(team, login) for team in teams)
+            if not named:
+                listed = ", ".join([*(reviewers.github_users or []), *teams]) or "nobody"
+                return f"@{login} is not one of this loop's GitHub reviewers ({listed})"
+        if floor is None:
+            return None
+        repository = where.get("repository")
+        if not repository:
+            return f"cannot check @{login}'s permission: the answer names no repository"
+        permission = self._directory.permission(str(repository), login)
+        if permission_at_least(permission, floor):
+            return None
+        return f"@{login} has {permission} permission on {repository}; answering needs at least {floor}"
+
+
+class FilePollState:
+    """The poller's cursor as one JSON file in ``state_dir`` (written atomically)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self) -> dict[str, Any]:
+        import json
+
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except ValueError:
+            log.error("%s is not valid JSON; polling starts over from now", self.path)
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def save(self, state: dict[str, Any]) -> None:
+        import json
+
+        atomic_write_text(self.path, json.dumps(state, sort_keys=True))
+
+
+class GitHubKit:
+    """Everything the bot needs of GitHub, built from its config block."""
+
+    name = "github"
+
+    def __init__(self, config: GitHubConfig, store: Store, state_dir: Path) -> None:
+        self._config = config
+        self._store = store
+        secret = config.private_key.get_secret_value() if config.private_key is not None else None
+        token = config.token.get_secret_value() if config.token is not None else None
+        self.client = GitHubClient(make_github(config.base_url, token=token, app_id=config.app_id,
+                                               private_key=secret, installation_id=config.installation_id))
+        self.bot_login: str | None = None
+        self.channel = GitHubChannel(self.client)
+        self.directory = Directory(self.client)
+        self.membership = GitHubMembership(self.directory)
+        self._poll_state = FilePollState(state_dir / "github-poll.json")
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _learn_login(self) -> None:
+        """Our own comments are never votes: learn who we are (once; an App's bot user is a Bot anyway)."""
+        if self.bot_login is None:
+            try:
+                self.bot_login = self.client.whoami()
+            except ChannelError as err:
+                log.warning("github: cannot tell which login the bot comments as (%s); bot users are ignored", err)
+            self.channel.bot_login = self.bot_login
+
+    def routes(self, submit: Callable[[list[Reply]], None]) -> Sequence[BaseRoute]:
+        secret = self._config.webhook_secret
+        if secret is None:
+            return []
+        self._learn_login()
+        secrets = [s for s in secret.get_secret_value().split(",") if s.strip()]  # "new,old" while rotating
+        return [webhook_route([s.strip() for s in secrets], submit, self._store.record_delivery,
+                              bot_login=self.bot_login)]
+
+    def start(self, submit: Callable[[list[Reply]], None], watches: Callable[[], list[Watch]]) -> None:
+        """Poll every ``poll_interval`` (once at once, to catch answers given while the bot was down)."""
+        interval = self._config.poll_interval
+        if interval is None:
+            return
+        self._learn_login()
+        poller = Poller(self.client, self._poll_state, submit, bot_login=self.bot_login,
+                        clock=lambda: datetime.now(UTC))
+
+        def loop() -> None:
+            while not self._stop.is_set():
+                try:
+                    poller.poll_once(watches())
+                except Exception:  # the poller's thread boundary: log, wait, poll again
+                    log.exception("github: polling failed; trying again in %s", interval)
+                self._stop.wait(interval.total_seconds())
+
+        self._thread = threading.Thread(target=loop, name="github-poll", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2.0)
+
+
+def open_review_watches(store: Store) -> list[Watch]:
+    """The GitHub issues of the open reviews: where the poller looks for answers."""
+    watches: dict[tuple[str, int], Watch] = {}
+    for review in store.open_reviews():
+        for raw in review.posts:
+            data = raw.get("data") or {}
+            if raw.get("channel") == "github" and data.get("repository") and data.get("issue"):
+                key = (str(data["repository"]), int(data["issue"]))
+                watches.setdefault(key, Watch(key[0], key[1], since=review.created_at))
+    return list(watches.values())
