@@ -108,7 +108,9 @@ _COMMAND_TEXTS = {
                "(at once when serving, else when `loopbot serve` next starts)."),
     "check": ("validate the config",
               "Validate the config and build every loop once (this imports `factory` modules - the config's "
-              "folder is searched first - and makes each loop's engine and context); errors name the file and key."),
+              "folder is searched first - and makes each loop's engine and context); errors name the file and key. "
+              "With a slack: or github: block it also asks Slack (auth.test, scopes, channels) and GitHub (the "
+              "token or App, each repository a loop posts to) whether they will work, unless --offline."),
     "init": ("write the commented example config",
              "Write the commented example config (the text of config.example.yaml) to PATH, default "
              "config.yaml; an existing file is never overwritten. Then edit it and run `loopbot check`."),
@@ -148,7 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "parse); pause: until=TIME with a zone, e.g. 2031-01-01T09:00Z")
     decide.add_argument("--as", dest="voter", metavar="NAME",
                         help="who is voting (default: $LOOPBOT_USER, else $USER, else the login name)")
-    command("check", [common])
+    check = command("check", [common])
+    check.add_argument("--offline", action="store_true",
+                       help="do not contact Slack or GitHub (by default their tokens, scopes and access are checked)")
     init = command("init", [common])
     init.add_argument("path", nargs="?", metavar="PATH",
                       help="where to write it (default: --config, else $LOOPBOT_CONFIG, else config.yaml, "
@@ -218,7 +222,17 @@ def cmd_check(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     print(config.summary())
     if not config.loops:  # valid (an empty file is), but serve would have nothing to run
         _err(f"warning: no loops configured in {path}; add one under loops: - see `loopbot init` for an example")
-    return EXIT_OK
+    for warning in config.review_warnings():
+        _err(f"warning: {warning}")
+    if args.offline or (config.slack is None and config.github is None):
+        return EXIT_OK
+    from bot.desk.connections import check_connections
+
+    failed = False
+    for line, ok in check_connections(config):
+        print(line) if ok else _err(line)
+        failed = failed or not ok
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def cmd_init(args: argparse.Namespace) -> int:

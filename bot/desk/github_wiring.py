@@ -96,7 +96,7 @@ class GitHubKit:
 
     name = "github"
 
-    def __init__(self, config: GitHubConfig, store: Store, state_dir: Path) -> None:
+    def __init__(self, config: GitHubConfig, store: Store | None, state_dir: Path) -> None:
         self._config = config
         self._store = store
         secret = config.private_key.get_secret_value() if config.private_key is not None else None
@@ -126,6 +126,7 @@ class GitHubKit:
             return []
         self._learn_login()
         secrets = [s for s in secret.get_secret_value().split(",") if s.strip()]  # "new,old" while rotating
+        assert self._store is not None, "a serving bot has a store"
         return [webhook_route([s.strip() for s in secrets], submit, self._store.record_delivery,
                               bot_login=self.bot_login)]
 
@@ -148,6 +149,19 @@ class GitHubKit:
 
         self._thread = threading.Thread(target=loop, name="github-poll", daemon=True)
         self._thread.start()
+
+    def check(self, repositories: Sequence[str]) -> str:
+        """Who the token or App acts as, and that each repository can be read; ChannelError says what is wrong."""
+        who = self.client.whoami()
+        for repository in repositories:
+            try:
+                self.client.get_json(f"/repos/{repository}/issues", {"per_page": "1"})
+            except ChannelError as err:
+                raise ChannelError(f"cannot read {repository} ({err}); give the token or App access to it",
+                                   permanent=True) from err
+        as_who = f"token of @{who}" if who else "GitHub App installation"
+        where = f"; can read {', '.join(repositories)}" if repositories else ""
+        return f"{as_who} at {self._config.base_url}{where}"
 
     def stop(self) -> None:
         self._stop.set()

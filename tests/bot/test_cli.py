@@ -80,7 +80,7 @@ def test_help_documents_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_check_prints_a_summary_without_secrets(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = cli(capsys, "check", "--config", str(config))
+    code, out, err = cli(capsys, "check", "--offline", "--config", str(config))
     assert code == EXIT_OK
     assert "OK" in out and "demo: pattern demo" in out and "nightly" in out
     assert "channels: local, slack (POST /slack/events)" in out
@@ -103,7 +103,7 @@ def test_config_comes_from_the_environment(
     config: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("LOOPBOT_CONFIG", str(config))
-    assert cli(capsys, "check")[0] == EXIT_OK
+    assert cli(capsys, "check", "--offline")[0] == EXIT_OK
 
 
 def test_run_unknown_loop_lists_the_loops(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
