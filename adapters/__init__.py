@@ -5,9 +5,21 @@ their own modules and are imported where configured, so their SDKs load only
 when used.
 """
 
-from .channel import Channel, ChannelError, MessageRef, ReviewPost
-from .commands import Command, CommandError, decision_from_word, parse_command, parse_comment
-from .local import LocalChannel
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - what type checkers and editors see
+    from .channel import Channel, ChannelError, MessageRef, ReviewPost
+    from .commands import Command, CommandError, decision_from_word, parse_command, parse_comment
+    from .local import LocalChannel
+
+#: public name -> the submodule that defines it; loaded on first use (PEP 562), so that importing
+#: one light module (adapters.durations, adapters.suggest) does not load every channel and the engine
+_WHERE = {
+    **dict.fromkeys(("Channel", "ChannelError", "MessageRef", "ReviewPost"), "channel"),
+    **dict.fromkeys(("Command", "CommandError", "decision_from_word", "parse_command", "parse_comment"), "commands"),
+    "LocalChannel": "local",
+}
 
 __all__ = [
     "Channel",
@@ -21,3 +33,12 @@ __all__ = [
     "parse_command",
     "parse_comment",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups do not come here
+    return value

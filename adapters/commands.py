@@ -32,8 +32,7 @@ from typing import Any, Literal
 
 import yaml
 
-from loop_engine.checkpoint import HumanDecision
-from loop_engine.engine_decisions import MODIFY_KEYS, modifications_problem
+from loop_engine.review import HumanDecision  # not .checkpoint: that loads persistence (orjson)
 
 from .durations import parse_duration
 from .suggest import did_you_mean
@@ -351,6 +350,9 @@ def modification_problem(modifications: dict[str, Any]) -> str | None:
     """
     if not modifications:
         return "modify needs at least one change, e.g. context.KEY=VALUE"
+    # here: the engine's rules load the engine (asyncio, jsonschema), which parsing a command never needs
+    from loop_engine.engine_decisions import MODIFY_KEYS, modifications_problem
+
     unknown = sorted(set(modifications) - set(MODIFY_KEYS))
     if unknown:
         return (

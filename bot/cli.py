@@ -21,13 +21,12 @@ import shlex
 import signal
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from functools import cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; each command loads what it needs when it runs
-    from datetime import datetime
-
     from adapters.local import LocalChannel
     from bot.config import BotConfig
     from bot.runner import Runner
@@ -454,13 +453,12 @@ def _changes(args: argparse.Namespace, decision: HumanDecision, now: datetime) -
 def cmd_decide(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     from adapters.commands import CommandError, decision_from_word
     from adapters.suggest import did_you_mean
-    from bot.runner import utcnow
     from bot.store import FileStore, ServeLock, UnknownReviewError
     from bot.store.lock import ROLE_SERVE, role_of
     from loop_engine.review import HumanDecision
 
     texts = _decide_texts()
-    now = utcnow()
+    now = datetime.now(UTC)  # not bot.runner's utcnow: importing the runner loads the engine
     try:
         decision = decision_from_word(args.decision)
     except CommandError:  # its message is the chat help: say it in the CLI's words

@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from apscheduler.triggers.cron import CronTrigger
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, field_validator, model_validator
-
-from loop_engine.checkpoint import CheckpointConfig, CheckpointPresets
-from loop_engine.errors import ConfigurationError
 
 from adapters.durations import duration_from_seconds, parse_duration
 from adapters.suggest import did_you_mean
 from .reviews import Reviewers, ReviewPolicy
+
+if TYPE_CHECKING:  # pragma: no cover
+    from loop_engine.checkpoint import CheckpointConfig
 
 __all__ = [
     "Duration",
@@ -28,6 +27,7 @@ __all__ = [
     "SlackConfig",
     "GitHubConfig",
     "SchedulerConfig",
+    "StoreConfig",
     "ScheduleConfig",
     "SlackTarget",
     "GitHubTarget",
@@ -117,6 +117,30 @@ class SchedulerConfig(_Model):
     poll_interval: float = Field(0.5, gt=0)
 
 
+class StoreConfig(_Model):
+    """``store: {url: postgresql://...}``: the PostgreSQL store (several replicas on one database).
+
+    ``url`` is a libpq URL (``postgresql://`` or ``postgres://``, ``${DATABASE_URL}``
+    works); ``schema`` is the PostgreSQL schema the bot's tables live in, so
+    several bots can share one database. Without a ``store`` block the
+    directory store in ``state_dir`` is used.
+    """
+
+    url: SecretStr
+    schema_name: str = Field("loopbot", alias="schema", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: SecretStr) -> SecretStr:
+        url = value.get_secret_value().strip()
+        if not re.match(r"^postgres(ql)?://", url):
+            shown = url.split("://", 1)[0] + "://..." if "://" in url else "a value without a scheme"
+            raise ValueError(f"expected a postgresql://user:password@host:port/database URL, got {shown}")
+        return SecretStr(url)
+
+
 class ScheduleConfig(_Model):
     """``{cron, timezone}`` or ``{interval}``; numeric crontab weekdays are stored as names."""
 
@@ -130,6 +154,8 @@ class ScheduleConfig(_Model):
         if value is None:
             return None
         # Imported here: bot.scheduler pulls in SQLAlchemy, which no other command needs.
+        from apscheduler.triggers.cron import CronTrigger  # here: only a cron schedule needs the scheduler
+
         from .scheduler import crontab_to_apscheduler
 
         try:
@@ -266,6 +292,10 @@ class CheckpointBlock(BaseModel):
         return self
 
     def to_checkpoint_config(self) -> CheckpointConfig:
+        # here, not at the top: loop_engine.checkpoint loads persistence (orjson), which reading a config never needs
+        from loop_engine.checkpoint import CheckpointConfig, CheckpointPresets
+        from loop_engine.errors import ConfigurationError
+
         fields = dict(self.model_extra or {})
         known = [name for name in CheckpointConfig.__dataclass_fields__]
         unknown = [key for key in fields if key not in known]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from loop_engine.checkpoint import HumanDecision, ReviewResponse
+from loop_engine.review import HumanDecision, ReviewResponse
 
 __all__ = [
     "REVIEW_FORMAT",

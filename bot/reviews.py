@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from loop_engine.checkpoint import HumanDecision
+from loop_engine.review import HumanDecision
 
 from adapters.commands import modification_problem
 from adapters.durations import DurationRangeError, format_duration, parse_duration

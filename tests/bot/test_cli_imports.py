@@ -46,3 +46,13 @@ def test_help_and_version_load_none_of_them(argv: list[str]) -> None:
 def test_the_probe_sees_an_import_when_there_is_one() -> None:
     """The guard can fail: a module that does load these is reported."""
     assert "apscheduler" in loaded_after("import apscheduler.triggers.cron")
+
+
+@pytest.mark.parametrize("argv", [["status"], ["decide", "nosuch-1", "approve"]])
+def test_status_and_decide_load_neither_the_engine_nor_the_scheduler(argv: list[str], tmp_path: Path) -> None:
+    """They read the config and the store: the engine, jsonschema and the web stack are for check, run and serve."""
+    config = tmp_path / "config.yaml"
+    config.write_text("state_dir: ./state\nloops:\n  - {name: demo, pattern: demo, schedule: {interval: 1h}}\n")
+    code = f"import bot.cli\nbot.cli.main(['--config', {str(config)!r}, *{argv!r}])"
+    loaded = loaded_after(code)
+    assert not {"apscheduler", "jsonschema", "uvicorn", "starlette", "slack_bolt", "github", "asyncio"} & set(loaded)
