@@ -1,0 +1,168 @@
+"""Slack end to end: a real ``loopbot serve``, the fake Slack Web API, requests signed as Slack signs them.
+
+Each test starts the demo loop (run on start), waits for its review to land
+in the run's Slack thread, answers it one way - slash command, button,
+@-mention, reject modal, Socket Mode - and follows the answer through the
+one vote path to the run's end and back into Slack (the review message
+re-rendered without buttons, a thread reply for the outcome and one for the
+run's end).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from adapters.slack.channel import EVENT_REVIEW
+from tests.fakes.slack_api import FakeSlackApi, FakeSocketMode
+
+from .conftest import Workspace, wait_for
+from .slack_support import CHANNEL, SlackDesk, slack_loop
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeSlackApi]:
+    with FakeSlackApi() as api:
+        yield api
+
+
+@pytest.fixture
+def desk(ws: Workspace, fake: FakeSlackApi) -> Iterator[SlackDesk]:
+    slack = SlackDesk(ws, fake)
+    try:
+        yield slack
+    finally:
+        slack.close()
+
+
+def _has_buttons(blocks: list[dict[str, Any]]) -> bool:
+    return any(block.get("type") == "actions" for block in blocks)
+
+
+def _open(desk: SlackDesk, loop: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Serve ``loop``; (its open review as status shows it, the review's Slack message)."""
+    desk.configure(loop)
+    desk.serve()
+    review = desk.ws.wait_open_review()
+    return review, desk.posted_review(review["id"])
+
+
+def _assert_closed_in_slack(desk: SlackDesk, review: dict[str, Any], message: dict[str, Any], outcome: str,
+                            run_status: str) -> None:
+    """The review message lost its buttons and shows ``outcome``; the thread got the outcome and the run's end."""
+    def updated() -> list[Any]:
+        return [c for c in desk.fake.calls_to("chat.update")
+                if c.params.get("ts") == message["ts"] and not _has_buttons(c.params.get("blocks") or [])]
+
+    calls = wait_for(updated, timeout=10, what="the review message re-rendered without buttons")
+    assert any(outcome in str(c.params.get("blocks")) for c in calls)
+
+    def both() -> list[str] | None:
+        texts = desk.updates(review["id"])
+        ended = [t for t in texts if t.startswith(f"Run {review['run']} {run_status}")]
+        said = [t for t in texts if outcome in t]
+        return texts if ended and said else None
+
+    texts = wait_for(both, timeout=10, what="thread replies for the outcome and the run's end")
+    assert len(texts) == 2, texts
+    for reply in desk.tagged("loopbot_update", review_id=review["id"]):
+        assert reply["thread_ts"] == message["thread_ts"]  # in the run's thread, not the channel
+
+
+# --- 1. the slash command ------------------------------------------------------------------
+def test_slash_approve_completes_the_run_and_closes_the_review_in_slack(desk: SlackDesk) -> None:
+    review, message = _open(desk, slack_loop())
+    parent = desk.parent(review["run"])
+    assert "thread_ts" not in desk.fake.calls_to("chat.postMessage")[0].params  # the run's parent, top level
+    assert message["thread_ts"] == parent["ts"]
+    assert message["metadata"] == {"event_type": EVENT_REVIEW,
+                                   "event_payload": {"review_id": review["id"], "run_id": review["run"]}}
+    assert _has_buttons(message["blocks"])
+
+    started = time.monotonic()
+    response = desk.slash(f"approve {review['id']} looks right")
+    assert response.status_code == 200 and time.monotonic() - started < 3  # Slack's ack budget
+    assert response.json()["response_type"] == "ephemeral"
+    assert response.json()["text"].startswith("decided: approve by slack:U0AAA"), response.json()
+
+    desk.ws.wait_run(review["run"], "completed")
+    _assert_closed_in_slack(desk, review, message, "Approved by <@U0AAA>", "completed")
+    assert [v["voter"] for v in desk.votes(review["id"])] == ["slack:U0AAA"]
+
+
+# --- 2. buttons, @-mention, the reject modal, Socket Mode -------------------------------------
+def test_approve_button_completes_the_run(desk: SlackDesk) -> None:
+    review, message = _open(desk, slack_loop())
+    response = desk.click("loopbot_approve", message, review["id"], user="U0BBB")
+    assert response.status_code == 200  # acked first; the answer follows as an ephemeral message
+    said = wait_for(lambda: desk.ephemerals("U0BBB"), timeout=10, what="the clicker's answer")
+    assert said[0].startswith("decided: approve by slack:U0BBB")
+    ephemeral = desk.fake.calls_to("chat.postEphemeral")[0].params
+    assert ephemeral["channel"] == CHANNEL and ephemeral["thread_ts"] == message["thread_ts"]
+    desk.ws.wait_run(review["run"], "completed")
+    _assert_closed_in_slack(desk, review, message, "Approved by <@U0BBB>", "completed")
+
+
+def test_mention_in_the_thread_needs_no_review_id(desk: SlackDesk) -> None:
+    review, message = _open(desk, slack_loop())
+    response = desk.mention("<@U0BOT> approve ship it", thread_ts=message["thread_ts"])
+    assert response.status_code == 200
+    wait_for(lambda: desk.fake.calls_to("reactions.add"), timeout=10, what="a reaction on the counted mention")
+    assert desk.ephemerals("U0AAA")[0].startswith("decided: approve by slack:U0AAA")
+    desk.ws.wait_run(review["run"], "completed")
+    _assert_closed_in_slack(desk, review, message, "Approved by <@U0AAA>", "completed")
+    (vote,) = desk.votes(review["id"])
+    assert vote["feedback"] == "ship it"
+
+
+def test_reject_modal_with_a_reason_ends_the_run(desk: SlackDesk) -> None:
+    review, message = _open(desk, slack_loop())
+    assert desk.click("loopbot_reject", message, review["id"]).status_code == 200
+    opened = wait_for(lambda: desk.fake.calls_to("views.open"), timeout=10, what="the reject modal to open")
+    view = opened[0].params["view"]
+    assert view["callback_id"] == "loopbot_reject"
+    assert desk.votes(review["id"]) == []  # opening the modal is no vote
+
+    submitted = desk.send(desk.interactive(desk.submission_payload(view, "labels are wrong for #2")))
+    assert submitted.status_code == 200 and submitted.content in (b"", b"{}")  # the modal closes
+    desk.ws.wait_run(review["run"], "rejected")
+    (vote,) = desk.votes(review["id"])
+    assert vote["decision"] == "reject" and vote["feedback"] == "labels are wrong for #2"
+    _assert_closed_in_slack(desk, review, message, "Rejected by <@U0AAA>: labels are wrong for #2", "rejected")
+
+
+def test_socket_mode_takes_a_slash_command(desk: SlackDesk, fake: FakeSlackApi) -> None:
+    socket = FakeSocketMode().start()
+    try:
+        fake.socket_url = socket.url
+        desk.configure(slack_loop(), socket_mode=True)
+        bot = desk.serve()
+        assert socket.connected.wait(10), bot.log()
+        assert fake.calls_to("apps.connections.open")[0].token.startswith("xapp-")
+        review = desk.ws.wait_open_review()
+        message = desk.posted_review(review["id"])
+
+        ack = socket.send("slash_commands", desk.slash_fields(f"approve {review['id']}"))
+        assert ack["payload"]["text"].startswith("decided: approve by slack:U0AAA"), ack
+        desk.ws.wait_run(review["run"], "completed")
+        _assert_closed_in_slack(desk, review, message, "Approved by <@U0AAA>", "completed")
+    finally:
+        socket.stop()
+
+
+# --- 3. N of M ----------------------------------------------------------------------------------
+def test_two_of_two_slack_users_decide(desk: SlackDesk) -> None:
+    review, message = _open(desk, slack_loop(approvals=2))
+    first = desk.slash(f"approve {review['id']}", user="U0AAA").json()["text"]
+    assert "1 of 2" in first and desk.ws.run(review["run"])["status"] == "waiting"
+    second = desk.click("loopbot_approve", message, review["id"], user="U0BBB")
+    assert second.status_code == 200
+    said = wait_for(lambda: desk.ephemerals("U0BBB"), timeout=10, what="the second voter's answer")
+    assert said[0].startswith("decided: approve by slack:U0AAA, slack:U0BBB"), said
+    desk.ws.wait_run(review["run"], "completed")
+    _assert_closed_in_slack(desk, review, message, "Approved by <@U0AAA>, <@U0BBB>", "completed")
