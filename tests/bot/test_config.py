@@ -486,3 +486,41 @@ def test_an_empty_local_reviewer_list_is_kept_not_read_as_anyone(tmp_path: Path)
     config = load_config(write(tmp_path, "loops:\n- {name: a, pattern: demo, review: {reviewers: {local: []}}}\n"), {})
     reviewers = config.loops[0].review.to_policy().reviewers
     assert reviewers.local == [] and not reviewers.anyone
+
+
+PEOPLE_LOOP = """
+slack: {bot_token: xoxb-1, signing_secret: s}
+loops:
+  - name: triage
+    pattern: demo
+    review:
+      reviewers: {local: [alice], slack_users: [U0AAA]%s}
+      approvals_required: 2
+"""
+
+
+def test_n_of_m_across_channels_without_people_is_warned_about(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, PEOPLE_LOOP % ""), {})
+    assert config.review_warnings() == [
+        "loop triage: approvals_required is 2 and reviewers span local, slack; without a people: entry "
+        "one person voting on two channels counts twice"
+    ]
+    mapped = "people:\n  - {name: alice, local: alice, slack: U0AAA}\n" + PEOPLE_LOOP % ""
+    assert load_config(write(tmp_path, mapped), {}).review_warnings() == []
+
+
+@pytest.mark.parametrize(
+    ("people", "problem"),
+    [
+        ("  - {name: alice, slack: U1}\n  - {name: Alice, slack: U2}\n", "people[1].name: 'Alice' is listed twice"),
+        ("  - {name: alice, slack: U1}\n  - {name: bob, slack: U1}\n", "people[1]: slack:U1 already belongs to 'alice'"),
+    ],
+)
+def test_people_are_one_name_each_and_one_person_per_account(tmp_path: Path, people: str, problem: str) -> None:
+    assert any(problem in line for line in errors_of(tmp_path, "people:\n" + people))
+
+
+def test_reviewers_may_only_name_listed_people(tmp_path: Path) -> None:
+    text = "people:\n  - {name: alice, slack: U1}\n" + PEOPLE_LOOP % ", people: [alcie]"
+    assert any("reviewers.people: 'alcie' is not in the top-level people: list" in line and 'did you mean "alice"'
+               in line for line in errors_of(tmp_path, text))
