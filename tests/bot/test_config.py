@@ -512,8 +512,10 @@ def test_n_of_m_across_channels_without_people_is_warned_about(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("people", "problem"),
     [
-        ("  - {name: alice, slack: U1}\n  - {name: Alice, slack: U2}\n", "people[1].name: 'Alice' is listed twice"),
-        ("  - {name: alice, slack: U1}\n  - {name: bob, slack: U1}\n", "people[1]: slack:U1 already belongs to 'alice'"),
+        ("  - {name: alice, slack: U1}\n  - {name: Alice, slack: U2}\n",
+         "people[1].name: 'Alice' is listed twice"),
+        ("  - {name: alice, slack: U1}\n  - {name: bob, slack: U1}\n",
+         "people[1]: slack:U1 already belongs to 'alice'"),
     ],
 )
 def test_people_are_one_name_each_and_one_person_per_account(tmp_path: Path, people: str, problem: str) -> None:
