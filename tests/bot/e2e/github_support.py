@@ -1,0 +1,137 @@
+"""Helpers for end-to-end tests of the GitHub channel: a fake GitHub, signed webhook deliveries, config blocks.
+
+Deliveries are the real payloads of ``../shared/fixtures/github`` with the
+repository, issue, comment and sender changed, signed as GitHub signs them
+(``X-Hub-Signature-256``), and sent to a running ``loopbot serve``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from adapters.github.webhook import sign
+from bot.review_records import Review
+from bot.store import FileStore
+from tests.fakes.github_api import FakeGitHub
+
+from .conftest import REPO as REPO_ROOT
+from .conftest import Bot, Workspace, demo_loop, wait_for
+
+__all__ = [
+    "REPOSITORY", "ISSUE", "SECRET", "TARGET", "github_block", "github_loop", "comment_delivery", "label_delivery",
+    "deliver", "review_comment", "wait_review_comment", "replies_to", "stored_review", "votes_of", "gh",
+]
+
+FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "github"
+REPOSITORY = "octo/ops"
+ISSUE = 42
+SECRET = "whsec-e2e-one"
+TARGET = {"github": {"repository": REPOSITORY, "issue": ISSUE}}
+
+
+@cache
+def _fixture(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def _where(payload: dict[str, Any], repository: str, issue: int) -> dict[str, Any]:
+    payload["repository"]["full_name"] = repository
+    payload["repository"]["name"] = repository.split("/", 1)[1]
+    payload["repository"]["owner"]["login"] = repository.split("/", 1)[0]
+    payload["issue"]["number"] = issue
+    payload["issue"].pop("pull_request", None)
+    return payload
+
+
+def comment_delivery(comment: dict[str, Any], *, repository: str = REPOSITORY,
+                     issue: int = ISSUE) -> dict[str, Any]:
+    """An ``issue_comment`` / ``created`` payload for a comment the fake holds (its id, body, author)."""
+    payload = _where(copy.deepcopy(_fixture("issue_comment.created")), repository, issue)
+    for key in ("id", "body", "created_at", "updated_at", "html_url"):
+        payload["comment"][key] = comment[key]
+    login = comment["user"]["login"]
+    for who in (payload["comment"]["user"], payload["sender"]):
+        who["login"] = login
+        who["type"] = comment["user"]["type"]
+    return payload
+
+
+def label_delivery(label: str, login: str, *, repository: str = REPOSITORY, issue: int = ISSUE) -> dict[str, Any]:
+    payload = _where(copy.deepcopy(_fixture("issues.labeled")), repository, issue)
+    payload["label"]["name"] = label
+    payload["sender"]["login"] = login
+    payload["sender"]["type"] = "User"
+    return payload
+
+
+def deliver(bot: Bot, event: str, payload: dict[str, Any] | bytes, *, delivery: str | None = None,
+            secret: str = SECRET, hook_id: str = "109948940", signature: str | None = None) -> httpx.Response:
+    """POST one webhook delivery to the bot, signed with ``secret`` (or the given ``signature``)."""
+    body = payload if isinstance(payload, bytes) else json.dumps(payload).encode("utf-8")
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "GitHub-Hookshot/044aadd",
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+        "X-GitHub-Hook-ID": hook_id,
+        "X-Hub-Signature-256": signature if signature is not None else sign(secret, body),
+    }
+    return httpx.post(f"http://127.0.0.1:{bot.port}/github/webhook", content=body, headers=headers, timeout=10)
+
+
+def github_block(fake: FakeGitHub, **extra: Any) -> dict[str, Any]:
+    """The config's ``github:`` block for the fake (a webhook secret unless ``webhook_secret=None``)."""
+    block: dict[str, Any] = {"token": "ghp_test", "base_url": fake.base_url, "webhook_secret": SECRET}
+    block.update(extra)
+    return {key: value for key, value in block.items() if value is not None}
+
+
+def github_loop(*, targets: list[dict[str, Any]] | None = None, **review: Any) -> dict[str, Any]:
+    """The demo loop, started at once, posting its review to the fake's issue (``targets`` to change that)."""
+    return demo_loop(run_on_start=True, review={"post_to": targets or [TARGET], **review})
+
+
+def review_comment(fake: FakeGitHub, review_id: str) -> dict[str, Any] | None:
+    marker = f"<!-- loopbot:review={review_id} -->"
+    return next((c for c in fake.comments_on(REPOSITORY, ISSUE) if c["body"].startswith(marker)), None)
+
+
+def wait_review_comment(fake: FakeGitHub, review_id: str) -> dict[str, Any]:
+    return wait_for(lambda: review_comment(fake, review_id), timeout=15,
+                    what=f"the review comment of {review_id} on {REPOSITORY}#{ISSUE}")
+
+
+def replies_to(fake: FakeGitHub, login: str) -> list[dict[str, Any]]:
+    """The bot's comments that mention ``login``."""
+    return [c for c in fake.comments_on(REPOSITORY, ISSUE)
+            if c["user"]["login"] == fake.bot_login and f"@{login}" in c["body"]]
+
+
+@pytest.fixture
+def gh() -> Iterator[FakeGitHub]:
+    """A fake GitHub with the review issue octo/ops#42; alice and bob may write, mallory only read."""
+    with FakeGitHub() as fake:
+        fake.add_issue(REPOSITORY, ISSUE, title="Ops reviews")
+        fake.permissions[(REPOSITORY, "alice")] = "write"
+        fake.permissions[(REPOSITORY, "bob")] = "admin"
+        fake.permissions[(REPOSITORY, "mallory")] = "read"
+        yield fake
+
+
+def stored_review(ws: Workspace, review_id: str) -> Review:
+    """The review as the store holds it, read in-process (no `status` subprocess per poll)."""
+    return FileStore(Path(ws.state_dir)).get_review(review_id)
+
+
+def votes_of(ws: Workspace, review_id: str) -> list[tuple[str, str, str]]:
+    """(voter, decision, source) of every vote recorded on the review."""
+    return [(v.voter, v.decision.name, v.source) for v in stored_review(ws, review_id).votes]
