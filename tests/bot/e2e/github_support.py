@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import uuid
+from urllib.parse import urlencode
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -22,16 +23,18 @@ from adapters.github.webhook import sign
 from bot.review_records import Review
 from bot.store import FileStore
 from tests.fakes.github_api import FakeGitHub
+from tests.fakes.slack_api import BOT_TOKEN, FakeSlackApi, signed_headers
 
 from .conftest import REPO as REPO_ROOT
 from .conftest import Bot, Workspace, demo_loop, wait_for
 
 __all__ = [
-    "REPOSITORY", "ISSUE", "SECRET", "TARGET", "github_block", "github_loop", "comment_delivery", "label_delivery",
+    "FIXTURES", "REPOSITORY", "ISSUE", "SECRET", "TARGET", "github_block", "github_loop", "comment_delivery", "label_delivery",
     "deliver", "review_comment", "wait_review_comment", "replies_to", "stored_review", "votes_of", "gh",
+    "slack_block", "slash", "SLACK_CHANNEL", "slack",
 ]
 
-FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "github"
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "github"  # a copy of ../shared/fixtures/github
 REPOSITORY = "octo/ops"
 ISSUE = 42
 SECRET = "whsec-e2e-one"
@@ -88,6 +91,25 @@ def deliver(bot: Bot, event: str, payload: dict[str, Any] | bytes, *, delivery: 
     return httpx.post(f"http://127.0.0.1:{bot.port}/github/webhook", content=body, headers=headers, timeout=10)
 
 
+SLACK_SECRET = "e2e-github-flow-signing"
+SLACK_CHANNEL = "C0REVIEW"
+
+
+def slack_block(slack: FakeSlackApi) -> dict[str, Any]:
+    return {"bot_token": BOT_TOKEN, "signing_secret": SLACK_SECRET, "api_base_url": slack.base_url}
+
+
+def slash(bot: Bot, slack: FakeSlackApi, text: str, user: str, user_name: str = "someone") -> httpx.Response:
+    """``/loopbot <text>`` typed by ``user`` in the review channel, signed as Slack signs it."""
+    body = urlencode({
+        "token": "deprecated", "team_id": "T0TEAM", "team_domain": "test", "channel_id": SLACK_CHANNEL,
+        "channel_name": "ops", "user_id": user, "user_name": user_name, "command": "/loopbot", "text": text,
+        "response_url": slack.response_url, "trigger_id": f"1334.{uuid.uuid4().hex[:8]}", "api_app_id": "A0APP",
+    })
+    return httpx.post(f"http://127.0.0.1:{bot.port}/slack/events", content=body,
+                      headers=signed_headers(SLACK_SECRET, body), timeout=10)
+
+
 def github_block(fake: FakeGitHub, **extra: Any) -> dict[str, Any]:
     """The config's ``github:`` block for the fake (a webhook secret unless ``webhook_secret=None``)."""
     block: dict[str, Any] = {"token": "ghp_test", "base_url": fake.base_url, "webhook_secret": SECRET}
@@ -111,9 +133,10 @@ def wait_review_comment(fake: FakeGitHub, review_id: str) -> dict[str, Any]:
 
 
 def replies_to(fake: FakeGitHub, login: str) -> list[dict[str, Any]]:
-    """The bot's comments that mention ``login``."""
+    """The bot's answers to ``login`` (reply comments to a vote), oldest first."""
     return [c for c in fake.comments_on(REPOSITORY, ISSUE)
-            if c["user"]["login"] == fake.bot_login and f"@{login}" in c["body"]]
+            if c["user"]["login"] == fake.bot_login and c["body"].startswith("<!-- loopbot:answer=github:")
+            and f"@{login}" in c["body"]]
 
 
 @pytest.fixture
@@ -135,3 +158,9 @@ def stored_review(ws: Workspace, review_id: str) -> Review:
 def votes_of(ws: Workspace, review_id: str) -> list[tuple[str, str, str]]:
     """(voter, decision, source) of every vote recorded on the review."""
     return [(v.voter, v.decision.name, v.source) for v in stored_review(ws, review_id).votes]
+
+
+@pytest.fixture
+def slack() -> Iterator[FakeSlackApi]:
+    with FakeSlackApi() as fake:
+        yield fake

@@ -7,14 +7,22 @@ poller; the run completes and the comment, labels and replies show it.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from adapters.github.webhook import MAX_BODY_BYTES
+
 from tests.fakes.github_api import FakeGitHub
+from tests.fakes.slack_api import FakeSlackApi
 
 from .conftest import Workspace, wait_for
 from .github_support import (
+    FIXTURES,
     ISSUE,
     REPOSITORY,
+    SLACK_CHANNEL,
+    TARGET,
     comment_delivery,
     deliver,
     gh,
@@ -23,13 +31,16 @@ from .github_support import (
     label_delivery,
     replies_to,
     review_comment,
+    slack,
+    slack_block,
+    slash,
     stored_review,
     votes_of,
     wait_review_comment,
 )
 
 pytestmark = pytest.mark.e2e
-__all__ = ["gh"]  # the fixture, imported for pytest
+__all__ = ["gh", "slack"]  # the fixtures, imported for pytest
 
 
 def test_webhook_approve_completes_the_run_and_github_shows_it(ws: Workspace, gh: FakeGitHub) -> None:
@@ -127,3 +138,85 @@ def test_label_approves_and_commands_in_code_quotes_and_html_comments_are_ignore
     wait_for(lambda: replies_to(gh, "bob"), what="a reply comment to bob")
     assert "(added the label loopbot:approve)" in replies_to(gh, "bob")[0]["body"]
     assert not [r for r in gh.reactions if r[0] == ignored["id"]]
+
+
+def test_n_of_m_across_github_and_slack_counts_a_person_once(ws: Workspace, gh: FakeGitHub,
+                                                               slack: FakeSlackApi) -> None:
+    loop = github_loop(
+        targets=[{"slack": {"channel": SLACK_CHANNEL}}, TARGET], approvals_required=2,
+        reviewers={"slack_users": ["U0AAA"], "github_users": ["alice", "bob"]},
+    )
+    ws.write_config([loop], github=github_block(gh), slack=slack_block(slack),
+                    people=[{"name": "alice", "github": "alice", "slack": "U0AAA"}])
+    bot = ws.serve()
+    review = ws.wait_open_review()
+    rid = review["id"]
+    wait_review_comment(gh, rid)
+    wait_for(lambda: slack.channel_messages(SLACK_CHANNEL), what="the review in Slack")
+
+    on_slack = slash(bot, slack, f"approve {rid}", "U0AAA", "alice")
+    assert on_slack.status_code == 200, on_slack.text
+    wait_for(lambda: votes_of(ws, rid), what="alice's Slack vote")
+    assert ws.review(rid)["approvals"] == 1
+
+    vote = gh.add_comment(REPOSITORY, ISSUE, "/approve", "alice")
+    assert deliver(bot, "issue_comment", comment_delivery(vote)).json() == {"votes": 1}
+    wait_for(lambda: replies_to(gh, "alice"), what="the answer to alice on GitHub")
+    assert "1 of 2" in replies_to(gh, "alice")[0]["body"], replies_to(gh, "alice")[0]["body"]
+    status = ws.review(rid)
+    assert status["status"] == "open" and status["approvals"] == 1
+
+    decisive = gh.add_comment(REPOSITORY, ISSUE, "/lgtm", "bob")
+    assert deliver(bot, "issue_comment", comment_delivery(decisive)).json() == {"votes": 1}
+    ws.wait_run(review["run"], "completed")
+    decided_by = stored_review(ws, rid).outcome.decided_by  # type: ignore[union-attr]
+    assert "github:bob" in decided_by and len(decided_by) == 2, decided_by
+
+
+def _comment_polls(gh: FakeGitHub) -> int:
+    return len(gh.calls_to("GET", rf"/repos/{REPOSITORY}/issues/{ISSUE}/comments$"))
+
+
+def test_redelivery_and_webhook_plus_poll_count_once_and_bad_requests_record_nothing(
+        ws: Workspace, gh: FakeGitHub) -> None:
+    ws.write_config([github_loop(approvals_required=2)], github=github_block(gh, poll_interval="1s"))
+    bot = ws.serve()
+    review = ws.wait_open_review()
+    rid = review["id"]
+    wait_review_comment(gh, rid)
+
+    def state() -> dict[str, str]:
+        return {k: v for k, v in ws.fingerprint().items() if k != "github-poll.json"}  # the poll cursor moves
+
+    before = state()
+    vote = gh.add_comment(REPOSITORY, ISSUE, "/approve", "alice")  # not yet polled: the next poll reads it
+    payload = comment_delivery(vote)
+    body = json.dumps(payload).encode()
+    assert deliver(bot, "issue_comment", body, signature="sha256=" + "0" * 64).status_code == 401
+    assert deliver(bot, "issue_comment", body, secret="not-the-secret").status_code == 401
+    assert deliver(bot, "issue_comment", body, signature="").status_code == 401
+    assert deliver(bot, "issue_comment", b'{"action": "created", "comment": ').status_code == 400
+    assert deliver(bot, "issue_comment", b"[1, 2]").status_code == 400
+    unknown = deliver(bot, "push", payload)
+    assert 200 <= unknown.status_code < 300 and unknown.json() == {"ignored": "push"}
+    assert deliver(bot, "ping", json.loads((FIXTURES / "ping.json").read_text())).json() == {"msg": "pong"}
+    oversized = deliver(bot, "issue_comment", b" " * (MAX_BODY_BYTES + 1))
+    assert oversized.status_code == 413
+    assert state() == before and votes_of(ws, rid) == []
+
+    delivery = "72d3162e-cc78-11e3-81ab-4c9367dc0958"
+    assert deliver(bot, "issue_comment", payload, delivery=delivery).json() == {"votes": 1}
+    again = deliver(bot, "issue_comment", payload, delivery=delivery)  # a redelivery from GitHub's UI
+    assert again.status_code == 200 and again.json() == {"duplicate": delivery}
+    anew = deliver(bot, "issue_comment", payload)  # the same comment under another delivery id
+    assert anew.status_code == 200 and anew.json() == {"votes": 1}
+    polls = _comment_polls(gh)
+    wait_for(lambda: _comment_polls(gh) >= polls + 2, timeout=10, what="two polls that read the comment too")
+
+    assert votes_of(ws, rid) == [("github:alice", "APPROVE", "github:webhook")]
+    status = ws.review(rid)
+    assert status["status"] == "open" and status["approvals"] == 1
+    wait_for(lambda: replies_to(gh, "alice"), what="the answer to alice")
+    assert len(replies_to(gh, "alice")) == 1
+    assert [r for r in gh.reactions if r[0] == vote["id"]] == [(vote["id"], "eyes", gh.bot_login),
+                                                               (vote["id"], "rocket", gh.bot_login)]
