@@ -15,7 +15,9 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is no
 
 
 def planned(folder: Path, *args: str) -> str:
-    done = subprocess.run(["make", "-n", "run", *args], cwd=folder, capture_output=True, text=True, timeout=60)
+    # --no-print-directory: under `make test` this is a sub-make, which would otherwise print where it is
+    done = subprocess.run(["make", "-n", "--no-print-directory", "run", *args], cwd=folder, capture_output=True,
+                          text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -1,4 +1,4 @@
-"""Real GitHub webhook payloads (../shared/fixtures/github) with a field or two changed, signed as GitHub signs."""
+"""Real GitHub webhook payloads (tests/fixtures/github, see its README) with a field or two changed, signed as GitHub signs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 from adapters.github.webhook import sign
 
-FIXTURES = Path(__file__).resolve().parents[4] / "shared" / "fixtures" / "github"
+#: A copy of ../shared/fixtures/github kept in the repository, so a clone anywhere runs these tests.
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "github"
 SECRET = "It's a Secret to Everybody"
 
 
