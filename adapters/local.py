@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from loop_engine.atomic import atomic_write_text, read_text_no_follow
 
 from .channel import Answer, ChannelError, MessageRef, ReviewPost, Target
 
-__all__ = ["LocalChannel", "answer_lines"]
+__all__ = ["LocalChannel", "answer_as", "answer_lines"]
 
 logger = logging.getLogger(__name__)
 
@@ -28,16 +28,44 @@ _UPDATES_HEADING = "## Updates"
 _ENTRY_START = re.compile(r"\n(?=- )")
 
 
-def answer_lines(review_id: str, decide_command: str = "loopbot decide") -> list[str]:
-    """The exact shell lines that answer a review, one per decision."""
+def answer_lines(review_id: str, decide_command: str = "loopbot decide", as_option: str = "") -> list[str]:
+    """The exact shell lines that answer a review, one per decision; ``as_option`` (" --as alice") ends each."""
     prefix = f"{decide_command} {review_id}"
     return [
-        f"{prefix} approve",
-        f'{prefix} reject --feedback "reason"',
-        f"{prefix} retry",
-        f"{prefix} modify --set context.KEY=VALUE",
-        f"{prefix} pause",
+        f"{prefix} approve{as_option}",
+        f'{prefix} reject --feedback "reason"{as_option}',
+        f"{prefix} retry{as_option}",
+        f"{prefix} modify --set context.KEY=VALUE{as_option}",
+        f"{prefix} pause{as_option}",
     ]
+
+
+def answer_as(local: Sequence[str] | None, voter: str | None = None) -> tuple[str, str]:
+    """How a decide line names its voter when the loop lists local reviewers: (" --as ...", who may answer).
+
+    ``local`` is the loop's ``review.reviewers.local`` (None: no list);
+    ``voter`` is who would run the line ($USER in the CLI), None where that is
+    unknown (the review file and the server's log, read by anyone). Nothing
+    is added without a list or when ``voter`` is on it. One name is written
+    in (``--as alice``); of several the reader picks theirs, so a pasted line
+    never records a vote in someone else's name: ``--as NAME`` and
+    "NAME: one of alice, bob".
+    """
+    if not local or (voter is not None and voter.casefold() in {name.casefold() for name in local}):
+        return "", ""
+    if len(local) == 1:
+        return f" --as {local[0]}", f"only {local[0]} may answer locally"
+    return " --as NAME", f"NAME: one of the local reviewers {', '.join(local)}"
+
+
+def _post_answer_as(post: ReviewPost) -> tuple[str, str]:
+    """``answer_as`` for a post: a restricted review with no local names is closed to local votes."""
+    if not post.restricted:
+        return "", ""
+    local = post.reviewers.get("local") or ()
+    if not local:
+        return "", "nobody may answer locally (review.reviewers.local lists nobody): answer where it was posted"
+    return answer_as(local)
 
 
 class LocalChannel:
@@ -82,9 +110,19 @@ class LocalChannel:
             lines.append(f"- **Who can answer:** needs {post.approvals_required} of: {post.reviewers_hint}")
         else:
             lines.append(f"- **Approvals needed:** {post.approvals_required}")
-        lines += ["", post.request.to_markdown().rstrip(), "", "## How to answer", ""]
-        lines += ["```sh", *answer_lines(post.review_id, self.decide_command), "```", ""]
+        lines += ["", post.request.to_markdown().rstrip(), ""]
+        if post.status == "open":  # a decided review's file keeps its record, not lines that are refused now
+            as_option, who = _post_answer_as(post)
+            lines += ["## How to answer", ""]
+            lines += ["```sh", *answer_lines(post.review_id, self.decide_command, as_option), "```", ""]
+            lines += [who, ""] if who else []
         return "\n".join(lines)
+
+    def _approve_line(self, post: ReviewPost) -> str:
+        """The log's "approve with:" line, naming who may answer when the loop lists its local reviewers."""
+        as_option, who = _post_answer_as(post)
+        line = answer_lines(post.review_id, self.decide_command, as_option)[0]
+        return f"{line}\n({who})" if who else line
 
     def _write(self, path: Path, text: str) -> None:
         try:
@@ -101,7 +139,7 @@ class LocalChannel:
         # The whole review goes to the log too: on a terminal, that is where people look.
         self.log.info(
             "review %s (loop %s, run %s) is waiting for a decision: %s\n\n%s\napprove with: %s",
-            post.review_id, post.loop, post.run_id, path, text, answer_lines(post.review_id, self.decide_command)[0],
+            post.review_id, post.loop, post.run_id, path, text, self._approve_line(post),
         )
         return self._ref(post.review_id)
 
@@ -117,6 +155,8 @@ class LocalChannel:
             except OSError as exc:
                 raise ChannelError(f"cannot read review file {path}: {exc.strerror or exc}") from exc
             head, marker, updates = current.partition(f"\n{_UPDATES_HEADING}\n")
+            if post.status != "open":  # decided: the head loses "How to answer"; the updates are kept
+                head = self._render(post)
             entries = _ENTRY_START.split(updates.strip("\n")) if marker and updates.strip() else []
             if entry in entries:
                 return path
@@ -135,7 +175,7 @@ class LocalChannel:
         path = self._append_update(post, text)
         self.log.warning(
             "%s (loop %s) - %s - approve with: %s",
-            text.strip(), post.loop, path, answer_lines(post.review_id, self.decide_command)[0],
+            text.strip(), post.loop, path, self._approve_line(post),
         )
         return self._ref(post.review_id)
 

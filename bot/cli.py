@@ -267,6 +267,24 @@ def cmd_serve(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
         return EXIT_FAILED
 
 
+def _approve_lines(store: FileStore, review_id: str, decide_command: str) -> list[str]:
+    """"approve with: LINE" for whoever runs it (``--as`` when $USER is not a local reviewer), then who may answer.
+
+    Worded as the review file and `status` word it (``adapters.local.answer_as``); the note is a line of
+    its own, so the decide line pastes whole.
+    """
+    from adapters.local import answer_as, answer_lines
+    from bot.reviews import authorize
+
+    reviewers = store.get_review(review_id).policy.reviewers
+    voter = _voter_name(None)
+    if reviewers.anyone or (voter is not None and authorize(reviewers, f"local:{voter}") is None):
+        return [f"approve with: {answer_lines(review_id, decide_command)[0]}"]
+    as_option, who = answer_as(reviewers.local)
+    line = f"approve with: {answer_lines(review_id, decide_command, as_option)[0]}"
+    return [line, f"  ({who})"] if who else [line]
+
+
 def _run_here(runner: Runner, store: FileStore, local: LocalChannel, loop: str, path: Path) -> int:
     """The foreground run itself, under the state dir's lock: report where it ended."""
     from bot.foreground import StopOnSignal, active_run_help
@@ -293,7 +311,8 @@ def _run_here(runner: Runner, store: FileStore, local: LocalChannel, loop: str, 
     print(f"run {run.id}: {run.status}" + (f" - {run.reason}" if run.reason else ""))
     if run.status == "waiting" and run.review_id:
         print(f"review {run.review_id}: {local.path_for(run.review_id)}")
-        print(f"approve with: {_decide_command(path)} {run.review_id} approve")
+        for line in _approve_lines(store, run.review_id, _decide_command(path)):
+            print(line)
         print("then start `loopbot serve` to resume the run once it is decided")
     return EXIT_OK if run.status in ("completed", "waiting") else EXIT_FAILED
 

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from adapters.channel import Target
+from adapters.local import answer_as, answer_lines
 
 from bot.desk.outbox import ESCALATION_PREFIX
 from bot.reviews import Review, authorize
@@ -129,17 +130,19 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
 def _answer_with(review: Review, decide_command: str, serving: bool, voter: str | None) -> str:
     """The ANSWER WITH cell: the line to paste while open, else what happens next.
 
-    ``--as NAME`` is added only when ``voter`` (who would run the line) may not vote locally.
+    ``--as`` is added only when ``voter`` (who would run the line) may not vote locally, as the
+    review file words it (``adapters.local.answer_as``): the one local reviewer, or NAME and the list.
     """
     if review.status == "decided" and not serving:
         return _NOT_SERVING
     if review.status != "open":
         return _NOT_OPEN.get(review.status, "")
-    line = f"{decide_command} {review.id} approve"
     reviewers = review.policy.reviewers
-    if voter is None or authorize(reviewers, f"local:{voter}") is None or not reviewers.local:
-        return line
-    return f"{line} --as NAME (local reviewers: {', '.join(reviewers.local)})"
+    if voter is not None and authorize(reviewers, f"local:{voter}") is None:
+        return answer_lines(review.id, decide_command)[0]
+    as_option, who = answer_as(reviewers.local)
+    line = answer_lines(review.id, decide_command, as_option)[0]
+    return f"{line} ({who})" if who else line
 
 
 def _reason(run: RunRecord) -> str:

@@ -164,3 +164,52 @@ def test_a_symlinked_review_file_is_not_read_through(channel: LocalChannel, tmp_
     with pytest.raises(ChannelError):
         channel.post_update(MessageRef("local", {"review_id": "demo-1"}), make_post(), "Reminder")
     assert secret.read_text(encoding="utf-8") == "not yours\n"
+
+
+# -- who may answer: --as when the loop lists its local reviewers (issue 13, item 3) -----------------
+
+
+def test_a_restricted_review_names_its_local_reviewers_in_every_decide_line(
+    channel: LocalChannel, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Who reads the file or the log is unknown: with a list, each line says --as, and who NAME may be."""
+    post = make_post(reviewers={"local": ("alice", "bob")}, restricted=True)
+    with caplog.at_level(logging.INFO, logger="adapters.local"):
+        channel.post_request(LOCAL, post)
+    text = (channel.directory / "demo-1.md").read_text(encoding="utf-8")
+    for line in answer_lines("demo-1", "loopbot decide", " --as NAME"):
+        assert f"\n{line}\n" in text
+    assert "NAME: one of the local reviewers alice, bob" in text
+    assert "approve with: loopbot decide demo-1 approve --as NAME\n(NAME: one of the local reviewers alice, bob" in (
+        caplog.text
+    )
+
+
+def test_one_local_reviewer_is_written_into_the_line(channel: LocalChannel) -> None:
+    channel.post_request(LOCAL, make_post(reviewers={"local": ("alice",)}, restricted=True))
+    text = (channel.directory / "demo-1.md").read_text(encoding="utf-8")
+    assert "\nloopbot decide demo-1 approve --as alice\n" in text and "only alice may answer locally" in text
+
+
+def test_an_open_review_needs_no_as(channel: LocalChannel) -> None:
+    channel.post_request(LOCAL, make_post())
+    text = (channel.directory / "demo-1.md").read_text(encoding="utf-8")
+    assert "--as" not in text and "\nloopbot decide demo-1 approve\n" in text
+
+
+def test_a_review_closed_to_local_votes_says_so(channel: LocalChannel) -> None:
+    channel.post_request(LOCAL, make_post(reviewers={"slack": ("U0AAA",)}, restricted=True))
+    text = (channel.directory / "demo-1.md").read_text(encoding="utf-8")
+    assert "nobody may answer locally" in text
+
+
+def test_a_decided_review_keeps_its_updates_but_not_how_to_answer(channel: LocalChannel) -> None:
+    post = make_post()
+    ref = channel.post_request(LOCAL, post)
+    channel.post_update(ref, post, "Reminder: still waiting")
+    assert "## How to answer" in (channel.directory / "demo-1.md").read_text(encoding="utf-8")
+    channel.post_update(ref, make_post(status="decided"), "Decided: APPROVE by local:alice")
+    text = (channel.directory / "demo-1.md").read_text(encoding="utf-8")
+    assert "## How to answer" not in text and "loopbot decide" not in text
+    assert "- Reminder: still waiting\n- Decided: APPROVE by local:alice\n" in text
+    assert "# Human Checkpoint: checkpoint_0001" in text

@@ -124,6 +124,20 @@ def test_run_in_the_foreground_pauses_and_prints_the_decide_line(
     assert "leave it running" not in out  # no server runs while a foreground run holds the state dir
 
 
+def test_the_printed_line_says_as_when_the_user_is_no_local_reviewer_and_works_when_pasted(
+    config: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 13 item 3: `root` is not one of alice, bob - the line names --as and who may answer."""
+    monkeypatch.setenv("LOOPBOT_USER", "root")
+    code, out, _ = cli(capsys, "run", "demo", "--config", str(config))
+    assert code == EXIT_OK
+    line = f"loopbot --config {config} decide demo-1 approve --as NAME"
+    assert f"approve with: {line}\n  (NAME: one of the local reviewers alice, bob" in out
+    assert f"\n{line}\n" in (config.parent / "state/local-reviews/demo-1.md").read_text()
+    code, out, _ = cli(capsys, *shlex.split(line.replace("NAME", "bob"))[1:])
+    assert code == EXIT_OK and "decided: approve by local:bob" in out
+
+
 def test_run_of_a_loop_with_a_waiting_run_refuses_naming_the_review(
     config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -265,7 +279,8 @@ def test_the_modify_line_the_review_file_prints_is_accepted(
     cli(capsys, "run", "demo", "--config", str(config))
     text = (config.parent / "state" / "local-reviews" / "demo-1.md").read_text()
     [line] = [line for line in text.splitlines() if " modify " in line]
-    words = shlex.split(line)
+    assert "NAME: one of the local reviewers alice, bob" in text
+    words = shlex.split(line.replace("--as NAME", "--as alice"))  # as the file says: NAME is one of them
     code, _, err = cli(capsys, *words[words.index("decide"):], "--config", str(config))
     assert code == EXIT_OK, err
     assert FileStore(config.parent / "state").get_review("demo-1").status == "decided"

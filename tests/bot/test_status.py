@@ -53,7 +53,11 @@ def test_the_answer_line_says_as_name_only_for_someone_who_cannot_vote_locally()
     review.id = "t-1"
     assert rows_of(render_table([], [review], "ld", voter="alice"))["t-1"].endswith("ld t-1 approve")
     assert rows_of(render_table([], [review], "ld", voter="root"))["t-1"].endswith(
-        "ld t-1 approve --as NAME (local reviewers: alice, bob)"
+        "ld t-1 approve --as NAME (NAME: one of the local reviewers alice, bob)"
+    )
+    review.policy.reviewers = Reviewers(local=["alice"])
+    assert rows_of(render_table([], [review], "ld", voter="root"))["t-1"].endswith(
+        "ld t-1 approve --as alice (only alice may answer locally)"
     )
 
 
