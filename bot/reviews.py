@@ -124,7 +124,11 @@ def authorize(reviewers: Reviewers, voter: str, is_member: MembershipCheck | Non
             return None
         if reviewers.slack_groups and is_member is not None and is_member(voter):
             return None
-        return f"<@{name}> is not one of this loop's Slack reviewers (review.reviewers.slack_users / slack_groups)"
+        who = [f"<@{user}>" for user in reviewers.slack_users or []]
+        who += [f"<!subteam^{group}>" for group in reviewers.slack_groups or []]
+        may = f"; who may answer: {', '.join(who)}" if who else ""
+        return (f"<@{name}> is not one of this loop's Slack reviewers "
+                f"(review.reviewers.slack_users / slack_groups){may}")
     if channel == "github":
         if key in _fold(reviewers.github_users):
             return None

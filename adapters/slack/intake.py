@@ -28,6 +28,7 @@ import logging
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -45,7 +46,7 @@ from .modals import MODAL_CALLBACKS, FIELD_BLOCK, ModalContext, build_modal, com
 from .mrkdwn import render_answer
 from .render import ACTION_IDS
 
-__all__ = ["COUNTED_REACTION", "ClickKeys", "build_app", "WORKING_TEXT"]
+__all__ = ["COUNTED_REACTION", "ClickKeys", "SeenEvents", "build_app", "WORKING_TEXT"]
 
 log = logging.getLogger(__name__)
 
@@ -79,13 +80,43 @@ def _identity(user: Mapping[str, Any] | None, user_id: str = "", name: str = "")
     return Identity("slack", str(user.get("id") or user_id), str(user.get("username") or user.get("name") or name))
 
 
+class SeenEvents:
+    """Events API ``event_id``s this process took in (the newest ``size``), so a retry is not handled twice.
+
+    The store's dedupe keys make a retry count once while its review is open;
+    but a retry that arrives after the first delivery decided the review finds
+    no open review in the thread any more and would be told "no review is open
+    here". An id is claimed when its handling starts and released if that fails,
+    so a retry after a crash of the handler is still handled.
+    """
+
+    def __init__(self, size: int = 10_000) -> None:
+        self.size = size
+        self._ids: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def claim(self, event_id: str) -> bool:
+        with self._lock:
+            if event_id in self._ids:
+                return False
+            self._ids[event_id] = None
+            while len(self._ids) > self.size:
+                self._ids.popitem(last=False)
+            return True
+
+    def release(self, event_id: str) -> None:
+        with self._lock:
+            self._ids.pop(event_id, None)
+
+
 class _Intake:
-    """The listeners, sharing the handler, the ack budget and the click keys."""
+    """The listeners, sharing the handler, the ack budget, the click keys and the seen event ids."""
 
     def __init__(self, handler: VoteHandler, answer_wait: float, clicks: ClickKeys) -> None:
         self.handler = handler
         self.answer_wait = answer_wait
         self.clicks = clicks
+        self.events = SeenEvents()
 
     async def _vote(self, reply: Reply) -> Answer:
         return await asyncio.to_thread(self.handler, reply)
@@ -178,6 +209,17 @@ class _Intake:
 
     # --- @-mentions ----------------------------------------------------------------------
     async def mention(self, body: dict[str, Any], event: dict[str, Any], client: AsyncWebClient) -> None:
+        event_id = str(body.get("event_id") or "")
+        if event_id and not self.events.claim(event_id):
+            log.info("slack event %s arrived again (a retry): already taken in", event_id)
+            return
+        try:
+            await self._mention(body, event, client)
+        except BaseException:
+            self.events.release(event_id)
+            raise
+
+    async def _mention(self, body: dict[str, Any], event: dict[str, Any], client: AsyncWebClient) -> None:
         channel, thread_ts = str(event.get("channel") or ""), str(event.get("thread_ts") or "")
         respond = {"channel": channel, "user": str(event.get("user") or ""),
                    "thread_ts": thread_ts or str(event.get("ts") or "")}

@@ -17,6 +17,8 @@ __all__ = ["escape", "is_outcome", "outcome_line", "render_answer", "to_mrkdwn"]
 _HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 _BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__", re.DOTALL)
 _LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
+#: A user or user-group mention the bot wrote into an answer ("who may answer: <@U0AAA>"), after escaping.
+_MENTION = re.compile(r"&lt;(@[UW][A-Z0-9]+|!subteam\^S[A-Z0-9]+)&gt;")
 _VOTER = re.compile(r"\bslack:([UW][A-Z0-9]+)\b")
 _DECIDED = re.compile(
     r"\ADecided: (?P<decision>[A-Z]+) by (?P<who>.+?) at (?P<when>\S+)"
@@ -51,8 +53,8 @@ def is_outcome(text: str) -> bool:
 
 
 def render_answer(answer: Answer) -> str:
-    """What a voter is told, as mrkdwn: escaped; lines laid out in columns (the help) go in a code block."""
-    text = escape(answer.text.strip())
+    """What a voter is told, as mrkdwn: escaped but for user and group mentions; column lines go in a code block."""
+    text = _MENTION.sub(r"<\1>", escape(answer.text.strip()))
     first, _, rest = text.partition("\n")
     if any(line.startswith("  ") for line in rest.splitlines()):
         return f"{first}\n```{rest}```"

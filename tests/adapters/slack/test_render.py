@@ -118,3 +118,10 @@ def test_answers_are_escaped_and_keep_columns() -> None:
     assert render_answer(Answer(AnswerKind.INFO, "Commands:\n  approve   x")) == "Commands:\n```  approve   x```"
     status = "1 open review(s) you may answer:\n- triage-17 (loop triage): `approve triage-17`"
     assert render_answer(Answer(AnswerKind.INFO, status)) == status
+
+
+def test_answers_keep_user_and_group_mentions_but_nothing_else() -> None:
+    refused = "vote refused: <@U0CCC> is not a reviewer; who may answer: <@U0AAA>, <!subteam^S0OPS>"
+    assert render_answer(Answer(AnswerKind.REFUSED, refused)) == refused
+    assert render_answer(Answer(AnswerKind.INFO, "<!channel> <@here> <#C0AAA>")) == (
+        "&lt;!channel&gt; &lt;@here&gt; &lt;#C0AAA&gt;")

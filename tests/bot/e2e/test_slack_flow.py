@@ -166,3 +166,78 @@ def test_two_of_two_slack_users_decide(desk: SlackDesk) -> None:
     assert said[0].startswith("decided: approve by slack:U0AAA, slack:U0BBB"), said
     desk.ws.wait_run(review["run"], "completed")
     _assert_closed_in_slack(desk, review, message, "Approved by <@U0AAA>, <@U0BBB>", "completed")
+
+
+# --- 4. who may answer, replays, forged and stale requests ----------------------------------------
+def test_refusals_replays_and_bad_signatures_leave_the_votes_alone(desk: SlackDesk) -> None:
+    review, message = _open(desk, slack_loop(approvals=2))
+    rid = review["id"]
+
+    refused = desk.slash(f"approve {rid}", user="U0CCC").json()["text"]
+    assert refused.startswith("vote refused") and "U0CCC" in refused
+    assert "U0AAA" in refused and "U0BBB" in refused, f"the refusal should say who may answer: {refused}"
+    assert desk.votes(rid) == []
+
+    # the same click delivered twice (a double click, or a redelivery) counts once
+    click = desk.interactive(desk.click_payload("loopbot_approve", message, rid, action_ts="1800000000.000001"))
+    assert desk.send(click).status_code == desk.send(click).status_code == 200
+    said = wait_for(lambda: (lambda s: s if len(s) == 2 else None)(desk.ephemerals("U0AAA")), timeout=10,
+                    what="both clicks answered")
+    assert "1 of 2" in said[0] and "1 of 2" not in said[1], said
+    assert [v["voter"] for v in desk.votes(rid)] == ["slack:U0AAA"]
+
+    # an Events API retry carries the first delivery's event_id: counted once, answered once
+    body = desk.mention_body("<@U0BOT> reject not yet", thread_ts=message["thread_ts"], user="U0BBB",
+                             event_id="Ev0REPLAYED")
+    assert desk.send(body, json_body=True).status_code == 200
+    wait_for(lambda: desk.ephemerals("U0BBB"), timeout=10, what="the mention's answer")
+    retried = desk.send(body, json_body=True, **{"x-slack-retry-num": "1", "x-slack-retry-reason": "http_timeout"})
+    assert retried.status_code == 200
+    desk.ws.wait_run(review["run"], "rejected")
+    before = desk.votes(rid)
+    assert [v["voter"] for v in before] == ["slack:U0AAA", "slack:U0BBB"]
+    wait_for(lambda: len(desk.fake.calls_to("reactions.add")) >= 1, what="the counted mention's reaction")
+    assert len(desk.ephemerals("U0BBB")) == 1 and len(desk.fake.calls_to("reactions.add")) == 1
+
+    # forged or stale: 401, no listener runs, nothing is recorded
+    answered = len(desk.fake.calls_to("chat.postEphemeral"))
+    stale = desk.send(desk.slash_body(f"approve {rid}", "U0BBB"), timestamp=int(time.time()) - 600)
+    forged = desk.send(desk.slash_body(f"approve {rid}", "U0BBB"), secret="not-the-secret")
+    unsigned = desk.http.post(desk.url, content=desk.slash_body(f"approve {rid}", "U0BBB"),
+                              headers={"content-type": "application/x-www-form-urlencoded"})
+    assert stale.status_code == forged.status_code == unsigned.status_code == 401
+    assert desk.votes(rid) == before and len(desk.fake.calls_to("chat.postEphemeral")) == answered
+
+
+# --- 5. Slack failing while a vote arrives ------------------------------------------------------
+def test_slack_429_then_500_delays_the_post_not_the_vote(desk: SlackDesk, fake: FakeSlackApi) -> None:
+    fake.fail("chat.postMessage", status=429, retry_after=0, error="ratelimited")
+    fake.fail("chat.postMessage", status=500)  # the outbox then backs off 2 s: long enough to see it failing
+    desk.configure(slack_loop(approvals=2))
+    desk.serve()
+    review = desk.ws.wait_open_review()
+    slack_key = f"slack:{CHANNEL}"
+
+    def failing() -> dict[str, Any] | None:
+        status = desk.ws.review(review["id"])
+        views = {t["target"]: t for t in (status or {}).get("targets", [])}
+        seen = views.get(slack_key)
+        return views if seen and not seen["delivered"] and seen["attempts"] >= 1 and seen["error"] else None
+
+    views = wait_for(failing, timeout=10, what="status to show the Slack target failing")
+    assert views["local"]["delivered"] is True
+    assert "rate-limited" in views[slack_key]["error"] or "HTTP 500" in views[slack_key]["error"]
+
+    started = time.monotonic()
+    acked = desk.slash(f"approve {review['id']}")
+    assert acked.status_code == 200 and time.monotonic() - started < 2, "the vote waits for no Slack post"
+    assert "1 of 2" in acked.json()["text"]
+
+    message = desk.posted_review(review["id"], timeout=15)
+    assert _has_buttons(message["blocks"])
+    wait_for(lambda: (desk.ws.review(review["id"]) or {}).get("targets", [{}])[-1].get("delivered"), timeout=10,
+             what="status to show the Slack target delivered")
+    assert len(desk.tagged("loopbot_run", run_id=review["run"])) == 1
+    assert len(desk.tagged(EVENT_REVIEW, review_id=review["id"])) == 1  # posted exactly once
+    assert len(fake.calls_to("chat.postMessage")) == 4  # the parent: 429, 500, ok; then the review
+    assert [v["voter"] for v in desk.votes(review["id"])] == ["slack:U0AAA"]
