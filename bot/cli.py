@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; each command loads what it 
     from adapters.local import LocalChannel
     from bot.config import BotConfig
     from bot.runner import Runner
-    from bot.store import FileStore
+    from bot.store import Store
     from loop_engine.review import HumanDecision
 
 __all__ = [
@@ -267,7 +267,7 @@ def cmd_serve(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
         return EXIT_FAILED
 
 
-def _approve_lines(store: FileStore, review_id: str, decide_command: str) -> list[str]:
+def _approve_lines(store: Store, review_id: str, decide_command: str) -> list[str]:
     """"approve with: LINE" for whoever runs it (``--as`` when $USER is not a local reviewer), then who may answer.
 
     Worded as the review file and `status` word it (``adapters.local.answer_as``); the note is a line of
@@ -285,7 +285,7 @@ def _approve_lines(store: FileStore, review_id: str, decide_command: str) -> lis
     return [line, f"  ({who})"] if who else [line]
 
 
-def _run_here(runner: Runner, store: FileStore, local: LocalChannel, loop: str, path: Path) -> int:
+def _run_here(runner: Runner, store: Store, local: LocalChannel, loop: str, path: Path) -> int:
     """The foreground run itself, under the state dir's lock: report where it ended."""
     from bot.foreground import StopOnSignal, active_run_help
     from bot.worker import saved_progress
@@ -321,7 +321,8 @@ def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     from bot.logging import setup_logging
     from bot.desk import ReviewDesk, local_channel
     from bot.runner import Runner, utcnow
-    from bot.store import AlreadyRunningError, FileStore, ServeLock
+    from bot.store import AlreadyRunningError, ServeLock
+    from bot.store.open import open_store
     from bot.store.lock import ROLE_RUN, ROLE_SERVE
     from bot.worker import LoopCatalog, UnknownLoopError
 
@@ -332,7 +333,7 @@ def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
         _err(str(err))
         return EXIT_USAGE
     state_dir = Path(config.state_dir)
-    store = FileStore(state_dir)
+    store = open_store(config)
     lock = ServeLock(state_dir)
     try:
         lock.acquire(role=ROLE_RUN)
@@ -364,10 +365,11 @@ def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
 def cmd_status(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     from bot.logging import RedactingFilter
     from bot.status import render_json, render_table
-    from bot.store import FileStore, ServeLock
+    from bot.store import ServeLock
+    from bot.store.open import open_store
     from bot.store.lock import ROLE_SERVE, role_of
 
-    store = FileStore(config.state_dir)
+    store = open_store(config)
     if args.all:
         runs, reviews = store.list_runs(archived=True), store.list_reviews(archived=True)
     else:  # the hot set and the latest ended runs: as fast with 10,000 archived documents as with none
@@ -472,7 +474,8 @@ def _changes(args: argparse.Namespace, decision: HumanDecision, now: datetime) -
 def cmd_decide(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     from adapters.commands import CommandError, decision_from_word
     from adapters.suggest import did_you_mean
-    from bot.store import FileStore, ServeLock, UnknownReviewError
+    from bot.store import ServeLock, UnknownReviewError
+    from bot.store.open import open_store
     from bot.store.lock import ROLE_SERVE, role_of
     from loop_engine.review import HumanDecision
 
@@ -489,7 +492,7 @@ def cmd_decide(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     except CommandError as err:
         _err(f"{err}\n{texts.usage.get(decision, texts.usage[None])}")
         return EXIT_USAGE
-    store = FileStore(config.state_dir)
+    store = open_store(config)
     try:
         review = store.get_review(args.review)
     except UnknownReviewError as err:

@@ -44,6 +44,7 @@ from .config_blocks import (
     ServerConfig,
     SlackConfig,
     SlackTarget,
+    StoreConfig,
     TimeoutConfig,
     check_timezone,
 )
@@ -107,6 +108,7 @@ class BotConfig(BaseModel):
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     loops: list[LoopConfig] = Field(default_factory=list)
     people: list[PersonConfig] = Field(default_factory=list)
+    store: StoreConfig | None = None  # None: the directory store in state_dir
 
     @field_validator("timezone")
     @classmethod
@@ -195,7 +197,7 @@ class BotConfig(BaseModel):
 
     def secret_values(self) -> Iterator[str]:
         """Every secret's plain value, for log redaction; never print these."""
-        for block in (self.slack, self.github):
+        for block in (self.slack, self.github, self.store):
             if block is None:
                 continue
             for value in block.__dict__.values():

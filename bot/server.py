@@ -42,8 +42,9 @@ from bot.desk.channels import Channels
 from bot.runner import Runner, utcnow
 from bot.scheduler import LoopScheduler
 from bot.service import Service
-from bot.store import FileStore, ServeLock
+from bot.store import ServeLock
 from bot.store.base import Store
+from bot.store.open import open_store
 
 __all__ = ["health", "create_app", "bind_socket", "HttpServer", "serve", "STOP_BUDGET"]
 
@@ -261,7 +262,7 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
         if leftovers:
             log.info("removed %d temp file(s) left by interrupted writes", len(leftovers))
         sock = bind_socket(config.server.host, config.server.port)
-        store = FileStore(state_dir)
+        store = open_store(config)
         channels = Channels(config, store, decide_command)
         desk = ReviewDesk(store, channels.posting(), clock=utcnow)
         runner = Runner(config, store, desk)

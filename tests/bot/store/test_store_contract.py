@@ -35,7 +35,10 @@ from bot.store import (
     UnknownRunError,
     UnknownTaskError,
 )
+from bot.store.sql import PostgresStore
 from loop_engine.checkpoint import HumanDecision
+
+from . import pg_cluster
 
 ROOT = Path(__file__).resolve().parents[3]
 T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
@@ -50,6 +53,12 @@ class Impl:
 
 IMPLS = [
     Impl("files", lambda p: FileStore(p), lambda p: f"from bot.store import FileStore; store = FileStore({str(p)!r})"),
+    Impl(
+        "postgres",
+        lambda p: PostgresStore(pg_cluster.url(), schema=pg_cluster.schema_for(p)),
+        lambda p: f"from bot.store.sql import PostgresStore; "
+        f"store = PostgresStore({pg_cluster.url()!r}, schema={pg_cluster.schema_for(p)!r})",
+    ),
 ]
 
 

@@ -1,0 +1,156 @@
+"""The PostgreSQL store's tables: created and migrated by the bot, the schema version recorded.
+
+Every migration runs in one transaction under an advisory lock, so replicas
+starting together migrate once and never see half a schema. The version is
+kept in ``loopbot_schema``; a database migrated by a newer loopbot is
+refused by name (database, schema, both versions) rather than misread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from .base import NewerFormatError
+
+__all__ = ["SCHEMA_VERSION", "MIGRATIONS", "advisory_key", "migrate", "schema_version", "check_schema"]
+
+#: The schema this loopbot writes and reads; a database at a higher version is refused.
+SCHEMA_VERSION = 1
+
+#: version -> the statements that bring the schema from version-1 to version (in the bot's schema).
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        """CREATE TABLE runs (
+            key text PRIMARY KEY,
+            id text NOT NULL,
+            loop text NOT NULL,
+            status text NOT NULL,
+            trigger text NOT NULL,
+            created_at timestamptz NOT NULL,
+            num bigint NOT NULL,
+            archived boolean NOT NULL,
+            doc text NOT NULL
+        )""",
+        "CREATE INDEX runs_hot ON runs (created_at, num) WHERE NOT archived",
+        'CREATE INDEX runs_recent ON runs (created_at DESC, num DESC, id COLLATE "C" DESC) WHERE archived',
+        "CREATE INDEX runs_trigger ON runs (trigger) WHERE NOT archived",
+        """CREATE TABLE reviews (
+            key text PRIMARY KEY,
+            id text NOT NULL,
+            run_key text NOT NULL,
+            checkpoint_id text NOT NULL,
+            status text NOT NULL,
+            created_at timestamptz NOT NULL,
+            num bigint NOT NULL,
+            deadline timestamptz,
+            archived boolean NOT NULL,
+            doc text NOT NULL,
+            lease_owner text,
+            lease_until timestamptz
+        )""",
+        "CREATE INDEX reviews_hot ON reviews (status, created_at, num) WHERE NOT archived",
+        "CREATE INDEX reviews_deadline ON reviews (deadline) WHERE deadline IS NOT NULL AND NOT archived",
+        "CREATE INDEX reviews_run ON reviews (run_key)",
+        "CREATE TABLE snapshots (run_key text PRIMARY KEY, data bytea NOT NULL, saved_at timestamptz NOT NULL)",
+        "CREATE TABLE counters (prefix text PRIMARY KEY, last bigint NOT NULL)",
+        """CREATE TABLE inbox (
+            id text PRIMARY KEY,
+            num bigint NOT NULL,
+            kind text NOT NULL,
+            payload text NOT NULL,
+            created_at timestamptz NOT NULL,
+            lease_owner text,
+            lease_until timestamptz
+        )""",
+        """CREATE TABLE outbox (
+            id text PRIMARY KEY,
+            channel text NOT NULL,
+            review_id text,
+            created_at timestamptz NOT NULL,
+            ready_at timestamptz NOT NULL,
+            doc text NOT NULL,
+            lease_owner text,
+            lease_until timestamptz
+        )""",
+        "CREATE INDEX outbox_channel ON outbox (channel, ready_at)",
+        "CREATE TABLE deliveries (digest text PRIMARY KEY, key text NOT NULL, at timestamptz NOT NULL)",
+        """CREATE TABLE replicas (
+            name text PRIMARY KEY,
+            started_at timestamptz NOT NULL,
+            heartbeat timestamptz NOT NULL,
+            leader boolean NOT NULL DEFAULT false,
+            info text NOT NULL DEFAULT '{}'
+        )""",
+    ],
+}
+assert max(MIGRATIONS) == SCHEMA_VERSION
+
+
+def advisory_key(schema: str, purpose: str) -> int:
+    """A stable 64-bit advisory lock key for ``purpose`` in ``schema`` (bots in other schemas do not collide)."""
+    digest = hashlib.sha256(f"loopbot:{schema}:{purpose}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _version_row(cur: Any) -> tuple[int, str] | None:
+    cur.execute("SELECT to_regclass('loopbot_schema') IS NOT NULL")
+    if not cur.fetchone()[0]:
+        return None
+    cur.execute("SELECT version, written_by FROM loopbot_schema WHERE id = 1")
+    row = cur.fetchone()
+    return None if row is None else (int(row[0]), str(row[1]))
+
+
+def _refuse_newer(found: tuple[int, str] | None, where: str) -> None:
+    if found is not None and found[0] > SCHEMA_VERSION:
+        raise NewerFormatError(
+            f"{where}: schema version {found[0]} (migrated by loopbot {found[1]}) is newer than this "
+            f"loopbot reads (up to {SCHEMA_VERSION}); upgrade loopbot to use this database"
+        )
+
+
+def schema_version(conn: Any) -> int:
+    """The recorded schema version of the connection's schema (0: no tables yet)."""
+    with conn.cursor() as cur:
+        found = _version_row(cur)
+    return 0 if found is None else found[0]
+
+
+def check_schema(conn: Any, where: str) -> int:
+    """The schema version, NewerFormatError when a newer loopbot migrated it."""
+    with conn.cursor() as cur:
+        found = _version_row(cur)
+    _refuse_newer(found, where)
+    return 0 if found is None else found[0]
+
+
+def migrate(conn: Any, schema: str, where: str, written_by: str) -> tuple[int, int]:
+    """Bring ``schema`` to ``SCHEMA_VERSION``: (version before, version after).
+
+    ``conn`` is an autocommit connection whose search_path is ``schema``;
+    the whole migration is one transaction under an advisory lock.
+    """
+    from psycopg import sql
+
+    with conn.transaction(), conn.cursor() as cur:
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key(schema, "migrate"),))
+        cur.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        found = _version_row(cur)
+        _refuse_newer(found, where)
+        if found is None:
+            cur.execute(
+                "CREATE TABLE loopbot_schema (id int PRIMARY KEY CHECK (id = 1), version int NOT NULL,"
+                " written_by text NOT NULL, migrated_at timestamptz NOT NULL)"
+            )
+            cur.execute("INSERT INTO loopbot_schema VALUES (1, 0, %s, now())", (written_by,))
+        before = 0 if found is None else found[0]
+        for version in range(before + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[version]:
+                cur.execute(statement)
+        if before != SCHEMA_VERSION:
+            cur.execute(
+                "UPDATE loopbot_schema SET version = %s, written_by = %s, migrated_at = now() WHERE id = 1",
+                (SCHEMA_VERSION, written_by),
+            )
+    return before, SCHEMA_VERSION
