@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .base import (
     ACTIVE_RUN_STATUSES,
     HOT_REVIEW_STATUSES,
@@ -19,6 +21,20 @@ from .base import (
 )
 from .files import FileStore
 from .lock import AlreadyRunningError, ServeLock
+from .open import open_store
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .sql import PostgresStore
+
+
+def __getattr__(name: str) -> object:
+    """``PostgresStore`` loads (with psycopg) only when asked for."""
+    if name == "PostgresStore":
+        from .sql import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ACTIVE_RUN_STATUSES",
@@ -29,6 +45,7 @@ __all__ = [
     "FileStore",
     "NewerFormatError",
     "OutboxTask",
+    "PostgresStore",
     "Request",
     "RunRecord",
     "ServeLock",
@@ -37,4 +54,5 @@ __all__ = [
     "UnknownReviewError",
     "UnknownRunError",
     "UnknownTaskError",
+    "open_store",
 ]
