@@ -18,6 +18,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -38,6 +39,7 @@ class Call:
     body: Any
     headers: dict[str, str]
     status: int = 0
+    at: float = field(default_factory=time.monotonic)  # when it arrived (time.monotonic, comparable across threads)
 
     def __str__(self) -> str:
         return f"{self.method} {self.path}"

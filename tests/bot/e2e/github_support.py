@@ -29,7 +29,8 @@ from .conftest import REPO as REPO_ROOT
 from .conftest import Bot, Workspace, demo_loop, wait_for
 
 __all__ = [
-    "FIXTURES", "REPOSITORY", "ISSUE", "SECRET", "TARGET", "github_block", "github_loop", "comment_delivery", "label_delivery",
+    "FIXTURES", "REPOSITORY", "ISSUE", "SECRET", "TARGET", "github_block", "github_loop", "comment_delivery",
+    "label_delivery",
     "deliver", "review_comment", "wait_review_comment", "replies_to", "stored_review", "votes_of", "gh",
     "slack_block", "slash", "SLACK_CHANNEL", "slack",
 ]

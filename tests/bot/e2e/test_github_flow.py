@@ -8,6 +8,7 @@ poller; the run completes and the comment, labels and replies show it.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -220,3 +221,28 @@ def test_redelivery_and_webhook_plus_poll_count_once_and_bad_requests_record_not
     assert len(replies_to(gh, "alice")) == 1
     assert [r for r in gh.reactions if r[0] == vote["id"]] == [(vote["id"], "eyes", gh.bot_login),
                                                                (vote["id"], "rocket", gh.bot_login)]
+
+
+@pytest.mark.parametrize("status", [403, 429])
+def test_a_rate_limited_review_comment_waits_and_posts_once_while_slack_is_not_delayed(
+        ws: Workspace, gh: FakeGitHub, slack: FakeSlackApi, status: int) -> None:
+    comments = rf"^/repos/{REPOSITORY}/issues/{ISSUE}/comments$"
+    gh.fail("POST", comments, status, times=1, headers={"Retry-After": "1"})
+    loop = github_loop(targets=[TARGET, {"slack": {"channel": SLACK_CHANNEL}}])
+    ws.write_config([loop], github=github_block(gh), slack=slack_block(slack))
+    ws.serve()
+
+    refused = wait_for(lambda: [c for c in gh.calls_to("POST", comments) if c.status == status], timeout=15,
+                       what=f"the first review comment refused with {status}")[0]
+    # the run's message and the review in its thread, while GitHub's worker waits out Retry-After
+    wait_for(lambda: len(slack.calls_to("chat.postMessage")) >= 2, timeout=5, what="the review in Slack")
+    assert time.monotonic() - refused.at < 0.9, "Slack waited for GitHub's Retry-After"
+    assert not gh.comments_on(REPOSITORY, ISSUE)
+
+    rid = ws.wait_open_review()["id"]
+    posted = wait_review_comment(gh, rid)
+    attempts = gh.calls_to("POST", comments)
+    assert [c.status for c in attempts] == [status, 201]
+    assert attempts[1].at - refused.at >= 0.9  # the outbox waited out Retry-After: 1
+    assert [c["id"] for c in gh.comments_on(REPOSITORY, ISSUE)] == [posted["id"]]
+    wait_for(lambda: "loopbot:awaiting-review" in gh.labels_of(REPOSITORY, ISSUE), what="the awaiting label")
