@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import os
 import sys
 import traceback
@@ -81,6 +82,7 @@ class RunInterrupted(EngineInterrupt):
 
 
 _T = TypeVar("_T")
+log = logging.getLogger(__name__)
 
 #: Saves after which a shutdown may stop a run: a step just finished, or one is about to start.
 _STOPPABLE = frozenset({ExecutionState.ITERATION_COMPLETE, ExecutionState.ACTING})
@@ -95,10 +97,13 @@ class SnapshotSink:
     end never raise - those runs are done with the engine anyway.
     """
 
-    def __init__(self, store: Store, run_id: str, stop_requested: Callable[[], bool]) -> None:
+    def __init__(self, store: Store, run_id: str, stop_requested: Callable[[], bool],
+                 state_dir: Path | None = None) -> None:
         self._store = store
         self._run_id = run_id
         self._stop_requested = stop_requested
+        self.run_id = run_id  # public, with state_dir, for components that file what a run made
+        self.state_dir = state_dir
 
     def save(self, state: LoopState, trace_id: str | None = None) -> None:
         self._store.save_state(self._run_id, state)  # the engine's own encoder: no dict round trip
@@ -190,6 +195,10 @@ class LoopCatalog:
 
         Not part of ``load_config``: importing a factory runs user code, which
         `check`, `serve` and `run` must do anyway, but `status` and `decide` need not.
+
+        A loop whose spec says it is ``inactive`` (e.g. daily-triage without its
+        token) is no problem: it is logged as a warning, saying why, and its runs
+        end at once with that reason (``new_engine``).
         """
         problems = []
         for i, loop in enumerate(self._config.loops):
@@ -199,13 +208,24 @@ class LoopCatalog:
                 resolved.context()
             except LoopBuildError as err:
                 problems.append(f"loops[{i}].{err.key}: {err.problem}")
+                continue
+            if reason := self.inactive(loop.name):
+                log.warning("warning: loop %s is inactive: %s", loop.name, reason)
         return problems
+
+    def inactive(self, name: str) -> str | None:
+        """Why the loop's spec says it cannot run yet (``LoopSpec.inactive``), or None."""
+        reason = getattr(self._resolve(name).spec, "inactive", None)
+        return str(reason) if reason else None
 
     def new_engine(self, name: str, run_id: str, store: Store, stop_requested: Callable[[], bool]) -> LoopEngine:
         """A fresh engine (components registered anew) that saves into ``run_id``'s snapshot."""
         resolved = self._resolve(name)
+        if reason := self.inactive(name):
+            raise LoopBuildError(name, "options", f"inactive: {reason}")
         checkpoint = HumanCheckpoint(checkpoint_config_for(resolved.config, self._state_dir))
-        return resolved.engine(checkpoint=checkpoint, persistence=SnapshotSink(store, run_id, stop_requested))
+        sink = SnapshotSink(store, run_id, stop_requested, self._state_dir)
+        return resolved.engine(checkpoint=checkpoint, persistence=sink)
 
     def new_context(self, name: str) -> LoopContext:
         return self._resolve(name).context()

@@ -67,7 +67,7 @@ class FactoryError(PatternError):
 
 
 #: Built-ins, imported on first use so the registry does not load every engine module.
-_BUILTINS: dict[str, str] = {"demo": "bot.patterns.demo:build"}
+_BUILTINS: dict[str, str] = {"demo": "bot.patterns.demo:build", "daily-triage": "bot.patterns.triage:build"}
 _registry: dict[str, PatternBuilder] = {}
 _lock = threading.Lock()
 _NAME = re.compile(r"\A[a-z0-9][a-z0-9_-]*\Z")

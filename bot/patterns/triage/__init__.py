@@ -1,0 +1,205 @@
+"""The built-in ``daily-triage`` loop: propose labels for a repository's open issues and PRs, ask, then apply.
+
+Real loop_engine components (see ``components``): the planner discovers
+every open issue and pull request (paginated) and plans one step per
+proposed change, skipping what nothing changed since the last run; a gate
+refuses any action but adding labels from the configured set and
+commenting; the actor asks one human review for the whole proposal, then
+re-checks each change against the issue as it is now before applying it,
+paced to GitHub's content-creation limits; the evaluator holds every change
+to what was approved; a report is saved in ``state_dir/triage/``.
+
+Options (``loops[].options``)::
+
+    repository: octo/ops            # required; empty: the loop is inactive
+    token_env: GITHUB_TOKEN         # the variable holding the token; unset: inactive
+    base_url: https://api.github.com
+    labels: {P0: P0, P1: P1, P2: P2}            # priority -> label name
+    keywords: {P0: [security, ...], P1: [...], P2: []}  # whole words, case-insensitive
+    stale_days: 30
+    stale_label: stale              # null: count stale issues, label none
+    review_label: needs-reviewer    # null: count PRs needing reviewers, label none
+    max_changes: 500                # per run; the rest is proposed next run
+    writes_per_minute: 80           # GitHub's content-creation limits
+    writes_per_hour: 500
+    review_chars: 6000              # the review's summary fits in this many characters
+    report_issue: null              # an issue number to post the report on
+    apply_without_review: false     # with checkpoint: {preset: disabled}, apply anyway
+    recheck_every: 60               # seconds between re-reads while applying
+    max_wait: 120                   # longest rate-limit wait slept through, seconds
+    progress_every: 25              # a progress line every N changes
+    state_dir: null                 # default: the bot's state_dir
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from loop_engine.checkpoint import CheckpointConfig, HumanCheckpoint
+from loop_engine.components import PassThroughObserver
+from loop_engine.config import LoopConfig
+from loop_engine.engine import LoopEngine
+from loop_engine.types import ComponentType, LoopContext
+
+from .. import LoopSpec, PatternError
+from .components import AllowedActionsGate, TriageActor, TriageEvaluator, TriagePlanner
+from .github import Pacer, TriageGitHub
+from .rules import DEFAULT_KEYWORDS, DEFAULT_LABELS, Rules
+
+__all__ = ["DEFAULTS", "TriageSpec", "build", "settings_from"]
+
+DEFAULTS: dict[str, Any] = {
+    "repository": "",
+    "token_env": "GITHUB_TOKEN",
+    "base_url": "https://api.github.com",
+    "labels": dict(DEFAULT_LABELS),
+    "keywords": {key: list(words) for key, words in DEFAULT_KEYWORDS.items()},
+    "stale_days": 30,
+    "stale_label": "stale",
+    "review_label": "needs-reviewer",
+    "max_changes": 500,
+    "writes_per_minute": 80,
+    "writes_per_hour": 500,
+    "review_chars": 6000,
+    "report_issue": None,
+    "apply_without_review": False,
+    "recheck_every": 60,
+    "max_wait": 120,
+    "progress_every": 25,
+    "state_dir": None,
+}
+_REPOSITORY = re.compile(r"\A[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+\Z")
+
+
+@dataclass(frozen=True)
+class TriageSpec(LoopSpec):
+    """A LoopSpec that may be ``inactive`` (why), e.g. while its token or repository is unset."""
+
+    inactive: str | None = None
+
+
+def _whole(name: str, value: Any, low: int, high: int | None = None, *, none: bool = False) -> None:
+    if none and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        span = f"from {low} to {high}" if high is not None else f"of at least {low}"
+        raise PatternError(f"daily-triage: option {name} must be a whole number {span}, got {value!r}")
+
+
+def settings_from(options: dict[str, Any]) -> dict[str, Any]:
+    """The options with defaults filled in; PatternError (``loops[i].options`` in `loopbot check`) if wrong."""
+    unknown = sorted(set(options) - set(DEFAULTS))
+    if unknown:
+        raise PatternError(f"daily-triage: unknown option(s) {', '.join(unknown)}; known: {', '.join(DEFAULTS)}")
+    s = {**DEFAULTS, **{k: v for k, v in options.items()}}
+    repository = str(s["repository"] or "").strip()
+    if repository and not _REPOSITORY.match(repository):
+        raise PatternError(f"daily-triage: option repository must look like owner/name, got {repository!r}")
+    s["repository"] = repository
+    keywords, labels = s["keywords"], s["labels"]
+    if not isinstance(keywords, dict) or not keywords or not all(
+        isinstance(k, str) and isinstance(v, list) and all(isinstance(w, str) for w in v) for k, v in keywords.items()
+    ):
+        raise PatternError("daily-triage: option keywords must map each priority to a list of words "
+                           "(e.g. {P0: [security], P1: [crash, bug], P2: []})")
+    if not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str) and v
+                                               for k, v in labels.items()):
+        raise PatternError("daily-triage: option labels must map priorities to label names (e.g. {P0: urgent})")
+    extra = sorted(set(labels) - set(keywords))
+    if extra:
+        raise PatternError(f"daily-triage: option labels names {', '.join(extra)}, which keywords does not; "
+                           f"priorities: {', '.join(keywords)}")
+    for name in ("stale_label", "review_label"):
+        if s[name] is not None and (not isinstance(s[name], str) or not s[name].strip()):
+            raise PatternError(f"daily-triage: option {name} must be a label name or null, got {s[name]!r}")
+    _whole("stale_days", s["stale_days"], 1)
+    _whole("max_changes", s["max_changes"], 1, 100_000)
+    _whole("writes_per_minute", s["writes_per_minute"], 1, none=True)
+    _whole("writes_per_hour", s["writes_per_hour"], 1, none=True)
+    _whole("review_chars", s["review_chars"], 1000, 60_000)
+    _whole("report_issue", s["report_issue"], 1, none=True)
+    _whole("progress_every", s["progress_every"], 0)
+    for name in ("recheck_every", "max_wait"):
+        if isinstance(s[name], bool) or not isinstance(s[name], (int, float)) or s[name] < 0:
+            raise PatternError(f"daily-triage: option {name} must be a number of seconds >= 0, got {s[name]!r}")
+    if not isinstance(s["apply_without_review"], bool):
+        raise PatternError("daily-triage: option apply_without_review must be true or false")
+    if not isinstance(s["token_env"], str) or not s["token_env"]:
+        raise PatternError("daily-triage: option token_env must name an environment variable")
+    return s
+
+
+def _inactive(settings: dict[str, Any], environ: Any) -> str | None:
+    missing = []
+    if not environ.get(settings["token_env"]):
+        missing.append(f"{settings['token_env']} is not set")
+    if not settings["repository"]:
+        missing.append("options.repository is empty")
+    if not missing:
+        return None
+    return " and ".join(missing) + "; set both to enable it"
+
+
+def build(options: dict[str, Any], *, environ: Any = None, clock: Callable[[], datetime] | None = None,
+          sleep: Callable[[float], None] | None = None) -> LoopSpec:
+    """The ``daily-triage`` pattern's builder (``environ``, ``clock`` and ``sleep`` for tests and benches)."""
+    settings = settings_from(options)
+    env = os.environ if environ is None else environ
+    inactive = _inactive(settings, env)
+    rules = Rules(settings["keywords"], settings["labels"], stale_days=settings["stale_days"],
+                  stale_label=settings["stale_label"], review_label=settings["review_label"])
+    now = clock or (lambda: datetime.now(UTC))
+    folder_name = settings["repository"].replace("/", "__") or "unset"
+
+    def engine_factory(*, checkpoint: Any = None, persistence: Any = None) -> LoopEngine:
+        if checkpoint is None:
+            checkpoint = HumanCheckpoint(CheckpointConfig(save_checkpoints=False))
+        cache: dict[str, TriageGitHub] = {}
+
+        def github() -> TriageGitHub:
+            if "gh" not in cache:
+                if inactive is not None:
+                    raise RuntimeError(f"daily-triage is inactive: {inactive}")
+                pacer_options: dict[str, Any] = {}
+                if sleep is not None:
+                    pacer_options["sleep"] = sleep
+                cache["gh"] = TriageGitHub.connect(
+                    settings["base_url"], str(env.get(settings["token_env"])), settings["repository"],
+                    pacer=Pacer(settings["writes_per_minute"], settings["writes_per_hour"], **pacer_options),
+                    max_wait=float(settings["max_wait"]), **({"sleep": sleep} if sleep is not None else {}))
+            return cache["gh"]
+
+        def folder() -> Path:
+            base = settings["state_dir"] or getattr(persistence, "state_dir", None)
+            if base is None:
+                where = Path(getattr(getattr(checkpoint, "config", None), "checkpoint_dir", "state/checkpoints"))
+                base = where.parent if where.name == "checkpoints" else Path("state")
+            return Path(base) / "triage" / folder_name
+
+        def run_name() -> str:
+            run_id = getattr(persistence, "run_id", None)
+            return str(run_id) if run_id else now().strftime("run-%Y%m%dT%H%M%SZ")
+
+        gate = AllowedActionsGate(rules.allowed_labels)
+        engine = LoopEngine(LoopConfig(max_iterations=settings["max_changes"] + 10, max_recovery_attempts=3),
+                            checkpoint=checkpoint, persistence=persistence)
+        engine.register_component(ComponentType.PLANNER, TriagePlanner(settings, rules, github, folder, now))
+        engine.register_component(ComponentType.ACTOR,
+                                  TriageActor(settings, rules, github, folder, run_name, checkpoint, gate, now))
+        engine.register_component(ComponentType.OBSERVER, PassThroughObserver())
+        engine.register_component(ComponentType.EVALUATOR, TriageEvaluator(rules))
+        engine.add_gate(gate, "pre")
+        return engine
+
+    def context_factory() -> LoopContext:
+        repository = settings["repository"] or "(no repository)"
+        return LoopContext(goal=f"Triage the open issues and pull requests of {repository}",
+                           initial_context={"repository": settings["repository"], "skip": [], "label": {}})
+
+    return TriageSpec(engine_factory=engine_factory, context_factory=context_factory, inactive=inactive)
