@@ -110,6 +110,16 @@ _COMMAND_TEXTS = {
               "folder is searched first - and makes each loop's engine and context); errors name the file and key. "
               "With a slack: or github: block it also asks Slack (auth.test, scopes, channels) and GitHub (the "
               "token or App, each repository a loop posts to) whether they will work, unless --offline."),
+    "migrate": ("create or upgrade the PostgreSQL tables",
+                "Create or upgrade the tables of the store: block's PostgreSQL database to this loopbot's schema "
+                "version (serve does it at start too). A database migrated by a newer loopbot is refused."),
+    "export": ("copy the PostgreSQL store into a directory",
+               "Copy every run, review (with its votes), snapshot, id counter, pending request, outbox task and "
+               "delivery key of the store: block's database into DIR, a directory store (empty or new)."),
+    "import": ("copy a directory store into PostgreSQL",
+               "Copy every run, review (with its votes), snapshot, id counter, pending request, outbox task and "
+               "delivery key of the directory store DIR (default: state_dir) into the store: block's database, "
+               "which must hold no runs or reviews yet. Stop `loopbot serve` on DIR first."),
     "init": ("write the commented example config",
              "Write the commented example config (the text of config.example.yaml) to PATH, default "
              "config.yaml; an existing file is never overwritten. Then edit it and run `loopbot check`."),
@@ -152,6 +162,11 @@ def build_parser() -> argparse.ArgumentParser:
     check = command("check", [common])
     check.add_argument("--offline", action="store_true",
                        help="do not contact Slack or GitHub (by default their tokens, scopes and access are checked)")
+    command("migrate", [common])
+    export = command("export", [common])
+    export.add_argument("dir", metavar="DIR", help="the directory store to write (empty or not there yet)")
+    import_ = command("import", [common])
+    import_.add_argument("dir", nargs="?", metavar="DIR", help="the directory store to read (default: state_dir)")
     init = command("init", [common])
     init.add_argument("path", nargs="?", metavar="PATH",
                       help="where to write it (default: --config, else $LOOPBOT_CONFIG, else config.yaml, "
@@ -533,7 +548,65 @@ def cmd_decide(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"check": cmd_check, "serve": cmd_serve, "run": cmd_run, "status": cmd_status, "decide": cmd_decide}
+def _postgres(config: BotConfig, command: str) -> str | None:
+    """The store: block's URL, or None after saying that ``command`` needs one."""
+    from bot.store.open import store_url
+
+    url = store_url(config)
+    if url is None:
+        _err(f"{command} needs a PostgreSQL store: add store: {{url: postgresql://...}} to the config "
+             f"(the directory store in {config.state_dir} needs no {command})")
+    return url
+
+
+def cmd_migrate(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
+    from bot.store.sql import migrate_database
+
+    if (url := _postgres(config, "migrate")) is None:
+        return EXIT_FAILED
+    assert config.store is not None
+    where, before, after = migrate_database(url, config.store.schema_name)
+    print(f"{where}: schema version {after}" + (" (already)" if before == after else f" (was {before})"))
+    return EXIT_OK
+
+
+def _copy(source: Any, target: Any, what: str) -> int:
+    from bot.store.sql_transfer import check_empty, copy_store
+
+    check_empty(target, what)
+    copied = copy_store(source, target)
+    print(f"copied {copied.line()} to {what}")
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
+    from bot.store import FileStore
+    from bot.store.open import open_store
+
+    if _postgres(config, "export") is None:
+        return EXIT_FAILED
+    return _copy(open_store(config), FileStore(Path(args.dir)), f"the directory store {args.dir}")
+
+
+def cmd_import(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
+    from bot.store import FileStore, ServeLock
+    from bot.store.open import open_store
+
+    if _postgres(config, "import") is None:
+        return EXIT_FAILED
+    source = Path(args.dir) if args.dir else Path(config.state_dir)
+    if not source.is_dir():
+        _err(f"{source} is not a directory store")
+        return EXIT_FAILED
+    if ServeLock.holder(source) is not None:
+        _err(f"{source} is in use by a loopbot serve or run; stop it first, then import")
+        return EXIT_LOCKED
+    target = open_store(config)
+    return _copy(FileStore(source), target, str(getattr(target, "where", "the database")))
+
+
+COMMANDS = {"check": cmd_check, "serve": cmd_serve, "run": cmd_run, "status": cmd_status, "decide": cmd_decide,
+            "migrate": cmd_migrate, "export": cmd_export, "import": cmd_import}
 #: Commands that need no config to be loaded first: ``init`` writes it.
 COMMANDS_WITHOUT_CONFIG = {"init": cmd_init}
 #: The commands that build loops: they refuse a config naming a loop that cannot be built.

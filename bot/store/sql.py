@@ -63,7 +63,7 @@ from .outbox import task_stem
 from .snapshots import SNAPSHOT_FORMAT, SnapshotFiles
 from . import sql_schema
 
-__all__ = ["PostgresStore", "DatabaseError", "describe_url", "LEASE_SECONDS"]
+__all__ = ["PostgresStore", "DatabaseError", "describe_url", "migrate_database", "LEASE_SECONDS"]
 
 T = TypeVar("T")
 
@@ -89,6 +89,21 @@ def describe_url(url: str, schema: str | None = None) -> str:
     port = f":{info['port']}" if info.get("port") else ""
     where = f"postgresql://{user}{host}{port}/{info.get('dbname') or ''}"
     return where if schema is None else f"{where} (schema {schema})"
+
+
+def migrate_database(url: str, schema: str = "loopbot") -> tuple[str, int, int]:
+    """(where, version before, version after) of bringing ``schema`` to this loopbot's version."""
+    import psycopg
+
+    from bot import __version__
+
+    where = describe_url(url, schema)
+    try:
+        with psycopg.connect(url, autocommit=True, options=f"-c search_path={schema}", connect_timeout=10) as conn:
+            before, after = sql_schema.migrate(conn, schema, where, __version__)
+    except psycopg.Error as err:
+        raise DatabaseError(f"{where}: {type(err).__name__}: {str(err).strip()}") from err
+    return where, before, after
 
 
 def _owner() -> str:
