@@ -264,7 +264,9 @@ class Review:
     runner resumed the run with it), or decided -> failed when the run
     refused the outcome (``error`` says why; the run failed with it, and no
     tick tries again). ``timed_out_at`` is set when a deadline fired with
-    default pause: the review stays open but goes quiet.
+    default pause: the review stays open but goes quiet. ``votes`` holds each person's
+    current vote (what counts); ``history`` every vote as cast, in order, with
+    its time - pauses and replaced votes too - and is only ever appended to.
     """
 
     id: str
@@ -286,6 +288,7 @@ class Review:
     timed_out_at: datetime | None = None
     error: str | None = None
     targets: list[dict[str, Any]] = field(default_factory=list)
+    history: list[Vote] = field(default_factory=list)
 
     @property
     def approvals(self) -> list[str]:
@@ -313,6 +316,7 @@ class Review:
             "timed_out_at": _iso(self.timed_out_at),
             "error": self.error,
             "targets": list(self.targets),
+            "history": [v.to_dict() for v in self.history],
         }
 
     @classmethod
@@ -324,6 +328,9 @@ class Review:
             )
         created_at = _dt(data["created_at"])
         assert created_at is not None
+        votes = [Vote.from_dict(v) for v in data.get("votes") or []]
+        # stored before the history was kept: the current votes are all that is known of it
+        history = [Vote.from_dict(v) for v in data["history"]] if "history" in data else list(votes)
         return cls(
             id=data["id"],
             loop=data["loop"],
@@ -333,7 +340,7 @@ class Review:
             policy=ReviewPolicy.from_dict(data.get("policy") or {}),
             created_at=created_at,
             status=data.get("status", "open"),
-            votes=[Vote.from_dict(v) for v in data.get("votes") or []],
+            votes=votes,
             outcome=None if data.get("outcome") is None else Outcome.from_dict(data["outcome"]),
             posts=list(data.get("posts") or []),
             paused_until=_dt(data.get("paused_until")),
@@ -344,4 +351,5 @@ class Review:
             timed_out_at=_dt(data.get("timed_out_at")),
             error=data.get("error"),
             targets=list(data.get("targets") or []),
+            history=history,
         )

@@ -274,6 +274,7 @@ def cast_vote(
         return VoteResult(True, _tally(review, vote) + replaced)
     review.outcome = outcome
     review.status = "decided"
+    review.paused_until = None  # decided: nothing waits for a pause to end any more
     changes = f" with changes {changes_text(outcome.modifications)}" if outcome.modifications else ""
     return VoteResult(
         True, f"decided: {outcome.decision.name.lower()} by {outcome.by}{changes}{replaced}", outcome, DECIDED
@@ -303,7 +304,9 @@ def _record(review: Review, vote: Vote, now: datetime) -> str:
     """Keep one vote per person: a later vote replaces theirs. Returns the note saying what it replaced."""
     key = vote.who
     earlier = next((v for v in review.votes if v.who == key), None)
-    review.votes = [v for v in review.votes if v.who != key] + [replace(vote, at=vote.at or now)]
+    cast = replace(vote, at=vote.at or now)
+    review.votes = [v for v in review.votes if v.who != key] + [cast]
+    review.history.append(cast)  # the audit trail: every vote as cast, none replaced
     if vote.delivery_key is not None:
         review.delivery_keys.append(vote.delivery_key)
     if earlier is None or (_agrees(earlier, vote) and earlier.decision is not HumanDecision.PAUSE):
@@ -437,6 +440,7 @@ def decide_by_timeout(review: Review, *, now: datetime) -> Outcome:
     if decision is not HumanDecision.PAUSE:
         review.outcome = outcome
         review.status = "decided"
+        review.paused_until = None
     return outcome
 
 

@@ -11,21 +11,25 @@ on it, so a decision already in ``state.decisions`` is never applied again.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from datetime import datetime, UTC
+from pathlib import Path
 from typing import Any
 
+from loop_engine.atomic import atomic_write_text
 from loop_engine.checkpoint import HumanDecision, ReviewRequest
 from loop_engine.engine import LoopEngine
+from loop_engine.markdown import escape_inline
 from loop_engine.types import LoopResult, LoopState, LoopStatus
 
 from bot.config import BotConfig, ReviewConfig
 from bot.desk.desk import ReviewDesk, outcome_text
-from bot.reviews import Review, mark_applied, mark_failed
+from bot.reviews import Review, Vote, mark_applied, mark_failed
 from bot.store.base import CorruptDocumentError, RunRecord, Store, StoreError
 from bot.worker import (
     LoopBuildError,
@@ -36,12 +40,49 @@ from bot.worker import (
     result_summary,
 )
 
-__all__ = ["Runner", "ACTIVE_STATUSES", "active_run", "utcnow"]
+__all__ = ["Runner", "ACTIVE_STATUSES", "RUNS_MARKDOWN", "active_run", "history_text", "result_text", "utcnow"]
 
 log = logging.getLogger(__name__)
 
 #: Run statuses that hold a loop's one active slot (overlap: skip).
 ACTIVE_STATUSES = frozenset({"running", "waiting"})
+#: The folder of ``state_dir`` where each ended run's audit trail is written as ``<run id>.md``.
+RUNS_MARKDOWN = "runs-md"
+#: How much of a run's output its one-line summary quotes.
+_OUTPUT_SHOWN = 200
+_DONE_STEPS = ("completed", "verified_completed", "skipped")
+
+
+def result_text(result: dict[str, Any] | None) -> str:
+    """A run's result in one line: "4 iterations; 4 of 4 steps done; output: {...}" ("" when there is none)."""
+    if not result:
+        return ""
+    parts = []
+    if result.get("iterations") is not None:
+        parts.append(f"{result['iterations']} iteration(s)")
+    steps: dict[str, str] = result.get("steps") or {}
+    if steps:
+        done = sum(1 for status in steps.values() if status in _DONE_STEPS)
+        left = ", ".join(f"{step} {status}" for step, status in steps.items() if status not in _DONE_STEPS)
+        parts.append(f"{done} of {len(steps)} steps done" + (f" ({left})" if left else ""))
+    if result.get("output") is not None:
+        output = json.dumps(result["output"], ensure_ascii=False, default=str)
+        parts.append("output: " + (output if len(output) <= _OUTPUT_SHOWN else output[:_OUTPUT_SHOWN] + "..."))
+    return "; ".join(parts)
+
+
+def _vote_line(vote: Vote) -> str:
+    when = vote.at.isoformat(timespec="seconds") if vote.at is not None else "?"
+    changes = f" {json.dumps(vote.modifications, ensure_ascii=False, default=str)}" if vote.modifications else ""
+    note = f" - {vote.feedback}" if vote.feedback else ""
+    return f"{when} {vote.voter} {vote.decision.name.lower()}{changes}{note} (via {vote.source})"
+
+
+def history_text(review: Review) -> str:
+    """Every vote cast on ``review``, in order with its time - pauses and replaced votes too ("" if none)."""
+    if not review.history:
+        return ""
+    return "Votes, as cast:\n" + "\n".join(f"- {_vote_line(vote)}" for vote in review.history)
 
 
 def utcnow() -> datetime:
@@ -58,6 +99,37 @@ def _explained(err: Exception) -> bool:
     if isinstance(err, LoopBuildError):
         return err.expected
     return isinstance(err, (ValueError, UnknownLoopError))
+
+
+def run_markdown(store: Store, run_id: str, checkpoints: Iterable[str] = ()) -> str:
+    """A run's audit trail as markdown: how it ended and why, its result, each review's outcome and votes."""
+    run = store.get_run(run_id)
+    lines = [
+        f"# Run {run.id}",
+        "",
+        f"- **Loop:** {escape_inline(run.loop)}",
+        f"- **Status:** {run.status}" + (f" - {escape_inline(run.reason)}" if run.reason else ""),
+        f"- **Trigger:** {escape_inline(run.trigger)}",
+        f"- **Started:** {run.created_at.isoformat(timespec='seconds')}",
+        f"- **Ended:** {run.updated_at.isoformat(timespec='seconds')}",
+    ]
+    if result := result_text(run.result):
+        lines.append(f"- **Result:** {escape_inline(result)}")
+    reviews: dict[str, Review] = {}
+    for checkpoint in [*checkpoints, None]:  # each decided checkpoint's review, then the last one
+        found = store.review_for_run(run_id, checkpoint)
+        if found is not None:
+            reviews.setdefault(found.id, found)
+    for review in reviews.values():
+        lines += ["", f"## Review {review.id} ({escape_inline(review.checkpoint_id)}): {review.status}", ""]
+        lines.append(f"- **Opened:** {review.created_at.isoformat(timespec='seconds')}")
+        lines.append(f"- **Outcome:** {escape_inline(outcome_text(review))}")
+        if review.error:
+            lines.append(f"- **Error:** {escape_inline(review.error)}")
+        lines += ["- **Votes, as cast:**", *(f"  - {escape_inline(_vote_line(v))}" for v in review.history)]
+        if not review.history:
+            lines[-1] += " none"
+    return "\n".join(lines) + "\n"
 
 
 class Runner:
@@ -213,13 +285,27 @@ class Runner:
             status, reason = "failed", result.reason or state.stop_reason
         self._store.update_run(run_id, lambda run: self._finish(run, status, reason, summary))
         log.info("run %s %s%s", run_id, status, f": {reason}" if reason else "")
-        self._tell_end(run_id, status, reason)
+        self._tell_end(run_id, status, reason, (d.checkpoint_id for d in state.decisions))
 
-    def _tell_end(self, run_id: str, status: str, reason: str | None) -> None:
-        """One line where the run's last review was posted: how the run ended."""
+    def _tell_end(self, run_id: str, status: str, reason: str | None, checkpoints: Iterable[str] = ()) -> None:
+        """How the run ended: one line (with its result) where its last review was posted, and its own file."""
         review = self._store.review_for_run(run_id)
+        result = result_text(self._store.get_run(run_id).result)
         if review is not None:
-            self._desk.update(review, f"Run {run_id} {status}" + (f": {reason}" if reason else "."))
+            line = f"Run {run_id} {status}" + (f": {reason}" if reason else ".")
+            self._desk.update(review, line + (f" Result: {result}" if result else ""))
+        self._write_run_markdown(run_id, checkpoints)
+
+    def _write_run_markdown(self, run_id: str, checkpoints: Iterable[str] = ()) -> None:
+        """``state_dir/runs-md/<run>.md``: the run's end, result, and each review with its outcome and votes.
+
+        An audit copy: a failure to write it is logged, never fails the run.
+        """
+        path = Path(self._config.state_dir) / RUNS_MARKDOWN / f"{run_id}.md"
+        try:
+            atomic_write_text(path, run_markdown(self._store, run_id, checkpoints))
+        except (OSError, StoreError) as err:
+            log.warning("run %s: could not write its audit file %s: %s", run_id, path, err)
 
     def _open_review(self, run_id: str, request: ReviewRequest) -> Review:
         """The review for this pause, stored before anyone is told; found again after a crash."""
@@ -297,6 +383,8 @@ class Runner:
         except Exception as err:  # refused (e.g. a change it cannot make) or crashed: either way, once
             self._outcome_refused(review, run.id, err)
             return
+        if history := history_text(review):  # the audit trail: every vote, pauses included, with its time
+            self._desk.update(review, history)
         self._desk.update(review, outcome_text(review))
         self._store.update_review(review.id, lambda r: mark_applied(r, now=self._clock()))
         self._settle(run.id, result, final)
@@ -307,29 +395,47 @@ class Runner:
         In that order, so a crash between the two leaves a decided review
         that the next tick refuses again, never a failed review on a live run.
         """
-        assert review.outcome is not None
-        reason = f"review {review.id}'s {review.outcome.decision.name.lower()} could not be applied: {err}"
+        outcome = review.outcome
+        assert outcome is not None
+        who = "its timeout default" if outcome.timed_out else outcome.by
+        reason = (
+            f"review {review.id}'s {outcome.decision.name.lower()} could not be applied: {err}"
+            f" (voted by {who} at {outcome.decided_at.isoformat(timespec='seconds')})"
+        )
         log.error("run %s failed: %s", run_id, reason, exc_info=None if _explained(err) else err)
         self._store.update_run(run_id, lambda r: self._finish(r, "failed", reason))
-        self._store.update_review(review.id, lambda r: mark_failed(r, reason))
-        self._desk.update(review, f"Failed: {reason}")
+        def fail(stored: Review) -> Review:
+            mark_failed(stored, reason)
+            return stored
+
+        failed = self._store.update_review(review.id, fail)
+        if history := history_text(failed):
+            self._desk.update(failed, history)
+        self._desk.update(failed, f"Failed: {reason}")
+        self._write_run_markdown(run_id, [review.checkpoint_id])
 
     # -- restart -------------------------------------------------------------------
 
     def recover(self) -> None:
         """Pick up every unfinished run after a start (decided reviews are the tick's job)."""
         for run in self._store.active_runs():
-            if run.status == "waiting" and run.review_id:
-                review = self._store.get_review(run.review_id)
-                if review.status == "open":
-                    log.info("run %s keeps waiting on review %s", run.id, review.id)
-                    self._post(review)
-            elif run.status == "running":
-                if run.review_id and self._store.get_review(run.review_id).status == "decided":
-                    continue  # the tick resumes it with the decision
-                log.info("run %s was interrupted; continuing from its last snapshot", run.id)
-                with self._lock:
-                    self._spawn(run.id, partial(self._continue, run))
+            try:
+                self._recover(run)
+            except StoreError as err:  # e.g. its review is damaged (set aside, named in problems()): not the others
+                log.error("run %s cannot be picked up: %s; the other runs go on", run.id, err)
+
+    def _recover(self, run: RunRecord) -> None:
+        if run.status == "waiting" and run.review_id:
+            review = self._store.get_review(run.review_id)
+            if review.status == "open":
+                log.info("run %s keeps waiting on review %s", run.id, review.id)
+                self._post(review)
+        elif run.status == "running":
+            if run.review_id and self._store.get_review(run.review_id).status == "decided":
+                return  # the tick resumes it with the decision
+            log.info("run %s was interrupted; continuing from its last snapshot", run.id)
+            with self._lock:
+                self._spawn(run.id, partial(self._continue, run))
 
     def _continue(self, run: RunRecord) -> None:
         state = self._store.load_state(run.id)

@@ -86,6 +86,14 @@ def review_view(review: Review, tasks: Sequence[OutboxTask] = ()) -> dict[str, A
             }
             for v in review.votes
         ],
+        # every vote as cast, in order (pauses and replaced votes too): the audit trail
+        "history": [
+            {
+                "voter": v.voter, "decision": v.decision.name.lower(), "feedback": v.feedback,
+                "modifications": v.modifications, "at": _iso(v.at), "source": v.source,
+            }
+            for v in review.history
+        ],
         "outcome": None if outcome is None else {
             "decision": outcome.decision.name.lower(),
             "decided_by": list(outcome.decided_by),

@@ -51,6 +51,14 @@ def _require(data: Any, key: str, kind: type | tuple[type, ...], record: str) ->
     return value
 
 
+def _with_zone(moment: datetime) -> str:
+    """ISO time with its zone: a naive one is the engine's ``datetime.now()``, local time, so it gets the local zone.
+
+    A reader of the review (and the updates below it, which are UTC) must not have to guess the zone.
+    """
+    return (moment if moment.tzinfo is not None else moment.astimezone()).isoformat()
+
+
 def _timestamp(data: Any, record: str) -> datetime:
     # decode_datetime returns None only for None, and _require has made sure of a str
     return cast(datetime, decode_datetime(_require(data, "timestamp", str, record), f"{record}.timestamp"))
@@ -121,7 +129,7 @@ class ReviewRequest:
             f"# Human Checkpoint: {escape_inline(self.checkpoint_id)}",
             "",
             f"**Triggered by:** {self.trigger.name}",
-            f"**Time:** {self.timestamp.isoformat()}",
+            f"**Time:** {_with_zone(self.timestamp)}",
             f"**Proposed Action:** {escape_inline(self.proposed_action)}",
             "",
             "## State Summary",

@@ -469,3 +469,26 @@ def test_newer_format_refused() -> None:
 def test_outcome_round_trip() -> None:
     outcome = Outcome(A, ["local:a"], T0, feedback="x")
     assert Outcome.from_dict(outcome.to_dict()) == outcome
+
+
+def test_history_keeps_every_vote_and_survives_the_store_while_votes_keep_one_per_person() -> None:
+    review = make_review(approvals_required=2)
+    cast_vote(review, Vote("local:ann", HumanDecision.PAUSE, feedback="1h"), now=T0)
+    cast_vote(review, Vote("local:ann", HumanDecision.APPROVE), now=T0 + timedelta(minutes=1))
+    assert [v.decision for v in review.votes] == [HumanDecision.APPROVE]
+    assert [(v.decision, v.at) for v in review.history] == [
+        (HumanDecision.PAUSE, T0), (HumanDecision.APPROVE, T0 + timedelta(minutes=1))
+    ]
+    again = Review.from_dict(review.to_dict())
+    assert [v.to_dict() for v in again.history] == [v.to_dict() for v in review.history]
+    old = review.to_dict()
+    del old["history"]  # stored before the history was kept: its current votes are all that is known
+    assert [v.decision for v in Review.from_dict(old).history] == [HumanDecision.APPROVE]
+
+
+def test_a_decision_ends_a_pause() -> None:
+    review = make_review()
+    cast_vote(review, Vote("local:ann", HumanDecision.PAUSE, feedback="2h"), now=T0)
+    assert review.paused_until == T0 + timedelta(hours=2)
+    cast_vote(review, Vote("local:bob", HumanDecision.APPROVE), now=T0 + timedelta(minutes=1))
+    assert review.status == "decided" and review.paused_until is None

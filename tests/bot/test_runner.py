@@ -83,7 +83,9 @@ def test_approve_resumes_to_completion_and_marks_the_review_applied(tmp_path: Pa
     review = b.store.get_review(review_id)
     assert review.status == "applied" and review.applied_at is not None
     assert b.channel.calls[-2][0] == "update" and "APPROVE by local:alice" in b.channel.calls[-2][2]
-    assert b.channel.calls[-1] == ("update", review_id, f"Run {run_id} completed.")  # one line when the run ends
+    kind, rid, text = b.channel.calls[-1]  # one line when the run ends, with a summary of its result
+    assert (kind, rid) == ("update", review_id) and "\n" not in text
+    assert text.startswith(f"Run {run_id} completed. Result: 4 iteration(s); 4 of 4 steps done; output: {{")
 
 
 def test_reject_ends_the_run_rejected_with_the_reason(tmp_path: Path) -> None:
@@ -424,3 +426,64 @@ def test_a_stopped_foreground_run_stays_running_with_its_snapshot_for_serve(tmp_
     assert restarted.store.get_run(run.id).status == "completed"
     starts = [line.split()[1] for line in trail_lines(trail) if line.startswith("start")]
     assert starts == ["step_1", "step_2", "step_3"]  # nothing ran twice
+
+
+# -- the audit trail (issue 13, item 6) -------------------------------------------------------------------
+
+
+def test_every_vote_pauses_included_reaches_the_review_the_json_and_the_runs_markdown(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from bot.runner import RUNS_MARKDOWN
+    from bot.status import review_view
+
+    b, run_id, review_id = paused(tmp_path, review={"approvals_required": 2})
+    pause = Vote("local:alice", HumanDecision.PAUSE, feedback="2h", at=T0)
+    b.store.update_review(review_id, lambda r: cast_vote(r, pause, now=T0))
+    assert b.store.get_review(review_id).paused_until is not None
+    later = T0 + timedelta(minutes=5)
+    for who in ("alice", "bob"):
+        b.store.update_review(
+            review_id, lambda r, who=who: cast_vote(r, Vote(f"local:{who}", HumanDecision.APPROVE), now=later)
+        )
+    review = b.store.get_review(review_id)
+    assert [v.decision for v in review.votes] == [HumanDecision.APPROVE, HumanDecision.APPROVE]  # one per person
+    assert [(v.voter, v.decision, v.at) for v in review.history] == [
+        ("local:alice", HumanDecision.PAUSE, T0),
+        ("local:alice", HumanDecision.APPROVE, later),
+        ("local:bob", HumanDecision.APPROVE, later),
+    ]
+    assert review.paused_until is None  # decided: the pause is over
+    assert [h["decision"] for h in review_view(review)["history"]] == ["pause", "approve", "approve"]
+
+    b.runner.apply_outcome(review_id)
+    updates = [text for kind, rid, text in b.channel.calls if kind == "update" and rid == review_id]
+    votes = next(text for text in updates if text.startswith("Votes, as cast:"))
+    assert f"- {T0.isoformat(timespec='seconds')} local:alice pause" in votes
+    assert votes.count(" approve ") == 2
+    audit = (tmp_path / "state" / RUNS_MARKDOWN / f"{run_id}.md").read_text(encoding="utf-8")
+    assert f"# Run {run_id}" in audit and "- **Status:** completed" in audit
+    assert "- **Result:** 4 iteration(s); 4 of 4 steps done" in audit
+    assert f"## Review {review_id} (" in audit and "0001): applied" in audit
+    assert "Decided: APPROVE by local:alice, local:bob" in audit
+    assert audit.index("local:alice pause") < audit.index("local:bob approve")
+
+
+def test_a_failed_run_writes_why_to_its_markdown(tmp_path: Path) -> None:
+    from bot.runner import RUNS_MARKDOWN
+
+    b, run_id, review_id = paused(tmp_path)
+    vote(b, review_id, HumanDecision.REJECT, feedback="wrong labels")
+    b.runner.apply_outcome(review_id)
+    audit = (tmp_path / "state" / RUNS_MARKDOWN / f"{run_id}.md").read_text(encoding="utf-8")
+    assert "- **Status:** rejected - wrong labels" in audit and "local:alice reject" in audit
+
+
+def test_an_outcome_that_cannot_be_applied_says_who_voted_for_it(tmp_path: Path) -> None:
+    b, run_id, review_id = paused(tmp_path)
+    (tmp_path / "state" / "snapshots").rename(tmp_path / "state" / "snapshots-gone")
+    vote(b, review_id, HumanDecision.APPROVE, who="bob")
+    b.runner.apply_outcome(review_id)
+    reason = b.store.get_run(run_id).reason or ""
+    assert "could not be applied" in reason and "(voted by local:bob at " in reason
+    assert b.store.get_review(review_id).error == reason

@@ -408,7 +408,9 @@ def test_a_decided_review_whose_loop_cannot_be_built_fails_run_and_review_once(
             settle(service, changed)
     failed, review = changed.store.get_run(run.id), changed.store.get_review(rid)
     assert (failed.status, review.status) == ("failed", "failed")
-    assert failed.reason == f"review demo-1's approve could not be applied: {why}"
+    assert failed.reason == (
+        f"review demo-1's approve could not be applied: {why} (voted by local:bob at {T0.isoformat()})"
+    )
     assert review.error == failed.reason
     assert caplog.text.count("could not be applied") == 1 and caplog.text.count("applying review demo-1") == 1
     assert ("Traceback" in caplog.text) is traceback

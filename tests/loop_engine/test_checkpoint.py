@@ -56,7 +56,7 @@ def test_tutorial_sequence_and_markdown_head() -> None:
         "# Human Checkpoint: checkpoint_0001",
         "",
         "**Triggered by:** ON_MAJOR_FAILURE",
-        "**Time:** 2026-08-04T16:51:32.180204",
+        f"**Time:** {review.timestamp.astimezone().isoformat()}",  # the engine's naive local time, with its zone
         "**Proposed Action:** Escalate to human",
         "",
         "## State Summary",
@@ -67,6 +67,21 @@ def test_tutorial_sequence_and_markdown_head() -> None:
     ]
     assert "repeated tool failure" in review.to_markdown()
     assert state.pending_review is review
+
+
+def test_the_time_of_a_review_always_names_its_zone() -> None:
+    """Issue 13 item 6: `Time:` had no zone while the updates under it do."""
+    from datetime import UTC, datetime, timedelta, timezone
+
+    review = checkpoint().present_for_review(LoopState(), CheckpointTrigger.ON_EXTERNAL_REQUEST)
+    naive = review.timestamp.replace(tzinfo=None)
+    [line] = [line for line in review.to_markdown().splitlines() if line.startswith("**Time:** ")]
+    shown = datetime.fromisoformat(line.removeprefix("**Time:** "))
+    assert shown.tzinfo is not None and shown == naive.astimezone()
+    review.timestamp = datetime(2026, 1, 2, 9, 0, tzinfo=timezone(timedelta(hours=1)))
+    assert "**Time:** 2026-01-02T09:00:00+01:00" in review.to_markdown()
+    review.timestamp = datetime(2026, 1, 2, 9, 0, tzinfo=UTC)
+    assert "**Time:** 2026-01-02T09:00:00+00:00" in review.to_markdown()
 
 
 def test_markdown_says_none_rather_than_an_empty_list() -> None:

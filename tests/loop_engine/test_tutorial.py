@@ -98,7 +98,7 @@ EXPECTED = [
     "# Human Checkpoint: checkpoint_0001",
     "",
     "**Triggered by:** ON_MAJOR_FAILURE",
-    re.compile(r"\*\*Time:\*\* \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}"),
+    re.compile(r"\*\*Time:\*\* \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}[+-]\d\d:\d\d"),  # with its zone
     "**Proposed Action:** Escalate to human",
     "",
     "## State Summary",
