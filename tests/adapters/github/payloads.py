@@ -1,4 +1,4 @@
-"""Real GitHub webhook payloads (tests/fixtures/github, see its README) with a field or two changed, signed as GitHub signs."""
+"""Real GitHub webhook payloads (tests/fixtures/github) with a field or two changed, signed as GitHub signs."""
 
 from __future__ import annotations
 
