@@ -285,10 +285,15 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
         if problems := store.problems():
             log.error("documents set aside (the rest is served): %s", "; ".join(problems))
         waiting = store.open_reviews()
-        if waiting:
+        if waiting:  # the decide lines printed before the restart scrolled away: one line with the way to answer
+            from adapters.local import answer_as, answer_lines
+
             shown = ", ".join(r.id for r in waiting[:5]) + (", ..." if len(waiting) > 5 else "")
-            log.info("%d review(s) wait for a decision: %s; answer with `%s %s approve`",
-                     len(waiting), shown, decide_command, waiting[0].id)
+            first = waiting[0]
+            as_option, who = answer_as(None if first.policy.reviewers.anyone else first.policy.reviewers.local)
+            log.info("%d review(s) wait for a decision: %s; answer with `%s`%s",
+                     len(waiting), shown, answer_lines(first.id, decide_command, as_option)[0],
+                     f" ({who})" if who else "")
 
         def fire(name: str) -> None:
             runner.request_run(name, trigger="schedule")

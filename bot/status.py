@@ -153,9 +153,19 @@ def _answer_with(review: Review, decide_command: str, serving: bool, voter: str 
     return f"{line} ({who})" if who else line
 
 
-def _reason(run: RunRecord) -> str:
-    """The whole reason, on one line: ANSWER WITH sends readers here for why a review failed."""
-    return " ".join((run.reason or "").split())
+#: The REASON of a run left "running" while no server runs: a shutdown (or a kill) stopped it between steps.
+INTERRUPTED = "interrupted: the next `loopbot serve` continues it from its last saved step"
+
+
+def _reason(run: RunRecord, serving: bool = True) -> str:
+    """The whole reason, on one line: ANSWER WITH sends readers here for why a review failed.
+
+    A run still "running" with no server to run it was interrupted: say what moves it on.
+    """
+    reason = " ".join((run.reason or "").split())
+    if run.status == "running" and not serving:
+        return f"{INTERRUPTED}; {reason}" if reason else INTERRUPTED
+    return reason
 
 
 def render_table(
@@ -172,7 +182,7 @@ def render_table(
     if runs:
         lines += _table(
             ["RUN", "LOOP", "STATUS", "UPDATED", "REVIEW", "REASON"],
-            [[r.id, r.loop, r.status, _iso(r.updated_at) or "", r.review_id or "", _reason(r)] for r in runs],
+            [[r.id, r.loop, r.status, _iso(r.updated_at) or "", r.review_id or "", _reason(r, serving)] for r in runs],
         )
     else:
         lines.append("no runs yet")

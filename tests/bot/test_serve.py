@@ -58,3 +58,20 @@ def test_serve_lets_healthz_watch_the_tick_it_started(tmp_path: Path, monkeypatc
     monkeypatch.setattr(server_module, "create_app", lambda *a, **kw: (wired.update(kw), real(*a, **kw))[1])
     serve_once(write_config(tmp_path, [demo()]), monkeypatch)
     assert isinstance(wired.get("service"), Service)
+
+
+def test_at_restart_the_waiting_reviews_are_named_with_the_line_that_answers_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 13 item 7: the decide lines printed before the restart scrolled away; one line says them again."""
+    from bot.cli import main
+
+    monkeypatch.setenv("LOOPBOT_USER", "alice")
+    config = write_config(tmp_path, [demo(), demo("nightly", review={"reviewers": {"local": ["carol"]}})])
+    assert main(["run", "demo", "--config", str(config)]) == 0
+    assert main(["run", "nightly", "--config", str(config)]) == 0
+    caplog.set_level(logging.INFO, logger="bot.server")
+    serve_once(config, monkeypatch)
+    [line] = [r.getMessage() for r in caplog.records if "wait for a decision" in r.getMessage()]
+    assert line.startswith("2 review(s) wait for a decision: demo-1, nightly-1; answer with `")
+    assert "decide demo-1 approve --as NAME` (NAME: one of the local reviewers alice, bob)" in line

@@ -67,3 +67,13 @@ def test_the_json_view_shows_what_each_modify_vote_and_the_outcome_would_change(
     cast_vote(review, Vote("local:ann", HumanDecision.MODIFY, modifications=change), now=T0)
     view = review_view(review)
     assert view["votes"][0]["modifications"] == change and view["outcome"]["modifications"] == change
+
+
+def test_a_run_left_running_with_no_server_says_the_next_serve_continues_it() -> None:
+    """Issue 13 item 7: a shutdown leaves the run `running`; the reader learns what moves it on."""
+    run = RunRecord(id="t-run-1", loop="t", status="running", created_at=T0, updated_at=T0, trigger="cli")
+    idle = render_table([run], [])
+    assert "t-run-1" in idle and "interrupted: the next `loopbot serve` continues it from its last saved step" in idle
+    assert "interrupted" not in render_table([run], [], serving=True)  # a server is running it
+    done = RunRecord(id="t-run-2", loop="t", status="completed", created_at=T0, updated_at=T0, trigger="cli")
+    assert "interrupted" not in render_table([done], [])
