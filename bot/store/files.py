@@ -340,7 +340,14 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
         """Documents set aside or unreadable, '<kind>/<file>: why', for ``status`` and /healthz."""
         for collection in (self._runs, self._reviews, self._outbox):
             collection.upkeep()
-        return self._quarantine.problems()
+        found = self._quarantine.problems()
+        # counters and inbox requests set aside as <name>.corrupt* (intake): small directories, cheap to list
+        for kind, what in (("counters", "counting resumed past the ids in use"), ("inbox", "the request was dropped")):
+            directory = self.root / kind
+            if directory.is_dir():
+                found += [f"{kind}/{name}: damaged, set aside ({what}); repair or delete it"
+                          for name in sorted(os.listdir(directory)) if ".json.corrupt" in name]
+        return found
 
     def _used_ids(self) -> Iterator[str]:
         """Every id in use by a stored document (for a counter that must resume past them)."""
