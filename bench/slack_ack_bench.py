@@ -1,22 +1,29 @@
 """How fast does ``/loopbot approve`` get its acknowledgement? p50/p99 latency and acks/s, 50 senders.
 
-Two servers run side by side in this run, each a real uvicorn in its own
-process: "loopbot" is ``adapters.slack``'s app and route with a recording
-vote handler that makes a small durable write (append + fsync a line, in a
-worker thread) before answering; "bare" is a Bolt ``AsyncApp`` whose
-``/loopbot`` handler only acks - the floor. Both talk to a fake Slack Web
-API on 127.0.0.1 (for Bolt's ``auth.test``). Each gets the same warm-up and
-then ``--senders`` concurrent senders, each sending ``--requests`` signed
-slash commands one after another.
+Servers measured side by side in this run, each in its own process:
+
+- "serve": a real ``loopbot serve`` on a temp config whose ``slack:`` block
+  points at a fake Slack Web API in this process, with ``--reviews`` demo
+  loops run on start, so that many reviews are open (none can be decided:
+  each needs more approvals than there are senders). Every vote walks the
+  real path - signature, Bolt, the vote path, an fsynced store write - and
+  is answered in the ack. Afterwards every acknowledged vote (its
+  ``slack:command:<trigger_id>`` dedupe key) is looked up in the store.
+- "bare": a Bolt ``AsyncApp`` whose ``/loopbot`` handler only acks - the floor.
+- "adapter" (``--kinds serve,adapter,bare``): ``adapters.slack``'s app and
+  route with a recording handler that appends + fsyncs one line per vote.
+
+Each gets the same warm-up and then ``--senders`` concurrent senders, each
+sending ``--requests`` signed slash commands one after another (sender i's
+n-th vote goes to review n mod ``--reviews``). They are measured in
+interleaved rounds, so load from other processes falls on all; compare them
+within one run.
 
 ``--target URL`` (repeatable) measures other endpoints instead, e.g. a
 running ``loopbot serve``: ``--target http://127.0.0.1:8000/slack/events
---secret $SLACK_SIGNING_SECRET``.
+--secret $SLACK_SIGNING_SECRET --review triage-17``.
 
-The two are measured in interleaved rounds, so load from other processes
-on the machine falls on both; compare them within one run.
-
-Run: ``.venv/bin/python bench/slack_ack_bench.py`` (about 30-50 s).
+Run: ``.venv/bin/python bench/slack_ack_bench.py`` (about 40-70 s).
 """
 
 from __future__ import annotations
@@ -32,16 +39,20 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SECRET = "bench-signing-secret"
 BOT_TOKEN = "xoxb-bench"
+CHANNEL = "C0BENCH"
+KINDS = ("serve", "adapter", "bare")
 
 
-# --- the servers (run as `--serve loopbot|bare` in a child process) -----------------------------
+# --- the servers (run as `--serve adapter|bare` in a child process; "serve" is `loopbot serve` itself) ---------
 def _serve(kind: str, port: int, api_base_url: str, record_dir: str) -> None:
     import uvicorn
     from slack_bolt.app.async_app import AsyncApp
@@ -52,7 +63,7 @@ def _serve(kind: str, port: int, api_base_url: str, record_dir: str) -> None:
     from adapters.slack.intake import build_app
     from adapters.slack.route import slack_route
 
-    if kind == "loopbot":
+    if kind == "adapter":
         lock = threading.Lock()
         path = Path(record_dir) / f"votes-{os.getpid()}.jsonl"
         handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open for the server's life
@@ -77,57 +88,148 @@ def _serve(kind: str, port: int, api_base_url: str, record_dir: str) -> None:
     uvicorn.run(server, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="off")
 
 
+class LoopbotServe:
+    """A real ``loopbot serve`` on a temp state dir: ``reviews`` demo loops, each paused at its review."""
+
+    def __init__(self, root: Path, api_base_url: str, reviews: int, senders: int) -> None:
+        import yaml
+
+        self.root = root
+        self.state_dir = root / "state"
+        self.port = _free_port()
+        loops = [{
+            "name": f"bench{i}", "pattern": "demo", "run_on_start": True,
+            "review": {"post_to": [{"slack": {"channel": CHANNEL}}], "approvals_required": senders + 1},
+        } for i in range(reviews)]
+        config = {
+            "state_dir": str(self.state_dir), "server": {"host": "127.0.0.1", "port": self.port},
+            "slack": {"bot_token": BOT_TOKEN, "signing_secret": SECRET, "api_base_url": api_base_url},
+            "loops": loops,
+        }
+        self.config = root / "config.yaml"
+        self.config.write_text(yaml.safe_dump(config), encoding="utf-8")
+        self.log = root / "serve.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, expected: int, timeout: float = 60.0) -> list[str]:
+        """Start, and return the ids of the ``expected`` open reviews once they all exist."""
+        import httpx
+
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_") and k != "PORT"}
+        env.update(LOOPBOT_CONFIG=str(self.config), PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"], env=env, stdout=log,
+                                         stderr=subprocess.STDOUT, cwd=self.root)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"loopbot serve exited with {self.proc.returncode}:\n{self.log.read_text()}")
+            try:
+                health = httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=2).json()
+                if health.get("open_reviews") == expected:
+                    return sorted(r.id for r in self._store().open_reviews())
+            except (httpx.HTTPError, ValueError):
+                pass
+            time.sleep(0.2)
+        raise SystemExit(f"loopbot serve did not open {expected} reviews within {timeout:g}s:\n{self.log.read_text()}")
+
+    def _store(self) -> Any:
+        from bot.store import FileStore
+
+        return FileStore(self.state_dir)
+
+    def missing(self, keys: set[str], timeout: float = 30.0) -> set[str]:
+        """Which of these dedupe keys are in no review of the store (waits for answers still in flight)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            stored: set[str] = set()
+            for review in self._store().list_reviews():
+                stored.update(review.delivery_keys)
+            missing = keys - stored
+            if not missing or time.monotonic() > deadline:
+                return missing
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
 # --- the load ------------------------------------------------------------------------------------
-def _body(sender: int, n: int) -> str:
-    return urlencode({
-        "token": "x", "team_id": "T0TEAM", "team_domain": "bench", "channel_id": "C0REVIEW", "channel_name": "ops",
+@dataclass
+class Load:
+    """One measured load: latencies, wall time, and the votes each 200 acknowledged."""
+
+    latencies: list[float] = field(default_factory=list)
+    wall: float = 0.0
+    failures: int = 0
+    working: int = 0  # acks that said "working on it" (the answer followed through the response_url)
+    acked: set[str] = field(default_factory=set)  # dedupe keys of acknowledged votes
+
+
+def _body(sender: int, n: int, review: str, response_url: str) -> tuple[str, str]:
+    trigger = f"{sender}.{n}.{time.time_ns()}"
+    return trigger, urlencode({
+        "token": "x", "team_id": "T0TEAM", "team_domain": "bench", "channel_id": CHANNEL, "channel_name": "ops",
         "user_id": f"U{sender:04d}", "user_name": f"user{sender}", "command": "/loopbot",
-        "text": "approve triage-17", "response_url": "https://hooks.slack.test/commands/1",
-        "trigger_id": f"{sender}.{n}.{time.time_ns()}", "api_app_id": "A0APP",
+        "text": f"approve {review}", "response_url": response_url, "trigger_id": trigger, "api_app_id": "A0APP",
     })
 
 
-async def _load(url: str, secret: str, senders: int, requests: int) -> tuple[list[float], float, int]:
+async def _load(url: str, secret: str, senders: int, requests: int, reviews: list[str], response_url: str,
+                offset: int = 0) -> Load:
     import aiohttp
     from slack_sdk.signature import SignatureVerifier
 
-    verifier = SignatureVerifier(secret)
-    latencies: list[float] = []
-    failures = 0
+    from adapters.slack.intake import WORKING_TEXT
 
-    async def sender(session: aiohttp.ClientSession, index: int, count: int) -> None:
-        nonlocal failures
-        for n in range(count):
-            body = _body(index, n)
+    verifier = SignatureVerifier(secret)
+    load = Load()
+
+    async def sender(session: aiohttp.ClientSession, index: int, count: int, first: int) -> None:
+        for n in range(first, first + count):
+            trigger, body = _body(index, n, reviews[n % len(reviews)], response_url)
             ts = str(int(time.time()))
             headers = {"content-type": "application/x-www-form-urlencoded", "x-slack-request-timestamp": ts,
                        "x-slack-signature": verifier.generate_signature(timestamp=ts, body=body)}
             started = time.perf_counter()
             async with session.post(url, data=body, headers=headers) as response:
-                await response.read()
-                if response.status != 200:
-                    failures += 1
-            latencies.append(time.perf_counter() - started)
+                raw = await response.read()
+                ok = response.status == 200
+            load.latencies.append(time.perf_counter() - started)
+            if not ok:
+                load.failures += 1
+                continue
+            load.acked.add(f"slack:command:{trigger}")
+            if raw and WORKING_TEXT in raw.decode("utf-8", "replace"):
+                load.working += 1
 
     connector = aiohttp.TCPConnector(limit=senders)
     async with aiohttp.ClientSession(connector=connector) as session:
-        await asyncio.gather(*(sender(session, i, 1) for i in range(senders)))  # open the connections
-        latencies.clear()
-        failures = 0
+        await asyncio.gather(*(sender(session, i, 1, offset) for i in range(senders)))  # open the connections
+        opening = load.acked
+        load = Load(acked=set(opening))
         started = time.perf_counter()
-        await asyncio.gather(*(sender(session, i, requests) for i in range(senders)))
-        wall = time.perf_counter() - started
-    return latencies, wall, failures
+        await asyncio.gather(*(sender(session, i, requests, offset + 1) for i in range(senders)))
+        load.wall = time.perf_counter() - started
+    return load
 
 
-def _measure(name: str, url: str, secret: str, senders: int, requests: int) -> str:
-    asyncio.run(_load(url, secret, senders, 2))  # warm the server (auth.test, imports, connections)
-    latencies, wall, failures = asyncio.run(_load(url, secret, senders, requests))
-    ordered = sorted(latencies)
+def _measure(name: str, url: str, secret: str, senders: int, requests: int, reviews: list[str],
+             response_url: str, offset: int) -> tuple[str, set[str]]:
+    warm = asyncio.run(_load(url, secret, senders, 2, reviews, response_url, offset))  # auth.test, imports, conns
+    load = asyncio.run(_load(url, secret, senders, requests, reviews, response_url, offset + 3))
+    ordered = sorted(load.latencies)
     p50 = statistics.median(ordered) * 1000
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
-    return (f"{name:<8} {len(ordered):>6} acks  {len(ordered) / wall:>8.0f} acks/s  p50 {p50:>6.1f} ms  "
-            f"p99 {p99:>6.1f} ms  non-200 {failures}  ({url})")
+    line = (f"{name:<8} {len(ordered):>6} acks  {len(ordered) / load.wall:>8.0f} acks/s  p50 {p50:>6.1f} ms  "
+            f"p99 {p99:>6.1f} ms  non-200 {load.failures}  working-acks {load.working}  ({url})")
+    return line, warm.acked | load.acked
 
 
 def _free_port() -> int:
@@ -151,10 +253,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--senders", type=int, default=50)
     parser.add_argument("--requests", type=int, default=60, help="requests per sender")
-    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds of loopbot then bare")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds of the kinds")
+    parser.add_argument("--reviews", type=int, default=10, help="open reviews in the real serve (one loop each)")
+    parser.add_argument("--kinds", default="serve,bare", help=f"comma-separated, of {', '.join(KINDS)}")
     parser.add_argument("--target", action="append", default=[], help="measure this URL instead (repeatable)")
     parser.add_argument("--secret", default=SECRET, help="signing secret of --target")
-    parser.add_argument("--serve", choices=["loopbot", "bare"], help=argparse.SUPPRESS)
+    parser.add_argument("--review", default="triage-17", help="review id the --target votes name")
+    parser.add_argument("--serve", choices=["adapter", "bare"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--api-base-url", help=argparse.SUPPRESS)
     parser.add_argument("--record-dir", help=argparse.SUPPRESS)
@@ -162,37 +267,67 @@ def main() -> None:
     if args.serve:
         _serve(args.serve, args.port, args.api_base_url, args.record_dir)
         return
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    if unknown := set(kinds) - set(KINDS):
+        parser.error(f"unknown kinds {sorted(unknown)}; choose from {', '.join(KINDS)}")
 
     print(f"{args.senders} concurrent senders x {args.requests} signed `/loopbot approve` each, "
           f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}")
     if args.target:
         for url in args.target:
-            print(_measure("target", url, args.secret, args.senders, args.requests))
+            print(_measure("target", url, args.secret, args.senders, args.requests, [args.review],
+                           "https://hooks.slack.test/commands/1", 0)[0])
         return
 
     from tests.fakes.slack_api import FakeSlackApi
 
     children: list[subprocess.Popen[bytes]] = []
-    with FakeSlackApi() as slack, tempfile.TemporaryDirectory() as record_dir:
+    serve: LoopbotServe | None = None
+    with FakeSlackApi() as slack, tempfile.TemporaryDirectory() as tmp:
         try:
-            urls = {}
-            for kind in ("loopbot", "bare"):
+            urls: dict[str, str] = {}
+            reviews: dict[str, list[str]] = {}
+            for kind in kinds:
+                if kind == "serve":
+                    serve = LoopbotServe(Path(tmp), slack.base_url, args.reviews, args.senders)
+                    reviews[kind] = serve.start(args.reviews)
+                    urls[kind] = f"http://127.0.0.1:{serve.port}/slack/events"
+                    print(f"serve: loopbot serve (pid {serve.proc.pid if serve.proc else '?'}) with "
+                          f"{len(reviews[kind])} open reviews")
+                    continue
                 port = _free_port()
                 env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
                 children.append(subprocess.Popen(
                     [sys.executable, __file__, "--serve", kind, "--port", str(port),
-                     "--api-base-url", slack.base_url, "--record-dir", record_dir], env=env))
+                     "--api-base-url", slack.base_url, "--record-dir", tmp], env=env))
                 _wait_listening(port)
                 urls[kind] = f"http://127.0.0.1:{port}/slack/events"
-            for _round in range(args.rounds):  # interleaved, so a busy moment of the machine hits both
+                reviews[kind] = ["triage-17"]
+            acked: dict[str, set[str]] = {kind: set() for kind in urls}
+            offset = 0
+            for _round in range(args.rounds):  # interleaved, so a busy moment of the machine hits all
                 for kind, url in urls.items():
-                    print(_measure(kind, url, SECRET, args.senders, args.requests))
-            recorded = sum(len(p.read_text().splitlines()) for p in Path(record_dir).glob("votes-*.jsonl"))
-            print(f"loopbot's handler recorded {recorded} votes durably (fsync each)")
+                    line, keys = _measure(kind, url, SECRET, args.senders, args.requests, reviews[kind],
+                                          slack.response_url, offset)
+                    acked[kind] |= keys
+                    print(line)
+                offset += args.requests + 3
+            if "adapter" in urls:
+                recorded = sum(len(p.read_text().splitlines()) for p in Path(tmp).glob("votes-*.jsonl"))
+                print(f"adapter's handler recorded {recorded} votes durably (fsync each)")
+            if serve is not None:
+                missing = serve.missing(acked["serve"])
+                verdict = "all in the store" if not missing else f"{len(missing)} MISSING from the store"
+                print(f"serve acknowledged {len(acked['serve'])} votes: {verdict}")
+                if missing:
+                    print("  e.g. " + ", ".join(sorted(missing)[:5]))
+                    raise SystemExit(1)
         finally:
             for child in children:
                 child.terminate()
                 child.wait(10)
+            if serve is not None:
+                serve.stop()
 
 
 if __name__ == "__main__":
