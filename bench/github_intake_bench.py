@@ -11,7 +11,17 @@ ratio of each target to its baseline:
 - ``route``        ``adapters.github.webhook.webhook_route`` with an in-memory dedupe and queue;
 - ``route+fsync``  the route with first_delivery appending + fsyncing each delivery id (as the bot's store).
 
+A real bot beside them (``--loopbot N``): ``loopbot serve`` on a temp state dir with a webhook
+secret, a fake GitHub (tests/fakes/github_api.py, in its own process) and N demo loops whose
+reviews wait on N issues; every delivery is a fresh ``/approve`` from one of the reviewers on
+one of the open reviews (approvals_required is more than the reviewers, so they stay open).
+After the run the bot is stopped and the store is checked: every acknowledged delivery (200
+``{"votes": 1}``) must be recorded (``Store.record_delivery``) and its vote's dedupe key kept on
+its review. The bot keeps answering voters through its outbox (a reaction and a reply comment
+each) while the other targets are measured: that work is part of what a real bot costs.
+
 Point it elsewhere:
+    --loopbot N                                              also a real ``loopbot serve`` with N open reviews
     --url http://127.0.0.1:8000/github/webhook --secret S   also an already running server (e.g. ``loopbot serve``)
     --app module:attr                                        also a Starlette app (or zero-argument factory)
     --only route,bare                                        a subset of the built-in targets ("" for none)
@@ -118,7 +128,7 @@ BUILTIN: dict[str, Callable[[str], Any]] = {
     "route": lambda d: route_app(d),
     "route+fsync": lambda d: route_app(d, durable=True),
 }
-BASELINE = {"route": "bare", "route+fsync": "bare+fsync"}
+BASELINE = {"route": "bare", "route+fsync": "bare+fsync", "loopbot": "bare+fsync"}
 
 
 def _load_app(spec: str) -> Any:
@@ -145,6 +155,9 @@ class Deliveries:
         self.template = json.dumps(payload).encode()
         self.count = 0
 
+    def answered(self, headers: dict[str, str], status: int) -> None:
+        """What the target answered to the delivery sent with ``headers`` (kept by ``VoteDeliveries``)."""
+
     def __call__(self) -> tuple[bytes, dict[str, str]]:
         self.count += 1
         n = str(self.count).encode()
@@ -170,6 +183,7 @@ async def drive(url: str, make: Deliveries, seconds: float, client: str = "httpx
                 status = await post(body, headers)
                 latencies.append(time.perf_counter() - started)
                 failures += status >= 300
+                make.answered(headers, status)
 
         started = time.perf_counter()
         await asyncio.gather(*(sender() for _ in range(CONCURRENCY)))
@@ -225,9 +239,10 @@ def summary(name: str, failures: int, elapsed: float, latencies: list[float]) ->
     }
 
 
-def measure_all(urls: dict[str, str], seconds: float, warmup: float, client: str, rounds: int) -> dict[str, Any]:
+def measure_all(urls: dict[str, str], seconds: float, warmup: float, client: str, rounds: int,
+                makers: dict[str, Deliveries] | None = None) -> dict[str, Any]:
     """Every target in turn, ``rounds`` times, so a neighbour's load drifting over the run hits all alike."""
-    makers = {name: Deliveries() for name in urls}
+    makers = {name: (makers or {}).get(name) or Deliveries() for name in urls}
     for name, url in urls.items():
         asyncio.run(drive(url, makers[name], warmup, client))
     totals: dict[str, tuple[int, float, list[float]]] = {name: (0, 0.0, []) for name in urls}
@@ -266,12 +281,178 @@ def local_servers(names: list[str]) -> Iterator[dict[str, str]]:
                 server.wait(10)
 
 
+# --- a real loopbot serve ----------------------------------------------------------------------------------
+BENCH_REPO = "octo/bench"
+VOTERS = [f"voter{i}" for i in range(20)]
+
+
+def fake_github(issues: int) -> None:
+    """The fake GitHub REST server for ``--loopbot`` (in its own process): prints its base URL, serves until killed."""
+    from tests.fakes.github_api import FakeGitHub
+
+    class BenchGitHub(FakeGitHub):
+        def _react(self, call: Any, repository: str, comment_id: str) -> tuple[int, Any, dict[str, str]]:
+            # the bench's comments exist only in its deliveries: take reactions on any comment id
+            content = (call.body or {}).get("content", "")
+            return 201, {"id": self.new_id(), "node_id": "R", "user": self.user(self.bot_login), "content": content,
+                         "created_at": "2026-01-01T00:00:00Z"}, {}
+
+    fake = BenchGitHub().start()
+    for number in range(1, issues + 1):
+        fake.add_issue(BENCH_REPO, number, title=f"bench reviews {number}")
+    print(fake.base_url, flush=True)
+    threading.Event().wait()
+
+
+class VoteDeliveries(Deliveries):
+    """Fresh ``/approve`` comments from the reviewers on the open reviews' issues; remembers what was acknowledged."""
+
+    def __init__(self, issues: dict[int, str]) -> None:
+        super().__init__()
+        payload = json.loads(FIXTURE.read_text(encoding="utf-8"))
+        payload["repository"]["full_name"] = BENCH_REPO
+        payload["issue"]["number"] = "__ISSUE__"
+        payload["comment"]["id"] = "__ID__"
+        payload["comment"]["body"] = "/approve"
+        payload["comment"]["user"]["login"] = payload["sender"]["login"] = "__LOGIN__"
+        self.template = json.dumps(payload).encode()
+        self.issues = sorted(issues)
+        self.review_of = issues
+        self.sent: dict[str, tuple[str, int]] = {}  # delivery id -> (review id, comment id)
+        self.acknowledged: list[tuple[str, str, int]] = []  # (delivery key, review id, comment id)
+        self.refused = 0
+
+    def __call__(self) -> tuple[bytes, dict[str, str]]:
+        self.count += 1
+        comment_id = 10_000_000 + self.count
+        issue = self.issues[self.count % len(self.issues)]
+        login = VOTERS[(self.count // len(self.issues)) % len(VOTERS)]
+        body = (self.template.replace(b'"__ISSUE__"', str(issue).encode())
+                .replace(b'"__ID__"', str(comment_id).encode()).replace(b"__LOGIN__", login.encode()))
+        delivery = str(uuid.uuid4())
+        self.sent[delivery] = (self.review_of[issue], comment_id)
+        return body, {
+            "Content-Type": "application/json", "X-GitHub-Event": "issue_comment",
+            "X-GitHub-Delivery": delivery, "X-GitHub-Hook-ID": "1", "X-Hub-Signature-256": _sign(body),
+        }
+
+    def answered(self, headers: dict[str, str], status: int) -> None:
+        delivery = headers["X-GitHub-Delivery"]
+        review_id, comment_id = self.sent.pop(delivery)
+        if status == 200:
+            self.acknowledged.append((f"{headers['X-GitHub-Hook-ID']}:{delivery}", review_id, comment_id))
+        else:
+            self.refused += 1
+
+
+LOOPBOT_CMD = [str(Path(sys.executable).with_name("loopbot"))]
+if not Path(LOOPBOT_CMD[0]).exists():
+    LOOPBOT_CMD = [sys.executable, "-m", "bot.cli"]
+
+
+class RealBot:
+    """``loopbot serve`` with N demo loops waiting on N issues of a fake GitHub (both subprocesses)."""
+
+    def __init__(self, reviews: int, root: str) -> None:
+        import yaml
+
+        self.root = Path(root)
+        self.state_dir = self.root / "state"
+        self.fake = subprocess.Popen([sys.executable, __file__, "--fake-github", str(reviews)], cwd=ROOT,
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.fake.stdout is not None
+        base_url = self.fake.stdout.readline().strip()
+        loops = [{
+            "name": f"bench{n}", "pattern": "demo", "run_on_start": True,
+            "review": {"post_to": [{"github": {"repository": BENCH_REPO, "issue": n}}],
+                       "reviewers": {"github_users": VOTERS}, "approvals_required": len(VOTERS) + 1},
+        } for n in range(1, reviews + 1)]
+        config = {
+            "state_dir": str(self.state_dir), "server": {"port": 0, "host": "127.0.0.1"},
+            "scheduler": {"poll_interval": 0.5},
+            "github": {"token": "ghp_bench", "base_url": base_url, "webhook_secret": SECRET},
+            "loops": loops,
+        }
+        self.config = self.root / "config.yaml"
+        self.config.write_text(yaml.safe_dump(config), encoding="utf-8")
+        env = {**os.environ, "LOOPBOT_CONFIG": str(self.config), "PYTHONPATH": str(ROOT)}
+        env.pop("PORT", None)
+        self.log = open(self.root / "serve.log", "w", encoding="utf-8")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen([*LOOPBOT_CMD, "serve"], env=env, cwd=self.root, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        self.url = f"http://127.0.0.1:{self._port()}{PATH}"
+        self.issues = self._open_reviews(reviews)
+
+    def _port(self, timeout: float = 30) -> int:
+        from bot.store.lock import ServeLock
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"loopbot serve exited: {(self.root / 'serve.log').read_text()}")
+            info = ServeLock.holder(self.state_dir)
+            if info and info.get("pid") == self.proc.pid and info.get("port"):
+                return int(info["port"])
+            time.sleep(0.05)
+        raise RuntimeError("loopbot serve did not bind a port")
+
+    def _open_reviews(self, count: int, timeout: float = 60) -> dict[int, str]:
+        """issue number -> the id of the open review posted there, once all ``count`` are posted."""
+        from bot.store import FileStore
+
+        store = FileStore(self.state_dir)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            issues = {}
+            for review in store.open_reviews():
+                for post in review.posts:
+                    data = post.get("data") or {}
+                    if post.get("channel") == "github" and data.get("issue"):
+                        issues[int(data["issue"])] = review.id
+            if len(issues) == count:
+                return issues
+            time.sleep(0.1)
+        raise RuntimeError(f"only {len(issues)} of {count} reviews were posted in {timeout}s")
+
+    def stop(self) -> None:
+        for proc in (self.proc, self.fake):
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in (self.proc, self.fake):
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        self.log.close()
+
+    def verify(self, made: VoteDeliveries) -> str:
+        """Every acknowledged delivery recorded in the store, and its vote on its review (the bot stopped)."""
+        from bot.store import FileStore
+
+        store = FileStore(self.state_dir)
+        kept = {review.id: set(review.delivery_keys) for review in store.list_reviews()}
+        missing_delivery = missing_vote = 0
+        for key, review_id, comment_id in made.acknowledged:
+            if store.record_delivery(key):  # True: it was not recorded (now it is; the bench is over)
+                missing_delivery += 1
+            if f"github:comment:{comment_id}" not in kept.get(review_id, set()):
+                missing_vote += 1
+        total = len(made.acknowledged)
+        verdict = "OK" if not (missing_delivery or missing_vote) else "LOST"
+        return (f"loopbot store check: {verdict}: {total} acknowledged deliveries, {missing_delivery} not recorded "
+                f"as deliveries, {missing_vote} without their vote on the review; {made.refused} not acknowledged")
+
+
 def main() -> None:
     global SECRET
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--state", help=argparse.SUPPRESS)
+    parser.add_argument("--fake-github", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--loopbot", type=int, default=0, metavar="N",
+                        help="also a real `loopbot serve` with N open reviews to vote on (0: not)")
     parser.add_argument("--only", default=",".join(BUILTIN), help="built-in targets, comma-separated")
     parser.add_argument("--app", help="module:attr of a Starlette app (or factory) to serve and measure too")
     parser.add_argument("--url", help="an already running webhook URL to measure too (with --secret)")
@@ -287,16 +468,34 @@ def main() -> None:
     if args.serve:
         serve(args.serve, args.port, args.state)
         return
+    if args.fake_github:
+        fake_github(args.fake_github)
+        return
     clients = ["httpx", "aiohttp"] if args.client == "both" else [args.client]
     if "aiohttp" in clients and importlib.util.find_spec("aiohttp") is None:
         print("aiohttp is not installed (not a loopbot dependency): measuring with httpx only")
         clients = ["httpx"]
     names = [n for n in args.only.split(",") if n] + ([f"app={args.app}"] if args.app else [])
-    with local_servers(names) as urls:
+    with contextlib.ExitStack() as stack:
+        bot: RealBot | None = None
+        if args.loopbot:
+            bot = RealBot(args.loopbot, stack.enter_context(tempfile.TemporaryDirectory()))
+            stack.callback(bot.stop)
+            print(f"loopbot serve at {bot.url} with {len(bot.issues)} open reviews")
+        urls = stack.enter_context(local_servers(names))
         if args.url:
             urls["url"] = args.url
+        makers: dict[str, Deliveries] = {}
+        if bot is not None:
+            urls["loopbot"] = bot.url
+            makers["loopbot"] = VoteDeliveries(bot.issues)
         for client in clients:
-            report(client, args, measure_all(urls, args.seconds, args.warmup, client, args.rounds))
+            report(client, args, measure_all(urls, args.seconds, args.warmup, client, args.rounds, makers))
+        if bot is not None:
+            bot.stop()
+            made = makers["loopbot"]
+            assert isinstance(made, VoteDeliveries)
+            print(bot.verify(made))
 
 
 def report(client: str, args: argparse.Namespace, results: dict[str, dict[str, Any]]) -> None:
