@@ -40,9 +40,9 @@ def test_demo_is_built_in() -> None:
 
 
 def test_register_and_get(clean_registry: None) -> None:
-    register_pattern("daily-triage", builder)
-    assert get_pattern("daily-triage") is builder
-    assert available_patterns() == ["daily-triage", "demo"]
+    register_pattern("nightly", builder)
+    assert get_pattern("nightly") is builder
+    assert available_patterns() == ["daily-triage", "demo", "nightly"]
 
 
 @pytest.mark.parametrize(
@@ -63,10 +63,10 @@ def test_register_refuses_a_duplicate_and_a_non_callable(clean_registry: None) -
 
 
 def test_unknown_pattern_lists_known_ones_with_did_you_mean(clean_registry: None) -> None:
-    register_pattern("daily-triage", builder)
+    register_pattern("nightly", builder)
     with pytest.raises(UnknownPatternError) as info:
         get_pattern("dmo")
-    assert str(info.value) == 'unknown pattern "dmo" - did you mean "demo"? Known patterns: daily-triage, demo'
+    assert str(info.value) == 'unknown pattern "dmo" - did you mean "demo"? Known patterns: daily-triage, demo, nightly'
     with pytest.raises(UnknownPatternError, match=r'^unknown pattern "zzz"\. Known patterns'):
         get_pattern("zzz")
 
