@@ -49,9 +49,15 @@ EXIT_SIGNAL_BASE = 128
 EPILOG = """\
 exit codes:
   0  done (run: completed, paused for review, or handed to the server)
-  1  failed: invalid config, a vote refused, a run that failed or was rejected, an unusable store,
-     a run not started because its loop already has an active run
-  2  usage: unknown command, loop, review id or decision word
+  1  failed or refused: invalid config; a vote the review refuses (not a reviewer, already decided,
+     a change the run cannot make); a run that failed or was rejected; a run not started because its
+     loop already has an active run; an unusable store or state_dir (the message names the file:
+     permission denied, disk full, read-only, a symlink, a file where a directory should be)
+  2  usage - the command line is wrong by itself, and nothing is stored: unknown command, loop,
+     review id or decision word; a missing or malformed argument (reject without --feedback, modify
+     without --set, a --set or DURATION its decision does not take, a pause time with no zone or in
+     the past); a --set value that cannot be stored (NaN, 1e999, nested deeper than 32 levels, over
+     64 KiB); an argument that is not valid UTF-8
   3  serve, run: another loopbot serve, or a foreground run, holds this state_dir (the message names its pid)
   130, 143  run: stopped by Ctrl-C (SIGINT) or SIGTERM; the run is saved and `loopbot serve` continues it
 
@@ -278,7 +284,13 @@ def cmd_serve(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
         _err(str(err))
         return EXIT_LOCKED
     except OSError as err:  # the port is taken, or the state dir cannot be created
-        _err(f"cannot serve on {config.server.host}:{config.server.port} with state_dir {config.state_dir}: {err}")
+        import errno
+
+        where = f"cannot serve on {config.server.host}:{config.server.port} with state_dir {config.state_dir}"
+        if err.errno == errno.EADDRINUSE:  # say how to choose another: the usual fix, and not an obvious one
+            _err(f"{where}: port {config.server.port} is taken; set server.port or $PORT (0 picks a free one)")
+        else:
+            _err(f"{where}: {err}")
         return EXIT_FAILED
 
 
@@ -483,6 +495,14 @@ def _changes(args: argparse.Namespace, decision: HumanDecision, now: datetime) -
         problem = modification_problem(changes)
         if problem is not None:
             raise CommandError(problem)
+    else:  # the vote rules refuse these too; said here, they are usage errors (exit 2) like every bad line
+        from bot.reviews import changes_problem, pause_problem
+
+        problem = changes_problem(decision, changes) or (
+            pause_problem(changes["until"], now) if decision is HumanDecision.PAUSE and "until" in changes else None
+        )
+        if problem is not None:
+            raise CommandError(problem)
     return changes
 
 
@@ -527,7 +547,7 @@ def cmd_decide(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     if allowed and decision is HumanDecision.REJECT and not args.feedback.strip() and review.outcome is None:
         # the vote rules would refuse it too, but with the chat's syntax
         _err(f'a reject needs a reason: {_decide_command(path)} {review.id} reject --feedback "the labels are wrong"')
-        return EXIT_FAILED
+        return EXIT_USAGE  # a missing argument, like modify without --set
     votes = VotePath(store, authorizer, clock=lambda: now, people=people)  # this process applies nothing
     reply = Reply(Identity("local", voter, voter), Command(decision, review.id, args.feedback, modifications),
                   review_id=review.id, via="cli")

@@ -67,7 +67,9 @@ __all__ = [
     "ALREADY_DECIDED",
     "authorize",
     "cast_vote",
+    "changes_problem",
     "changes_text",
+    "pause_problem",
     "due_actions",
     "next_deadline",
     "decide_by_timeout",
@@ -208,6 +210,20 @@ def _pause_until(vote: Vote, now: datetime) -> datetime:
         except ValueError:
             pass  # free text, not a duration: the default pause applies
     return now + DEFAULT_PAUSE
+
+
+def pause_problem(until: object, now: datetime) -> str | None:
+    """Why ``pause --set until=...`` is refused (no zone, passed, too far ahead), else None: the CLI says it first."""
+    try:
+        _explicit_until(until, now)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
+def changes_problem(decision: HumanDecision, changes: dict[str, Any]) -> str | None:
+    """Why ``changes`` cannot go with ``decision`` (only modify and pause take any), else None."""
+    return _changes_problem(Vote("", decision, modifications=changes))
 
 
 def _changes_problem(vote: Vote) -> str | None:

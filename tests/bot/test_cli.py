@@ -77,6 +77,12 @@ def test_help_documents_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> No
     text = capsys.readouterr().out
     assert "exit codes:" in text and "2  usage" in text and "3  serve" in text
     assert "130, 143  run: stopped by Ctrl-C (SIGINT) or SIGTERM" in text
+    flat = " ".join(text.split())
+    assert "an unusable store or state_dir (the message names the file: permission denied, disk full, read-only, " \
+        "a symlink, a file where a directory should be)" in flat
+    assert "a --set value that cannot be stored (NaN, 1e999, nested deeper than 32 levels, over 64 KiB); " \
+        "an argument that is not valid UTF-8" in flat
+    assert "reject without --feedback" in flat
 
 
 def test_check_prints_a_summary_without_secrets(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -302,7 +308,7 @@ def test_decide_pause_until_a_time_without_a_zone_is_refused(
 ) -> None:
     cli(capsys, "run", "demo", "--config", str(config))
     code, _, err = cli(capsys, "decide", "demo-1", "pause", "--set", "until=2031-01-01T00:00", "--config", str(config))
-    assert code == EXIT_FAILED and "has no time zone" in err and "2031-01-01T00:00Z" in err
+    assert code == EXIT_USAGE and "has no time zone" in err and "2031-01-01T00:00Z" in err
     assert FileStore(config.parent / "state").get_review("demo-1").paused_until is None
     code, _, err = cli(capsys, "decide", "demo-1", "pause", "--set", "until=2031-01-01T00:00Z", "--config", str(config))
     assert code == EXIT_OK, err
@@ -318,12 +324,15 @@ def test_decide_pause_until_a_time_without_a_zone_is_refused(
         (["demo-1", "modify", "--set", "note=x"], EXIT_USAGE, "e.g. context.note=VALUE"),
         (["demo-1", "modify", "--set", "note=x"], EXIT_USAGE, "usage: loopbot decide REVIEW modify --set context.KEY"),
         (["demo-1", "modify", "--set", "context=5"], EXIT_USAGE, "context takes keys under it"),
-        (["demo-1", "approve", "--set", "context.a=1"], EXIT_FAILED, "approve takes no changes"),
+        (["demo-1", "approve", "--set", "context.a=1"], EXIT_USAGE, "approve takes no changes"),
         (["demo-1", "approve", "2h"], EXIT_USAGE, "only pause takes a duration"),
         (["demo-1", "pause", "soon"], EXIT_USAGE, "invalid duration 'soon'"),
         (["demo-1", "pause", "2h", "--set", "until=2031-01-01T00:00Z"], EXIT_USAGE, "not both"),
+        (["demo-1", "pause", "--set", "until=2020-01-01T00:00Z"], EXIT_USAGE, "is in the past"),
+        (["demo-1", "pause", "--set", "until=2031-01-01T00:00", "--as", "mallory"], EXIT_USAGE, "no time zone"),
+        # one rule (issue 13 item 8): a line wrong by itself is usage (2); what the review refuses is 1
         (["demo-1", "approve", "--as", "mallory"], EXIT_FAILED, "mallory is not a reviewer"),
-        (["demo-1", "reject"], EXIT_FAILED, "a reject needs a reason"),
+        (["demo-1", "reject"], EXIT_USAGE, "a reject needs a reason"),
     ],
 )
 def test_refusals_exit_non_zero_and_change_nothing(
@@ -354,7 +363,7 @@ def test_an_unknown_decision_word_gets_the_cli_usage_not_the_chat_help(
 def test_a_reject_without_a_reason_is_told_the_cli_line(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cli(capsys, "run", "demo", "--config", str(config))
     code, _, err = cli(capsys, "decide", "demo-1", "reject", "--config", str(config))
-    assert code == EXIT_FAILED
+    assert code == EXIT_USAGE  # a missing argument, as modify without --set
     line = f'loopbot --config {config} decide demo-1 reject --feedback "the labels are wrong"'
     assert f"a reject needs a reason: {line}" in err
     assert "`reject the labels" not in err
@@ -404,6 +413,8 @@ def test_serve_on_a_taken_port_fails_cleanly(tmp_path: Path, capsys: pytest.Capt
     finally:
         taken.close()
     assert code == EXIT_FAILED and "cannot serve on 127.0.0.1:" in err
+    port = path.read_text().split("port: ")[1].split()[0]
+    assert f"port {port} is taken; set server.port or $PORT (0 picks a free one)" in err
     assert ServeLock.holder(tmp_path / "state") is None  # the lock was released
 
 
