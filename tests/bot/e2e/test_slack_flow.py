@@ -62,14 +62,15 @@ def _assert_closed_in_slack(desk: SlackDesk, review: dict[str, Any], message: di
     calls = wait_for(updated, timeout=10, what="the review message re-rendered without buttons")
     assert any(outcome in str(c.params.get("blocks")) for c in calls)
 
-    def both() -> list[str] | None:
-        texts = desk.updates(review["id"])
-        ended = [t for t in texts if t.startswith(f"Run {review['run']} {run_status}")]
-        said = [t for t in texts if outcome in t]
-        return texts if ended and said else None
+    def ended(texts: list[str]) -> list[str]:
+        return [t for t in texts if t.startswith(f"Run {review['run']} {run_status}")]
 
-    texts = wait_for(both, timeout=10, what="thread replies for the outcome and the run's end")
-    assert len(texts) == 2, texts
+    def said(texts: list[str]) -> list[str]:
+        return [t for t in texts if t.startswith(outcome)]
+
+    texts = wait_for(lambda: (lambda t: t if ended(t) and said(t) else None)(desk.updates(review["id"])),
+                     timeout=10, what="thread replies for the outcome and the run's end")
+    assert len(ended(texts)) == len(said(texts)) == 1, texts  # each once (other notes, e.g. the votes, may join)
     for reply in desk.tagged("loopbot_update", review_id=review["id"]):
         assert reply["thread_ts"] == message["thread_ts"]  # in the run's thread, not the channel
 
