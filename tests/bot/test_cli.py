@@ -292,6 +292,28 @@ def test_the_modify_line_the_review_file_prints_is_accepted(
     assert FileStore(config.parent / "state").get_review("demo-1").status == "decided"
 
 
+def test_a_plan_change_the_run_cannot_make_is_refused_when_cast_naming_the_plans_steps(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 13 item 8: plan.skip of an unknown step was accepted, then failed the run when it resumed."""
+    cli(capsys, "run", "demo", "--config", str(config))
+    store = FileStore(config.parent / "state")
+    for change, why in [
+        ('plan.skip=["aply"]', "plan.skip names step(s) the run's plan does not have: aply; "
+                               "its steps: collect, propose, apply, report"),
+        ('plan.add=[{"id": "apply"}]', "plan.add: a step 'apply' is already in the plan"),
+        ('plan.add=[{"id": "notify", "dependencies": ["mail"]}]',
+         "plan.add: step 'notify' depends on unknown step(s) mail"),
+    ]:
+        code, _, err = cli(capsys, "decide", "demo-1", "modify", "--set", change, "--config", str(config))
+        assert code == EXIT_FAILED and f"vote refused: {why}" in err
+        assert store.get_review("demo-1").history == []  # nothing recorded
+    code, out, err = cli(capsys, "decide", "demo-1", "modify", "--set", 'plan.skip=["report"]',
+                         "--set", 'plan.add=[{"id": "notify", "dependencies": ["apply"]}]', "--config", str(config))
+    assert code == EXIT_OK, err
+    assert store.get_review("demo-1").status == "decided"
+
+
 def test_decide_pause_takes_a_duration(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cli(capsys, "run", "demo", "--config", str(config))
     before = datetime.now(UTC)
