@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -240,8 +241,11 @@ class BotConfig(BaseModel):
                 assert loop.schedule.interval is not None
                 when = f"every {format_duration(loop.schedule.interval)}"
             start = ", runs on start" if loop.run_on_start else ""
-            review = loop.review
-            lines.append(f"  - {loop.name}: {source}; {when}{start}; {review.approvals_required} approval(s) needed")
+            block = loop.checkpoint
+            # `preset: disabled` (or `enabled: false`; a field overrides the preset): it never pauses for review
+            paused = block is None or (block.model_extra or {}).get("enabled", block.preset != "disabled")
+            review = f"{loop.review.approvals_required} approval(s) needed" if paused else "checkpoints disabled"
+            lines.append(f"  - {loop.name}: {source}; {when}{start}; {review}")
         return "\n".join(lines)
 
 
@@ -443,7 +447,8 @@ def _read_text(path: str | os.PathLike[str], name: str) -> str:
             data = handle.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(
-            [f"{name}: file not found; copy config.example.yaml to config.yaml or pass --config PATH"]
+            [f"{name}: file not found; `loopbot init {shlex.quote(name)}` writes the commented example "
+             "(config.example.yaml) there, or pass --config PATH"]
         ) from None
     except IsADirectoryError:
         raise ConfigError([f"{name}: is a directory; pass the config file with --config PATH"]) from None

@@ -450,6 +450,33 @@ def test_summary_reads_well(tmp_path: Path) -> None:
     assert "sweep: factory mypkg.loops:build; every 30m, runs on start" in summary
 
 
+@pytest.mark.parametrize(
+    ("checkpoint", "shown"),
+    [
+        ("{preset: disabled}", "checkpoints disabled"),
+        ("{enabled: false}", "checkpoints disabled"),
+        ("{preset: disabled, enabled: true}", "1 approval(s) needed"),
+        ("{preset: production}", "1 approval(s) needed"),
+    ],
+)
+def test_the_summary_counts_no_approvals_for_a_loop_that_never_pauses(
+    tmp_path: Path, checkpoint: str, shown: str
+) -> None:
+    """Issue 13 item 8: "1 approval(s) needed" showed for a loop whose checkpoints are disabled."""
+    text = f"loops:\n  - {{name: quiet, pattern: demo, checkpoint: {checkpoint}}}\n"
+    summary = load_config(write(tmp_path, text), {}).summary()
+    assert f"quiet: pattern demo; on request; {shown}" in summary
+
+
+def test_a_missing_config_names_loopbot_init(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path / "my config.yaml", {})
+    assert str(info.value).endswith(
+        f"my config.yaml: file not found; `loopbot init '{tmp_path}/my config.yaml'` writes the commented example "
+        "(config.example.yaml) there, or pass --config PATH"
+    )
+
+
 def test_the_summary_says_how_each_channel_takes_answers(tmp_path: Path) -> None:
     slack_only = FULL.split("github:")[0] + "loops: []\n"
     config = load_config(write(tmp_path, slack_only), SECRETS)
