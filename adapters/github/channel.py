@@ -271,6 +271,7 @@ class GitHubChannel:
                                permanent=True) from None
         if answer.kind is AnswerKind.DUPLICATE:
             return
+        self.acknowledge(respond)  # 👀 first: "seen", then what became of it
         comment_id = respond.get("comment_id")
         reaction = _REACTIONS.get(answer.kind)
         if comment_id is not None and reaction is not None:

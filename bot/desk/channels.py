@@ -77,28 +77,17 @@ class Channels:
         return Authorizer(memberships, self.people)
 
     def _submit(self, votes: VotePath, desk: ReviewDesk) -> Callable[[list[Reply]], None]:
-        """GitHub's intake: 👀 on the comment (queued first), vote now, answer later (a reply comment).
+        """GitHub's intake: vote now, answer later (👀, then a reaction and a reply comment) through the outbox.
 
         Everything a channel is told goes through the outbox, so a slow or
-        rate-limited GitHub never holds up the webhook's answer or the vote;
-        the acknowledgement is queued before the vote, so its worker delivers
-        it first. One per comment (its id names the task), however many
-        commands it holds or ways (webhook, poll) it arrived.
+        rate-limited GitHub never holds up the webhook's answer or the vote.
+        The 👀 rides on the answer's task rather than a task of its own: the
+        same worker would deliver both within the same moment, and every
+        durable task is an fsync on the webhook's path.
         """
-        from bot.store.base import OutboxTask
 
         def submit(replies: list[Reply]) -> None:
-            acknowledged = set()
             for reply in replies:
-                comment_id = (reply.respond or {}).get("comment_id")
-                if comment_id is not None and comment_id not in acknowledged:
-                    acknowledged.add(comment_id)
-                    channel = reply.voter.channel
-                    desk.outbox.add(OutboxTask(
-                        id=f"acknowledge.{channel}.comment-{comment_id}", channel=channel, action="acknowledge",
-                        review_id=reply.review_id, payload={"respond": dict(reply.respond)},
-                        created_at=desk._clock(),  # the desk's clock: tasks are due by it
-                    ))
                 desk.answer(reply, votes.handle(reply))
 
         return submit

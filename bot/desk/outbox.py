@@ -144,11 +144,6 @@ class Outbox:
 
     def _run(self, channel: Channel, task: OutboxTask) -> None:
         payload = task.payload
-        if task.action == "acknowledge":  # "seen" on a voter's message (GitHub: 👀), before the answer
-            acknowledge = getattr(channel, "acknowledge", None)
-            if acknowledge is not None:
-                acknowledge(payload.get("respond") or {})
-            return
         if task.action == "answer":
             answer = payload.get("answer") or {}
             channel.answer(payload.get("respond") or {}, Answer(AnswerKind(answer.get("kind", "info")),

@@ -130,7 +130,7 @@ def test_answer_reacts_and_replies_quoting_the_voter(channel: GitHubChannel, fak
     answer = Answer(AnswerKind.DECIDED, "Approved: review triage-17 is decided (1 of 1).", "triage-17")
     channel.answer(respond, answer)
     channel.answer(respond, answer)  # an outbox retry
-    assert fake.reactions == [(vote["id"], "rocket", fake.bot_login)]
+    assert fake.reactions == [(vote["id"], "eyes", fake.bot_login), (vote["id"], "rocket", fake.bot_login)]
     replies = [c for c in fake.comments_on(REPO, 42) if c["id"] != vote["id"]]
     assert len(replies) == 1
     assert "> /approve looks fine" in replies[0]["body"] and "@alice Approved" in replies[0]["body"]
@@ -141,7 +141,7 @@ def test_refused_answer_thumbs_down_and_help_as_code(channel: GitHubChannel, fak
     respond = {"repository": REPO, "issue": 42, "comment_id": vote["id"], "login": "eve", "quote": "/approve",
                "key": "k1"}
     channel.answer(respond, Answer(AnswerKind.REFUSED, "eve may not answer review triage-17\nask alice or bob"))
-    assert fake.reactions == [(vote["id"], "-1", fake.bot_login)]
+    assert fake.reactions == [(vote["id"], "eyes", fake.bot_login), (vote["id"], "-1", fake.bot_login)]
     reply = fake.comments_on(REPO, 42)[-1]["body"]
     assert "```text\neve may not answer" in reply
 

@@ -52,7 +52,7 @@ def test_post_vote_by_webhook_answer_and_the_poller_agrees(channel: GitHubChanne
     body, headers = signed("issue_comment", payload, secret="s3cret")
     assert TestClient(app).post("/github/webhook", content=body, headers=headers).json() == {"votes": 1}
 
-    assert fake.reactions == [(vote["id"], "rocket", fake.bot_login)]
+    assert fake.reactions == [(vote["id"], "eyes", fake.bot_login), (vote["id"], "rocket", fake.bot_login)]
     answer = fake.comments_on(REPO, 42)[-1]["body"]
     assert "@alice approved triage-17" in answer and "> /approve" in answer
 
