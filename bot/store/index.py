@@ -14,6 +14,10 @@ A scan lists the names, ``stat``s each and re-reads only the files whose
 same clock tick as a scan leaves the mtime as it was), so an unchanged mtime
 is trusted only when it was already ``settle`` seconds old at the last scan;
 a younger one means "scan again" - a cost paid only while writes happen.
+File systems that keep whole-second timestamps need two seconds of that;
+the ones with sub-second timestamps (every mtime not a whole second tells
+them apart) need only the kernel's tick, so a busy bot rescans for 50 ms
+after a write instead of two seconds.
 """
 
 from __future__ import annotations
@@ -26,12 +30,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
-__all__ = ["DirIndex", "Entry", "SETTLE_SECONDS"]
+__all__ = ["DirIndex", "Entry", "SETTLE_SECONDS", "FINE_SETTLE_SECONDS"]
 
 S = TypeVar("S")
 
-#: How old a directory mtime must be before an unchanged one is trusted (coarse kernel timestamps).
+#: How old a directory mtime must be before an unchanged one is trusted, on a file system that keeps
+#: whole seconds (ext3, HFS+, some network file systems: a write within the same second keeps the mtime).
 SETTLE_SECONDS = 2.0
+#: ... and on one with sub-second timestamps (ext4, xfs, btrfs, tmpfs): their clock is the kernel's coarse
+#: one, which lags the wall clock by at most a tick (1-10 ms), so a write after a scan that began this long
+#: after the mtime always moves it.
+FINE_SETTLE_SECONDS = 0.05
 
 _Key = tuple[int, int, int]
 
@@ -69,6 +78,7 @@ class DirIndex(Generic[S]):
         self._load = load
         self._wall = wall
         self._settle_ns = int(settle * 1e9)
+        self._fine_settle_ns = min(self._settle_ns, int(FINE_SETTLE_SECONDS * 1e9))
         self._lock = threading.Lock()
         self._entries: dict[str, Entry[S]] = {}
         self._bad: dict[str, tuple[_Key, Exception]] = {}
@@ -108,7 +118,9 @@ class DirIndex(Generic[S]):
             return
         now_ns = int(self._wall() * 1e9)
         self._scan()
-        self._trusted = marker if now_ns - st.st_mtime_ns >= self._settle_ns else None
+        whole_seconds = st.st_mtime_ns % 1_000_000_000 == 0
+        settle = self._settle_ns if whole_seconds else self._fine_settle_ns
+        self._trusted = marker if now_ns - st.st_mtime_ns >= settle else None
 
     def _scan(self) -> None:
         self.scans += 1

@@ -114,14 +114,21 @@ def test_another_process_writes_are_noticed(tmp_path: Path) -> None:
     assert [r.id for r in serve.decided_reviews()] == ["demo-3"] and serve.counts()["decided_reviews"] == 1
 
 
-def test_a_young_directory_mtime_is_not_trusted(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("whole_seconds", "young"),
+    [(False, 0.01), (True, 0.5)],  # sub-second timestamps: a kernel tick; whole seconds: two seconds
+    ids=["fine-timestamps", "whole-second-timestamps"],
+)
+def test_a_young_directory_mtime_is_not_trusted(tmp_path: Path, whole_seconds: bool, young: float) -> None:
     """A write in the same clock tick as a scan leaves the mtime as it was: rescan until it is old."""
     directory = tmp_path / "reviews"
     now = [0.0]
     serve, decide = FileStore(tmp_path, wall=lambda: now[0]), FileStore(tmp_path)
     fill(serve, 2)
     mtime = directory.stat().st_mtime_ns
-    now[0] = mtime / 1e9 + 0.5  # scanned half a second after the last change: too young to trust
+    mtime = mtime - mtime % 1_000_000_000 + (0 if whole_seconds else 123_000_000)
+    os.utime(directory, ns=(mtime, mtime))
+    now[0] = mtime / 1e9 + young  # scanned just after the last change: too young to trust
     assert [r.id for r in serve.open_reviews()] == ["demo-2"]
     decide.update_review("demo-2", lambda r: cast_vote(r, Vote("local:b", HumanDecision.APPROVE), now=T0))
     os.utime(directory, ns=(mtime, mtime))  # as if the write landed in the same coarse tick
