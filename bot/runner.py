@@ -427,8 +427,10 @@ class Runner:
     def _recover(self, run: RunRecord) -> None:
         if run.status == "waiting" and run.review_id:
             review = self._store.get_review(run.review_id)
-            if review.status == "open":
-                log.info("run %s keeps waiting on review %s", run.id, review.id)
+            # A review with its targets recorded has its posts in the outbox (added before the targets):
+            # only one stopped between being stored and being posted needs posting now.
+            if review.status == "open" and not review.targets:
+                log.info("run %s waits on review %s, which was never posted; posting it", run.id, review.id)
                 self._post(review)
         elif run.status == "running":
             if run.review_id and self._store.get_review(run.review_id).status == "decided":

@@ -151,14 +151,15 @@ class ReviewDesk:
     def open(self, review: Review, targets: Iterable[Any]) -> None:
         """Post ``review`` to the local channel and each of ``targets`` (config or stored shapes), once each."""
         chosen = self._reachable(review, targets_from([LOCAL.to_dict(), *targets]), "post_to")
-        entries = [_entry(target, "post") for target in chosen]
-        review = self._remember(review, entries)
         posted = {p.get("target") or p.get("channel") for p in review.posts}
+        # Tasks first, then the targets: a review whose targets are recorded has its posts queued
+        # (the runner's restart relies on it), and a crash between only repeats an idempotent add.
         self._add(
             self._task(review, "post", target.kind, target.key, {"target": target.to_dict()})
             for target in chosen
             if target.key not in posted
         )
+        self._remember(review, [_entry(target, "post") for target in chosen])
 
     def update(self, review: Review, text: str) -> None:
         """Tell every message of the review (its posts and escalations) ``text``."""
@@ -172,11 +173,11 @@ class ReviewDesk:
     def escalate(self, review: Review, targets: Iterable[Any], text: str) -> None:
         """Post the review to the escalation targets (the local channel if none) with ``text`` on top."""
         chosen = self._reachable(review, targets_from(targets) or [LOCAL], "escalate_to")
-        review = self._remember(review, [_entry(target, "escalation") for target in chosen])
         self._add(
             self._task(review, "escalate", target.kind, target.key, {"target": target.to_dict(), "text": text})
             for target in chosen
         )
+        self._remember(review, [_entry(target, "escalation") for target in chosen])
         log.warning("%s (escalated to %s)", text, ", ".join(t.key for t in chosen))
 
     def answer(self, reply: Reply, answer: Answer) -> None:
@@ -191,11 +192,13 @@ class ReviewDesk:
                      "answer": {"kind": answer.kind.value, "text": answer.text}},
         )])
 
-    def _remember(self, review: Review, entries: list[dict[str, Any]]) -> Review:
+    def _remember(self, review: Review, entries: list[dict[str, Any]]) -> None:
         """Add ``entries`` to the review's stored targets (status shows each, delivered or not)."""
-        def record(stored: Review) -> Review:
+        if {entry["key"] for entry in entries} <= {entry["key"] for entry in review.targets}:
+            return  # known already: no write, no lock
+
+        def record(stored: Review) -> None:
             known = {entry["key"] for entry in stored.targets}
             stored.targets.extend(entry for entry in entries if entry["key"] not in known)
-            return stored
 
-        return self._store.update_review(review.id, record)
+        self._store.update_review(review.id, record)

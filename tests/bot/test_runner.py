@@ -12,7 +12,7 @@ import pytest
 import bot.store.documents as store_documents
 
 from bot.patterns import LoopSpec
-from bot.reviews import Vote, cast_vote
+from bot.reviews import Review, Vote, cast_vote
 from bot.store import FileStore
 from bot.worker import UnknownLoopError
 from loop_engine.checkpoint import HumanDecision
@@ -160,11 +160,18 @@ def test_recovery_finds_a_review_stored_before_the_crash_instead_of_opening_anot
 
 def test_recovery_reposts_a_waiting_review_that_was_never_posted(tmp_path: Path) -> None:
     b, run_id, review_id = paused(tmp_path)
-    b.store.update_review(review_id, lambda r: r.posts.clear())
+
+    def as_if_killed_before_posting(review: Review) -> None:  # stored, then kill -9 before desk.open
+        review.posts.clear()
+        review.targets.clear()
+
+    b.store.update_review(review_id, as_if_killed_before_posting)
     restarted = bench(tmp_path, [demo()])
     restarted.runner.recover()
     assert restarted.channel.kinds() == ["post"]
     assert b.store.get_review(review_id).posts
+    restarted.runner.recover()  # posted (its targets recorded): a second restart posts nothing more
+    assert restarted.channel.kinds() == ["post"]
 
 
 def test_overlap_skip_names_the_active_run(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
