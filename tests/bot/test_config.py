@@ -136,15 +136,16 @@ def test_example_loads_with_an_empty_environment() -> None:
     config = load_config(ROOT / "config.example.yaml", {})
     assert config.slack is None and config.github is None
     assert config.server.port == 8000 and config.state_dir == ROOT / "state"
-    (demo,) = config.loops
+    demo, triage = config.loops  # the daily triage is there, inactive until GITHUB_TOKEN and a repository
     assert (demo.name, demo.pattern, demo.run_on_start) == ("demo", "demo", True)
+    assert (triage.pattern, triage.run_on_start) == ("daily-triage", False)
     policy = demo.review.to_policy()
     assert policy.reviewers.local == ["you"] and policy.approvals_required == 1
 
 
 def test_example_names_the_person_at_the_terminal_as_its_reviewer() -> None:
     """So the decide line `make run` prints is accepted without --as."""
-    (demo,) = load_config(ROOT / "config.example.yaml", {"USER": "alice"}).loops
+    demo = load_config(ROOT / "config.example.yaml", {"USER": "alice"}).loops[0]
     assert demo.review.to_policy().reviewers.local == ["alice"]
 
 
