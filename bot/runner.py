@@ -151,6 +151,7 @@ class Runner:
         self._clock = clock
         self._lock = threading.Lock()
         self._busy: dict[str, threading.Thread] = {}  # run id -> its worker
+        self._unrecorded: dict[str, str] = {}  # run id -> why its end could not be written (healthz says so)
         self._stopping = False
 
     # -- starting runs -------------------------------------------------------------
@@ -236,18 +237,33 @@ class Runner:
 
     def _work(self, run_id: str, job: Callable[[], None]) -> None:
         try:
-            job()
-        except RunInterrupted as stop:  # shutdown: the snapshot is saved between steps; the next start goes on
-            log.info("%s; it continues at the next start", stop)
-        except (UnknownLoopError, LoopBuildError) as err:  # the loop left the config, or no longer builds
-            log.error("run %s cannot continue: %s", run_id, err, exc_info=None if _explained(err) else err)
-            self._fail(run_id, str(err))
-        except Exception as err:  # the worker boundary: record the crash on the run, keep the bot up
-            log.exception("run %s stopped by an internal error", run_id)
-            self._fail(run_id, f"internal error: {err!r}")
+            try:
+                job()
+            except RunInterrupted as stop:  # shutdown: the snapshot is saved between steps; the next start goes on
+                log.info("%s; it continues at the next start", stop)
+            except (UnknownLoopError, LoopBuildError) as err:  # the loop left the config, or no longer builds
+                log.error("run %s cannot continue: %s", run_id, err, exc_info=None if _explained(err) else err)
+                self._fail(run_id, str(err))
+            except Exception as err:  # the worker boundary: record the crash on the run, keep the bot up
+                log.exception("run %s stopped by an internal error", run_id)
+                self._fail(run_id, f"internal error: {err!r}")
+        except (OSError, StoreError) as err:  # not even the failure could be written (a full or read-only disk)
+            what = f"run {run_id} stopped and its end could not be recorded ({err}); it stays `running`"
+            log.critical("%s: fix the disk, then restart `loopbot serve`, which continues it", what)
+            with self._lock:
+                self._unrecorded[run_id] = what
         finally:
             with self._lock:
                 self._busy.pop(run_id, None)
+
+    def problem(self) -> str | None:
+        """Why this runner cannot be trusted with its runs (one stopped and could not say so), else None."""
+        with self._lock:
+            stuck = list(self._unrecorded.values())
+        if not stuck:
+            return None
+        more = f" (and {len(stuck) - 1} more)" if len(stuck) > 1 else ""
+        return stuck[0] + more
 
     def _fail(self, run_id: str, reason: str) -> None:
         self._store.update_run(run_id, lambda run: self._finish(run, "failed", reason))

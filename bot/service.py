@@ -149,8 +149,12 @@ class Service:
         """Why the ticking is unhealthy (stopped, or no tick completed for long), else None.
 
         None before ``start`` and after ``stop``: only a thread that should be
-        ticking can be late.
+        ticking can be late. A run whose end could not be written (a full disk)
+        is a problem at any time: the store says "running" and no worker runs it.
         """
+        stuck = self._runner.problem()
+        if stuck is not None:  # a run stopped without a worker while the store says "running"
+            return stuck
         if self._thread is None or self._stop.is_set():
             return None
         if not self._thread.is_alive():
