@@ -47,7 +47,7 @@ def test_reject_vetoes_and_ends_the_run_rejected(ws: Workspace) -> None:
     assert ws.cli("decide", review["id"], "approve", "--as", "alice").returncode == 0
 
     no_reason = ws.cli("decide", review["id"], "reject", "--as", "bob")
-    assert no_reason.returncode == 1 and "reason" in no_reason.stderr
+    assert no_reason.returncode == 2 and "reason" in no_reason.stderr  # usage: the line alone is wrong
 
     veto = ws.cli("decide", review["id"], "reject", "--feedback", "labels look wrong", "--as", "bob")
     assert veto.returncode == 0, veto.stderr
