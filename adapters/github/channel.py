@@ -199,6 +199,10 @@ class GitHubChannel:
     def post_request(self, target: Target, post: ReviewPost) -> MessageRef:
         repository, issue = self._issue_for(target, post)
         comment = self._post_once(repository, issue, review_marker(post.review_id), self._render(post))
+        return self._posted(target, post, repository, issue, comment)
+
+    def _posted(self, target: Target, post: ReviewPost, repository: str, issue: int, comment: Comment) -> MessageRef:
+        """The ref of a review's comment; an open review's issue carries the awaiting label."""
         if post.status == "open":
             self.api.add_labels(repository, issue, AWAITING_LABEL)
         return MessageRef(
@@ -249,13 +253,7 @@ class GitHubChannel:
         hint = f"full text in {self.full_text_dir}/{post.review_id}.md"
         body = render_escalation(post, text, full_text_hint=hint)
         comment = self._post_once(repository, issue, escalation_marker(post.review_id), body)
-        if post.status == "open":
-            self.api.add_labels(repository, issue, AWAITING_LABEL)
-        return MessageRef(
-            self.name,
-            {"repository": repository, "issue": issue, "comment_id": comment.id, "url": comment.html_url},
-            target.key,
-        )
+        return self._posted(target, post, repository, issue, comment)
 
     def acknowledge(self, respond: Mapping[str, Any]) -> None:
         """👀 on a voter's comment, to say it arrived (the bot may call this on receipt, before deciding)."""
