@@ -65,9 +65,13 @@ def result_text(result: dict[str, Any] | None) -> str:
         done = sum(1 for status in steps.values() if status in _DONE_STEPS)
         left = ", ".join(f"{step} {status}" for step, status in steps.items() if status not in _DONE_STEPS)
         parts.append(f"{done} of {len(steps)} steps done" + (f" ({left})" if left else ""))
-    if result.get("output") is not None:
-        output = json.dumps(result["output"], ensure_ascii=False, default=str)
-        parts.append("output: " + (output if len(output) <= _OUTPUT_SHOWN else output[:_OUTPUT_SHOWN] + "..."))
+    output = result.get("output")
+    summary = output.get("summary") if isinstance(output, dict) else None
+    if isinstance(summary, str) and summary.strip():  # a loop that words its own result (daily triage's report)
+        parts.append(" ".join(summary.split()))
+    elif output is not None:
+        shown = json.dumps(output, ensure_ascii=False, default=str)
+        parts.append("output: " + (shown if len(shown) <= _OUTPUT_SHOWN else shown[:_OUTPUT_SHOWN] + "..."))
     return "; ".join(parts)
 
 

@@ -14,6 +14,7 @@ import bot.store.documents as store_documents
 from bot.patterns import LoopSpec
 from bot.reviews import Review, Vote, cast_vote
 from bot.store import FileStore
+from bot.runner import result_text
 from bot.worker import UnknownLoopError
 from loop_engine.checkpoint import HumanDecision
 from loop_engine.serialization import state_from_dict
@@ -494,3 +495,16 @@ def test_an_outcome_that_cannot_be_applied_says_who_voted_for_it(tmp_path: Path)
     reason = b.store.get_run(run_id).reason or ""
     assert "could not be applied" in reason and "(voted by local:bob at " in reason
     assert b.store.get_review(review_id).error == reason
+
+
+@pytest.mark.parametrize(
+    ("output", "shown"),
+    [
+        ({"kind": "report", "summary": "P0 1, P1 2; applied 3, skipped 1", "applied": 3},
+         "4 iteration(s); P0 1, P1 2; applied 3, skipped 1"),
+        ({"did": "x"}, '4 iteration(s); output: {"did": "x"}'),
+        (None, "4 iteration(s)"),
+    ],
+)
+def test_a_runs_end_line_shows_the_summary_its_loop_worded(output: Any, shown: str) -> None:
+    assert result_text({"iterations": 4, "output": output}) == shown
