@@ -441,7 +441,10 @@ class Runner:
         for run in self._store.active_runs():
             try:
                 self._recover(run)
-            except StoreError as err:  # e.g. its review is damaged (set aside, named in problems()): not the others
+            except CorruptDocumentError as err:  # its review was unreadable and set aside: nobody can answer it
+                # Failed, saying why, so the loop's one active slot is free again; problems() names the file.
+                self._fail(run.id, f"its review {run.review_id} could not be read and was set aside ({err})")
+            except StoreError as err:  # e.g. a newer loopbot's document: leave the run as it is, not the others
                 log.error("run %s cannot be picked up: %s; the other runs go on", run.id, err)
 
     def _recover(self, run: RunRecord) -> None:

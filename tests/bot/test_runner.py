@@ -508,3 +508,15 @@ def test_an_outcome_that_cannot_be_applied_says_who_voted_for_it(tmp_path: Path)
 )
 def test_a_runs_end_line_shows_the_summary_its_loop_worded(output: Any, shown: str) -> None:
     assert result_text({"iterations": 4, "output": output}) == shown
+
+
+def test_a_waiting_run_whose_review_was_set_aside_fails_and_frees_its_loop(tmp_path: Path) -> None:
+    b, run_id, review_id = paused(tmp_path)
+    (b.config.state_dir / "reviews" / f"{review_id}.json").write_text("{torn", encoding="utf-8")
+    restarted = bench(tmp_path, [demo()])
+    restarted.runner.recover()
+    run = restarted.store.get_run(run_id)
+    assert run.status == "failed" and f"its review {review_id} could not be read" in (run.reason or "")
+    assert any(f"{review_id}.json" in problem for problem in restarted.store.problems())
+    assert restarted.runner.request_run("demo", trigger="schedule") is not None  # overlap: skip no longer blocks
+    assert restarted.runner.join(10)
