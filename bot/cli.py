@@ -16,6 +16,7 @@ standard library.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import signal
@@ -392,7 +393,7 @@ def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
 def cmd_status(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     from bot.logging import RedactingFilter
     from bot.status import render_json, render_table
-    from bot.store import ServeLock
+    from bot.store import ServeLock, StoreError
     from bot.store.open import open_store
     from bot.store.lock import ROLE_SERVE, role_of
 
@@ -404,7 +405,10 @@ def cmd_status(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
         runs = sorted([*store.list_runs(), *recent], key=lambda r: r.created_at)
         reviews = store.list_reviews()
         hot = {r.id for r in reviews}
-        reviews += [store.get_review(r.review_id) for r in recent if r.review_id and r.review_id not in hot]
+        for run in recent:
+            if run.review_id and run.review_id not in hot:
+                with contextlib.suppress(StoreError):  # one set aside is listed under problems below
+                    reviews.append(store.get_review(run.review_id))
     tasks = store.pending_tasks()
     holder = ServeLock.holder(config.state_dir)
     serving = holder is not None and role_of(holder) == ROLE_SERVE
