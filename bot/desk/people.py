@@ -8,8 +8,18 @@ vote. An account nobody lists is its own person.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Protocol
 
-__all__ = ["People"]
+__all__ = ["People", "PersonEntry"]
+
+
+class PersonEntry(Protocol):
+    """What a ``people:`` entry offers (``bot.config_blocks.PersonConfig``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def accounts(self) -> list[str]: ...
 
 
 class People:
@@ -22,14 +32,10 @@ class People:
                 self._owner[account.casefold()] = name
 
     @classmethod
-    def from_config(cls, people: Iterable[object]) -> People:
-        """From ``BotConfig.people`` (objects with ``name`` and ``accounts()``)."""
-        return cls((p.name, p.accounts()) for p in people)  # type: ignore[attr-defined]
+    def from_config(cls, people: Iterable[PersonEntry]) -> People:
+        """From ``BotConfig.people``."""
+        return cls((p.name, p.accounts()) for p in people)
 
     def person_of(self, account: str) -> str | None:
         """The person behind ``account``, or None when no entry names it."""
         return self._owner.get(account.casefold())
-
-    def accounts_of(self, person: str) -> list[str]:
-        key = person.casefold()
-        return [account for account, name in self._owner.items() if name.casefold() == key]
