@@ -56,3 +56,14 @@ def test_status_and_decide_load_neither_the_engine_nor_the_scheduler(argv: list[
     code = f"import bot.cli\nbot.cli.main(['--config', {str(config)!r}, *{argv!r}])"
     loaded = loaded_after(code)
     assert not {"apscheduler", "jsonschema", "uvicorn", "starlette", "slack_bolt", "github", "asyncio"} & set(loaded)
+
+
+@pytest.mark.parametrize("argv", [["status"], ["decide", "nosuch-1", "approve"]])
+def test_a_cron_schedule_checked_by_status_and_decide_does_not_load_the_job_store(
+    argv: list[str], tmp_path: Path
+) -> None:
+    """Checking a cron expression needs APScheduler's trigger, never SQLAlchemy (~0.2 s) behind its job store."""
+    config = tmp_path / "config.yaml"
+    config.write_text("state_dir: ./state\nloops:\n  - {name: demo, pattern: demo, schedule: {cron: '0 9 * * 1-5'}}\n")
+    code = f"import bot.cli\nbot.cli.main(['--config', {str(config)!r}, *{argv!r}])"
+    assert "sqlalchemy" not in loaded_after(code)
