@@ -42,7 +42,15 @@ from adapters.commands import Command, CommandError, parse_command
 from loop_engine.checkpoint import HumanDecision
 
 from .client import DEFAULT_API_BASE_URL
-from .modals import MODAL_CALLBACKS, FIELD_BLOCK, ModalContext, build_modal, command_from_submission, submitted_text
+from .modals import (
+    FIELD_BLOCK,
+    MAX_ERROR,
+    MODAL_CALLBACKS,
+    ModalContext,
+    build_modal,
+    command_from_submission,
+    submitted_text,
+)
 from .mrkdwn import render_answer
 from .render import ACTION_IDS
 
@@ -196,14 +204,22 @@ class _Intake:
         except CommandError as exc:
             await ack(response_action="errors", errors={FIELD_BLOCK[decision]: str(exc)})
             return
-        await ack()
         voter = _identity(body.get("user"))
         respond = {"channel": context.channel, "user": voter.id, "thread_ts": context.thread_ts,
                    "response_url": context.response_url}
         reply = Reply(voter=voter, command=command, review_id=context.review_id,
                       dedupe_key=f"slack:view:{view.get('id') or body.get('trigger_id')}", via="modal",
                       respond=respond)
-        answer = await self._vote(reply)
+        # Voted before the ack when it is quick, so a refusal (changes the run's plan cannot take, a voter
+        # who may not answer) stays in the modal under the field, with what was typed, instead of closing it.
+        vote = asyncio.ensure_future(self._vote(reply))
+        done, _ = await asyncio.wait({vote}, timeout=self.answer_wait)
+        if vote in done and vote.result().kind in (AnswerKind.REFUSED, AnswerKind.INVALID):
+            error = render_answer(vote.result())[:MAX_ERROR]
+            await ack(response_action="errors", errors={FIELD_BLOCK[decision]: error})
+            return
+        await ack()
+        answer = await vote
         if context.channel:
             await self._tell(client, respond, answer)
 

@@ -15,14 +15,15 @@ from typing import Any
 from adapters.commands import Command, CommandError, modification_problem, parse_assignments, parse_command
 from loop_engine.checkpoint import HumanDecision
 
-__all__ = ["MODAL_CALLBACKS", "ModalContext", "build_modal", "command_from_submission", "FIELD_BLOCK"]
+__all__ = ["MAX_ERROR", "MODAL_CALLBACKS", "ModalContext", "build_modal", "command_from_submission", "FIELD_BLOCK"]
 
 #: callback_id -> the decision its modal asks for.
 MODAL_CALLBACKS = {"loopbot_reject": HumanDecision.REJECT, "loopbot_modify": HumanDecision.MODIFY}
 #: The input block holding the reason / the changes; errors are keyed by it.
 FIELD_BLOCK = {HumanDecision.REJECT: "reason", HumanDecision.MODIFY: "changes"}
 _FIELD_ACTION = "value"
-_MAX_ERROR = 1500
+#: The longest error shown under a modal's field.
+MAX_ERROR = 1500
 
 _PROMPTS = {
     HumanDecision.REJECT: ("Reject", "Why reject? (the run ends; the reason goes into its log)", ""),
@@ -113,4 +114,4 @@ def command_from_submission(decision: HumanDecision, review_id: str, text: str) 
         return Command(decision, review_id, text.strip(), _modifications(text))
     except CommandError as exc:
         message = str(exc).split("\nCommands (case-insensitive):")[0]
-        raise CommandError(message[:_MAX_ERROR]) from None
+        raise CommandError(message[:MAX_ERROR]) from None

@@ -18,6 +18,7 @@ it says hello, sends envelopes and returns the acknowledgement the app sent.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import threading
@@ -89,6 +90,7 @@ class FakeSlackApi:
             "reactions:write", "usergroups:read",
         ]
         self._failures: dict[str, list[_Failure]] = {}
+        self._stalls: dict[str, list[list[Any]]] = {}  # method -> [[calls to let through first, release event]]
         self._lock = threading.Lock()
         self._ts = itertools.count(1)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -136,6 +138,26 @@ class FakeSlackApi:
         """After ``skip`` calls, the next ``times`` calls of ``method`` answer ``status`` (429, 500) or ``error``."""
         with self._lock:
             self._failures.setdefault(method, []).append(_Failure(times, status, error, retry_after, extra, skip))
+
+    def stall(self, method: str, *, skip: int = 0) -> threading.Event:
+        """After ``skip`` calls, the next call of ``method`` is carried out but its answer waits for the event.
+
+        The bot's request has taken effect in Slack (the message is posted)
+        while the bot has heard nothing back: the moment a crash is worst.
+        """
+        release = threading.Event()
+        with self._lock:
+            self._stalls.setdefault(method, []).append([skip, release])
+        return release
+
+    def _stall_for(self, method: str) -> threading.Event | None:
+        queue = self._stalls.get(method)
+        if not queue:
+            return None
+        if queue[0][0] > 0:
+            queue[0][0] -= 1
+            return None
+        return queue.pop(0)[1]
 
     def calls_to(self, method: str) -> list[Call]:
         with self._lock:
@@ -300,8 +322,12 @@ class FakeSlackApi:
                         return self._send(200, {"ok": False, "error": failure.error, **failure.extra}, headers)
                     body = fake.answer(method, params)
                     scopes = fake.scopes
+                    held = fake._stall_for(method)
+                if held is not None:
+                    held.wait(30)
                 headers = {"x-oauth-scopes": ",".join(scopes)} if method == "auth.test" and scopes is not None else {}
-                self._send(200, body, headers)
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a stalled caller may be gone
+                    self._send(200, body, headers)
 
         return Handler
 
