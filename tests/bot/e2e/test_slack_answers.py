@@ -89,7 +89,7 @@ def test_modify_modal_shows_bad_changes_as_errors_and_good_ones_reach_the_run(de
 
 # --- Pause --------------------------------------------------------------------------------------
 def test_pause_button_keeps_the_review_open_and_silences_its_reminders(desk: SlackDesk) -> None:
-    timeout = {"remind_after": "2s"}
+    timeout = {"remind_after": "3s"}
     paused_loop = slack_loop()
     paused_loop["review"]["timeout"] = timeout
     control = demo_loop("control", run_on_start=True, review={
@@ -112,7 +112,7 @@ def test_pause_button_keeps_the_review_open_and_silences_its_reminders(desk: Sla
     # the unpaused control review, due at the same time, is reminded; the paused one is not
     wait_for(lambda: [t for t in desk.updates(other["id"]) if t.startswith("Reminder")], timeout=15,
              what="the control review's reminder")
-    due = datetime.fromisoformat(review["created_at"]).timestamp() + 2
+    due = datetime.fromisoformat(review["created_at"]).timestamp() + 3
     wait_for(lambda: datetime.now().timestamp() > due + 1.5, timeout=10, what="the paused review's reminder time")
     assert not [t for t in desk.updates(review["id"]) if t.startswith("Reminder")], desk.updates(review["id"])
     assert desk.ws.review(review["id"])["status"] == "open"

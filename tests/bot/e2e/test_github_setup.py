@@ -1,0 +1,129 @@
+"""GitHub end to end, how the bot is set up: an issue per run, reminders and escalations, App auth, catching up.
+
+Real ``loopbot serve`` processes (restarted where the test says so) against
+the fake GitHub REST server.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from tests.fakes.github_api import FakeGitHub
+
+from .conftest import Workspace, wait_for
+from .github_support import (
+    ISSUE,
+    REPOSITORY,
+    comment_delivery,
+    deliver,
+    gh,
+    github_block,
+    github_loop,
+    review_comment,
+    votes_of,
+    wait_review_comment,
+)
+
+pytestmark = pytest.mark.e2e
+__all__ = ["gh"]  # the fixture, imported for pytest
+
+
+def _marked(gh: FakeGitHub, issue: int, marker: str) -> list[dict[str, Any]]:
+    return [c for c in gh.comments_on(REPOSITORY, issue) if c["body"].startswith(marker)]
+
+
+def _run_issues(gh: FakeGitHub) -> list[int]:
+    with gh.lock:
+        return sorted(n for (repo, n), issue in gh.issues.items()
+                      if repo == REPOSITORY and "loopbot" in [label["name"] for label in issue["labels"]])
+
+
+def test_a_target_without_issue_gets_one_issue_per_run_found_again_after_a_restart(
+        ws: Workspace, gh: FakeGitHub) -> None:
+    ws.write_config([github_loop(targets=[{"github": {"repository": REPOSITORY}}])], github=github_block(gh))
+    first = ws.serve()
+    review = ws.wait_open_review()
+    opened = wait_for(lambda: _run_issues(gh), timeout=15, what="the run's own issue")
+    assert opened == [ISSUE + 1]
+    issue = gh.issues[(REPOSITORY, opened[0])]
+    assert f"<!-- loopbot:run={review['run']} -->" in issue["body"] and review["run"] in issue["title"]
+    wait_for(lambda: _marked(gh, opened[0], f"<!-- loopbot:review={review['id']} -->"), timeout=10,
+             what="the review comment on the run's issue")
+    assert not gh.comments_on(REPOSITORY, ISSUE)  # nothing on the other issue
+    assert first.terminate() == 0
+
+    bot = ws.serve()  # a fresh process: it must find the run's issue, not open another
+    retry = gh.add_comment(REPOSITORY, opened[0], "/retry", "alice")
+    assert deliver(bot, "issue_comment", comment_delivery(retry, issue=opened[0])).json() == {"votes": 1}
+
+    def second_review() -> dict[str, Any] | None:
+        return next((r for r in ws.status()["reviews"] if r["status"] == "open" and r["id"] != review["id"]), None)
+
+    second = wait_for(second_review, timeout=15, what="the retried run's next review")
+    wait_for(lambda: _marked(gh, opened[0], f"<!-- loopbot:review={second['id']} -->"), timeout=10,
+             what="the second review on the same issue")
+    assert _run_issues(gh) == opened and len(gh.calls_to("POST", rf"^/repos/{REPOSITORY}/issues$")) == 1
+
+
+def test_a_reminder_and_an_escalation_are_posted_to_github(ws: Workspace, gh: FakeGitHub) -> None:
+    gh.add_issue(REPOSITORY, 7, title="Escalations")
+    escalate_to = [{"github": {"repository": REPOSITORY, "issue": 7}}]
+    loop = github_loop(timeout={"remind_after": "1s", "escalate_after": "2s", "escalate_to": escalate_to})
+    ws.write_config([loop], github=github_block(gh))
+    ws.serve()
+    review = ws.wait_open_review()
+    posted = wait_review_comment(gh, review["id"])
+
+    def reminded() -> list[dict[str, Any]]:
+        return [c for c in gh.comments_on(REPOSITORY, ISSUE) if f"Reminder: review {review['id']}" in c["body"]]
+
+    (reminder,) = wait_for(reminded, timeout=15, what="a reminder on the review's issue")
+    assert reminder["user"]["login"] == gh.bot_login and reminder["id"] != posted["id"]
+    marker = f"<!-- loopbot:escalation={review['id']}"
+    (escalation,) = wait_for(lambda: [c for c in gh.comments_on(REPOSITORY, 7) if c["body"].startswith(marker)],
+                             timeout=15, what="the escalation on issue 7")
+    assert f"Escalated: review {review['id']}" in escalation["body"]
+    wait_for(lambda: "loopbot:awaiting-review" in gh.labels_of(REPOSITORY, 7), what="issue 7 awaiting review")
+    assert ws.review(review["id"])["status"] == "open"
+    assert len(reminded()) == 1 and review_comment(gh, review["id"])["id"] == posted["id"]
+
+
+def test_github_app_auth_fetches_an_installation_token_and_uses_it(ws: Workspace, gh: FakeGitHub) -> None:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    block = github_block(gh, token=None, app_id=4242, private_key=pem, installation_id=99)
+    ws.write_config([github_loop()], github=block)
+    bot = ws.serve()
+    review = ws.wait_open_review()
+    wait_review_comment(gh, review["id"])
+
+    (exchange, *_) = gh.calls_to("POST", r"^/app/installations/99/access_tokens$")
+    scheme, _, token = exchange.headers["authorization"].partition(" ")
+    claims = jwt.decode(token, key.public_key(), algorithms=["RS256"])  # signed with the App's key
+    assert scheme == "Bearer" and str(claims["iss"]) == "4242"
+    posts = gh.calls_to("POST", rf"^/repos/{REPOSITORY}/issues/{ISSUE}/comments$")
+    assert posts and all(c.headers["authorization"] == "token ghs_fake1" for c in posts)
+
+    vote = gh.add_comment(REPOSITORY, ISSUE, "/approve", "alice")
+    assert deliver(bot, "issue_comment", comment_delivery(vote)).json() == {"votes": 1}
+    ws.wait_run(review["run"], "completed")
+    assert gh.installation_tokens == ["ghs_fake1"]  # one token, reused while it is valid
+
+
+def test_a_comment_made_while_serve_was_down_is_found_by_the_first_poll(ws: Workspace, gh: FakeGitHub) -> None:
+    ws.write_config([github_loop()], github=github_block(gh, webhook_secret=None, poll_interval="30s"))
+    first = ws.serve()
+    review = ws.wait_open_review()
+    wait_review_comment(gh, review["id"])
+    assert first.terminate() == 0
+
+    gh.add_comment(REPOSITORY, ISSUE, "/approve while you were out", "alice")
+    ws.serve()  # the next poll is 30 s away: only the poll at start can see it in time
+    ws.wait_run(review["run"], "completed")
+    assert votes_of(ws, review["id"]) == [("github:alice", "APPROVE", "github:poll")]
