@@ -651,6 +651,20 @@ def _check_loops(config: BotConfig, path: Path) -> None:
         raise ConfigError([f"{path}: {line}" for line in problems])
 
 
+def _keep_double_dash(args: argparse.Namespace) -> None:
+    """Python 3.11's argparse turns an option's value ``--`` (``--set=--``, ``--as=--``) into ``[]``.
+
+    Every option of ours takes text, so that ``[]`` is put back as the text
+    ``--`` given, and is judged like any other value (a usage error, mostly)
+    instead of crashing the command that reads it.
+    """
+    for dest, value in vars(args).items():
+        if value == [] and dest != "assignments":  # the one option whose own empty default is a list
+            setattr(args, dest, "--")
+        elif isinstance(value, list):
+            setattr(args, dest, ["--" if item == [] else item for item in value])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; every failure ends as one ``loopbot: ...`` line and a documented exit code.
 
@@ -659,6 +673,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     nested past the stack - so that a person sees what to fix, not a traceback.
     """
     args = build_parser().parse_args(argv)
+    _keep_double_dash(args)
 
     def utf8(text: str) -> bool:  # argv bytes that are not UTF-8 arrive as lone surrogates
         try:

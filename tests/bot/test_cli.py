@@ -279,6 +279,18 @@ def test_decide_modify_with_set_values(config: Path, capsys: pytest.CaptureFixtu
     assert outcome.decided_by == ["local:bob"]
 
 
+@pytest.mark.parametrize("option", ["--set=--", "--as=--", "--feedback=--"])
+def test_an_option_whose_value_is_a_double_dash_is_judged_as_text(
+        config: Path, capsys: pytest.CaptureFixture[str], option: str) -> None:
+    """argparse (3.11) hands ``--set=--`` over as [], which crashed parse_assignments; it is the text "--"."""
+    cli(capsys, "run", "demo", "--config", str(config))
+    code, _, err = cli(capsys, "decide", option, "--config", str(config), "--", "demo-1", "modify"
+                       if option == "--set=--" else "reject")
+    assert code in (EXIT_OK, EXIT_USAGE, EXIT_FAILED) and "Traceback" not in err, err
+    if option == "--set=--":
+        assert code == EXIT_USAGE and 'key=value, got "--"' in err, err
+
+
 def test_the_modify_line_the_review_file_prints_is_accepted(
     config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
