@@ -190,7 +190,11 @@ def test_redelivery_and_webhook_plus_poll_count_once_and_bad_requests_record_not
         return {k: v for k, v in ws.fingerprint().items() if k != "github-poll.json"}  # the poll cursor moves
 
     before = state()
-    vote = gh.add_comment(REPOSITORY, ISSUE, "/approve", "alice")  # not yet polled: the next poll reads it
+    # The poll must not read the comment before the webhook brings it (the checks below take a while, a 25 MB
+    # body among them): the issue's comment listing fails until the webhook has counted the vote.
+    gh.fail("GET", rf"^/repos/{REPOSITORY}/issues/{ISSUE}/comments$", 503, times=10**6)
+    held = gh.failures[-1]
+    vote = gh.add_comment(REPOSITORY, ISSUE, "/approve", "alice")
     payload = comment_delivery(vote)
     body = json.dumps(payload).encode()
     assert deliver(bot, "issue_comment", body, signature="sha256=" + "0" * 64).status_code == 401
@@ -207,6 +211,8 @@ def test_redelivery_and_webhook_plus_poll_count_once_and_bad_requests_record_not
 
     delivery = "72d3162e-cc78-11e3-81ab-4c9367dc0958"
     assert deliver(bot, "issue_comment", payload, delivery=delivery).json() == {"votes": 1}
+    with gh.lock:
+        held.times = 0  # the poll reads the comment again from now on
     again = deliver(bot, "issue_comment", payload, delivery=delivery)  # a redelivery from GitHub's UI
     assert again.status_code == 200 and again.json() == {"duplicate": delivery}
     anew = deliver(bot, "issue_comment", payload)  # the same comment under another delivery id
