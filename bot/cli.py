@@ -392,7 +392,7 @@ def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
 
 def cmd_status(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     from bot.logging import RedactingFilter
-    from bot.status import render_json, render_table
+    from bot.status import render_json, render_replicas, render_table
     from bot.store import ServeLock, StoreError
     from bot.store.open import open_store
     from bot.store.lock import ROLE_SERVE, role_of
@@ -412,14 +412,30 @@ def cmd_status(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     tasks = store.pending_tasks()
     holder = ServeLock.holder(config.state_dir)
     serving = holder is not None and role_of(holder) == ROLE_SERVE
-    text = render_json(runs, reviews, tasks) if args.json else render_table(
+    shared = _replicas(store)
+    if shared is not None:  # replicas on PostgreSQL: serving if one has beaten lately, wherever it runs
+        serving = serving or any(r["fresh"] for r in shared["replicas"])
+    text = render_json(runs, reviews, tasks, shared) if args.json else render_table(
         runs, reviews, _decide_command(path), serving=serving, voter=_voter_name(None), tasks=tasks
-    )
+    ) + render_replicas(shared)
     problems = store.problems()
     if problems and not args.json:
         text += "\n\nproblems (documents set aside, the rest is served):\n" + "\n".join(f"- {p}" for p in problems)
     print(RedactingFilter(_secrets(config)).redact(text))
     return EXIT_OK
+
+
+def _replicas(store: Store) -> dict[str, Any] | None:
+    """Which replica leads and each one's heartbeat (``fresh``: beaten within a minute); None off PostgreSQL."""
+    if type(store).__name__ != "PostgresStore":
+        return None
+    from bot.replicas import replicas_view
+
+    view = replicas_view(store)  # type: ignore[arg-type]
+    now = datetime.now(UTC)
+    for replica in view["replicas"]:
+        replica["fresh"] = (now - datetime.fromisoformat(replica["heartbeat"])).total_seconds() < 60
+    return view
 
 
 def _login_name_as_user() -> None:

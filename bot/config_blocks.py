@@ -123,11 +123,17 @@ class StoreConfig(_Model):
     ``url`` is a libpq URL (``postgresql://`` or ``postgres://``, ``${DATABASE_URL}``
     works); ``schema`` is the PostgreSQL schema the bot's tables live in, so
     several bots can share one database. Without a ``store`` block the
-    directory store in ``state_dir`` is used.
+    directory store in ``state_dir`` is used. ``lease_seconds``: how long work
+    handed to a replica stays its own without it asking again (a dead
+    replica's work is taken over after that); ``election_interval``: how often
+    each replica competes for leadership and beats (a dead leader is replaced
+    within about that).
     """
 
     url: SecretStr
     schema_name: str = Field("loopbot", alias="schema", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+    lease_seconds: float = Field(60.0, gt=0, le=86400)
+    election_interval: float = Field(2.0, gt=0, le=60)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 

@@ -30,7 +30,7 @@ from loop_engine.types import LoopResult, LoopState, LoopStatus
 from bot.config import BotConfig, ReviewConfig
 from bot.desk.desk import ReviewDesk, outcome_text
 from bot.reviews import Review, Vote, mark_applied, mark_failed
-from bot.store.base import CorruptDocumentError, RunRecord, Store, StoreError
+from bot.store.base import Claim, CorruptDocumentError, RunRecord, Store, StoreError
 from bot.worker import (
     LoopBuildError,
     LoopCatalog,
@@ -155,6 +155,7 @@ class Runner:
         self._clock = clock
         self._lock = threading.Lock()
         self._busy: dict[str, threading.Thread] = {}  # run id -> its worker
+        self._claims: dict[str, Claim] = {}  # run id -> the store's claim its worker (or a new run) holds
         self._unrecorded: dict[str, str] = {}  # run id -> why its end could not be written (healthz says so)
         self._stopping = False
 
@@ -176,11 +177,18 @@ class Runner:
             )
             return None
         now = self._clock()
-        run = RunRecord(
-            id=self._store.next_id(f"{loop}-run"), loop=loop, status="running",
-            created_at=now, updated_at=now, trigger=trigger,
-        )
-        self._store.put_run(run)
+        run_id = self._store.next_id(f"{loop}-run")
+        # claimed before it is stored: another replica's recovery must not take a run nobody has started yet
+        claim = self._store.claim_run(run_id)
+        if claim is None:
+            raise StoreError(f"run {run_id} is claimed by another process before it was even stored")
+        self._claims[run_id] = claim
+        run = RunRecord(id=run_id, loop=loop, status="running", created_at=now, updated_at=now, trigger=trigger)
+        try:
+            self._store.put_run(run)
+        except BaseException:
+            self._release(run_id)
+            raise
         log.info("run %s of loop %s started (%s)", run.id, loop, trigger)
         return run
 
@@ -204,7 +212,8 @@ class Runner:
         ``request_stop`` (Ctrl-C) the run stops at its next step boundary and
         stays "running" with its snapshot saved, for `serve` to continue.
         """
-        run = self._new_run(loop, trigger)
+        with self._lock:
+            run = self._new_run(loop, trigger)
         if run is None:
             return None
         try:
@@ -214,6 +223,8 @@ class Runner:
         except Exception as err:
             log.exception("run %s stopped by an internal error", run.id)
             self._fail(run.id, f"internal error: {err!r}")
+        finally:
+            self._release(run.id)
         return self._store.get_run(run.id)
 
     def _engine(self, run: RunRecord) -> LoopEngine:
@@ -233,11 +244,28 @@ class Runner:
 
     # -- worker threads ------------------------------------------------------------
 
-    def _spawn(self, run_id: str, job: Callable[[], None]) -> None:
-        """Run ``job`` in a worker thread for ``run_id`` (the caller holds the lock and checked it is free)."""
+    def _spawn(self, run_id: str, job: Callable[[], None]) -> bool:
+        """Run ``job`` in a worker thread for ``run_id`` (the caller holds the lock and checked it is free).
+
+        The worker holds the store's claim on the run (taken here unless a new
+        run already holds it) until it stops; False, and nothing started, while
+        another process holds it (another replica runs it).
+        """
+        if run_id not in self._claims:
+            claim = self._store.claim_run(run_id)
+            if claim is None:
+                log.debug("run %s is claimed by another replica; left to it", run_id)
+                return False
+            self._claims[run_id] = claim
         thread = threading.Thread(target=self._work, args=(run_id, job), name=f"run:{run_id}", daemon=True)
         self._busy[run_id] = thread
         thread.start()
+        return True
+
+    def _release(self, run_id: str) -> None:
+        claim = self._claims.pop(run_id, None)
+        if claim is not None:
+            claim.release()
 
     def _work(self, run_id: str, job: Callable[[], None]) -> None:
         try:
@@ -259,6 +287,7 @@ class Runner:
         finally:
             with self._lock:
                 self._busy.pop(run_id, None)
+                self._release(run_id)
 
     def problem(self) -> str | None:
         """Why this runner cannot be trusted with its runs (one stopped and could not say so), else None."""
@@ -361,15 +390,20 @@ class Runner:
     # -- applying outcomes -----------------------------------------------------------
 
     def apply_decided(self, review_id: str) -> bool:
-        """Resume the run of a decided review in a worker; False if it is busy or not decided."""
+        """Resume the run of a decided review in a worker; False if it is busy or not decided.
+
+        Busy includes claimed by another replica (``Store.claim_run``): the
+        worker reads the review again once it holds the claim, so of a vote
+        applied at once here and another replica's tick applying the same
+        review, one applies it and the other finds it applied.
+        """
         review = self._store.get_review(review_id)
         if review.status != "decided":
             return False
         with self._lock:
             if self._stopping or review.run_id in self._busy:
                 return False
-            self._spawn(review.run_id, lambda: self.apply_outcome(review.id))
-            return True
+            return self._spawn(review.run_id, lambda: self.apply_outcome(review.id))
 
     def apply_outcome(self, review_id: str) -> None:
         """Resume the run of a decided review in this thread (apply_decided runs it in a worker)."""
@@ -436,9 +470,16 @@ class Runner:
 
     # -- restart -------------------------------------------------------------------
 
-    def recover(self) -> None:
-        """Pick up every unfinished run after a start (decided reviews are the tick's job)."""
+    def recover(self, *, post: bool = True) -> None:
+        """Pick up every unfinished run after a start (decided reviews are the tick's job).
+
+        Also the leader's sweep on a shared store (``post=False``: only runs
+        left "running" by a replica that died or stopped; a run another live
+        process holds is left to it).
+        """
         for run in self._store.active_runs():
+            if run.id in self._busy or (not post and run.status != "running"):
+                continue
             try:
                 self._recover(run)
             except CorruptDocumentError as err:  # its review was unreadable and set aside: nobody can answer it
@@ -458,11 +499,16 @@ class Runner:
         elif run.status == "running":
             if run.review_id and self._store.get_review(run.review_id).status == "decided":
                 return  # the tick resumes it with the decision
-            log.info("run %s was interrupted; continuing from its last snapshot", run.id)
             with self._lock:
-                self._spawn(run.id, partial(self._continue, run))
+                if self._stopping or run.id in self._busy:
+                    return
+                if self._spawn(run.id, partial(self._continue, run.id)):
+                    log.info("run %s was interrupted; continuing from its last snapshot", run.id)
 
-    def _continue(self, run: RunRecord) -> None:
+    def _continue(self, run_id: str) -> None:
+        run = self._store.get_run(run_id)  # again, under the claim: it may have moved on meanwhile
+        if run.status != "running" or (run.review_id and self._store.get_review(run.review_id).status == "decided"):
+            return
         state = self._store.load_state(run.id)
         if state is None:  # crashed before the first boundary: nothing to lose, start over
             self._start(run)

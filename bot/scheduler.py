@@ -78,12 +78,12 @@ def fire_loop(name: str) -> None:
     fire(name)
 
 
-def _job_store(url: str) -> Any:
+def _job_store(url: str, schema: str | None = None) -> Any:
     """APScheduler's SQLAlchemy job store, imported here: SQLAlchemy costs ~0.2 s, and the config's cron
     check (run by `status` and `decide` too) imports this module only for ``crontab_to_apscheduler``."""
     from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 
-    return SQLAlchemyJobStore(url=url)
+    return SQLAlchemyJobStore(url=url, tableschema=schema)
 
 
 def _expand_days(item: str) -> list[int]:
@@ -161,10 +161,14 @@ class LoopScheduler:
     slot and one job store must never be shared between schedulers.
     """
 
-    def __init__(self, config: Any, state_dir: str | Path, fire: Callable[[str], None]) -> None:
+    def __init__(self, config: Any, state_dir: str | Path, fire: Callable[[str], None], *,
+                 job_store: tuple[str, str] | None = None) -> None:
+        """``job_store``: (SQLAlchemy URL, schema) of a shared job store (replicas on PostgreSQL: only the
+        leader runs a scheduler); None keeps the jobs in ``state_dir/jobs.sqlite``."""
         self.config = config
         self.state_dir = Path(state_dir)
         self.fire = fire
+        self._shared = job_store
         scheduler_config = getattr(config, "scheduler", None)
         self.misfire_grace_time: int | None = getattr(scheduler_config, "misfire_grace_time", 3600)
         self.timezone: str = getattr(config, "timezone", None) or "UTC"
@@ -172,7 +176,13 @@ class LoopScheduler:
 
     @property
     def job_store_url(self) -> str:
+        if self._shared is not None:
+            return self._shared[0]
         return f"sqlite:///{self.state_dir.resolve() / 'jobs.sqlite'}"
+
+    @property
+    def running(self) -> bool:
+        return self.apscheduler is not None
 
     def start(self) -> None:
         """Open the job store, bring its jobs in line with the config, then start firing."""
@@ -184,7 +194,7 @@ class LoopScheduler:
         try:
             self.state_dir.mkdir(parents=True, exist_ok=True)
             scheduler = _BackgroundScheduler(
-                jobstores={"default": _job_store(self.job_store_url)},
+                jobstores={"default": _job_store(self.job_store_url, self._shared and self._shared[1])},
                 job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": self.misfire_grace_time},
                 timezone=ZoneInfo(self.timezone),
             )

@@ -22,7 +22,8 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from functools import partial
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -61,7 +62,8 @@ def _unwritable(state_dir: Path) -> str | None:
 
 
 def health(
-    store: Store, state_dir: Path, service: Service | None = None, desk: ReviewDesk | None = None
+    store: Store, state_dir: Path, service: Service | None = None, desk: ReviewDesk | None = None,
+    replicas: Callable[[], dict[str, Any]] | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """(HTTP status, body) for /healthz: counts when the store reads and writes, 503 otherwise.
 
@@ -69,7 +71,8 @@ def health(
     worker died: such a bot still answers HTTP but applies no decision.
     The counts come from the store's index, so a probe costs the same with
     ten reviews or ten thousand, and it writes nothing. Quarantined documents
-    are listed under ``problems`` (the rest is served).
+    are listed under ``problems`` (the rest is served). On a store shared by
+    replicas, ``replicas()`` adds which one leads and each one's heartbeat.
     """
     problem = service.problem() if service is not None else None
     if problem is None and desk is not None:
@@ -84,6 +87,7 @@ def health(
             return 503, {"status": "unavailable", "error": f"store unusable: {unwritable}"}
         counts = store.counts()
         problems = store.problems()
+        shared = replicas() if replicas is not None else None
     except (OSError, ValueError) as err:  # ValueError: a corrupt document, named in the message
         return 503, {"status": "unavailable", "error": f"store unusable: {err}"}
     body: dict[str, Any] = {
@@ -95,6 +99,8 @@ def health(
     }
     if problems:
         body["problems"] = problems
+    if shared is not None:
+        body.update(shared)
     return 200, body
 
 
@@ -105,6 +111,7 @@ def create_app(
     *,
     service: Service | None = None,
     desk: ReviewDesk | None = None,
+    replicas: Callable[[], dict[str, Any]] | None = None,
 ) -> Starlette:
     """The ASGI app; channel routes (Slack, GitHub) are the seam ``extra_routes``.
 
@@ -112,7 +119,7 @@ def create_app(
     """
 
     async def healthz(request: Request) -> JSONResponse:
-        code, body = await run_in_threadpool(health, store, Path(state_dir), service, desk)
+        code, body = await run_in_threadpool(health, store, Path(state_dir), service, desk, replicas)
         return JSONResponse(body, status_code=code)
 
     return Starlette(routes=[Route("/healthz", healthz, methods=["GET"]), *extra_routes])
@@ -252,6 +259,27 @@ class HttpServer:
 STOP_BUDGET = 9.0
 
 
+def _leadership(config: BotConfig, store: Store, runner: Runner, fire: Callable[[str], None],
+                port: int) -> Any:
+    """On PostgreSQL, this replica's ``Leadership`` (not started yet); None for the directory store."""
+    if config.store is None:
+        return None
+    from bot.replicas import Leadership
+    from bot.store.sql import PostgresStore
+
+    assert isinstance(store, PostgresStore)
+    info = {"pid": os.getpid(), "host": socket.gethostname(), "port": port}
+    return Leadership(config, store, runner, fire, interval=config.store.election_interval, info=info)
+
+
+def _replicas_view(store: Store, me: str) -> dict[str, Any]:
+    from bot.replicas import replicas_view
+    from bot.store.sql import PostgresStore
+
+    assert isinstance(store, PostgresStore)
+    return replicas_view(store, me)
+
+
 def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
     """Run the bot until SIGTERM/SIGINT; raises AlreadyRunningError if another serve holds the state dir."""
     state_dir = Path(config.state_dir)
@@ -269,8 +297,15 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
         # in-process votes (Slack, GitHub) resume their run at once; `loopbot decide` is picked up by the tick
         votes = VotePath(store, channels.authorizer(), clock=utcnow, people=channels.people,
                          apply=runner.apply_decided)
-        service = Service(store, runner)
-        app = create_app(store, state_dir, channels.routes(votes, desk), service=service, desk=desk)
+        port = int(sock.getsockname()[1])
+
+        def fire(name: str) -> None:
+            runner.request_run(name, trigger="schedule")
+
+        leadership = _leadership(config, store, runner, fire, port)
+        service = Service(store, runner, leader=leadership)
+        view = None if leadership is None else partial(_replicas_view, store, leadership.name)
+        app = create_app(store, state_dir, channels.routes(votes, desk), service=service, desk=desk, replicas=view)
         http = HttpServer(app, sock)
         http.install_signal_handlers()
         lock.update(port=http.port)
@@ -281,7 +316,8 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
         log.info("config:\n%s", config.summary())
         for warning in config.review_warnings():
             log.warning("%s", warning)
-        runner.recover()
+        if leadership is None:
+            runner.recover()
         if problems := store.problems():
             log.error("documents set aside (the rest is served): %s", "; ".join(problems))
         waiting = store.open_reviews()
@@ -295,24 +331,28 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
                      len(waiting), shown, answer_lines(first.id, decide_command, as_option)[0],
                      f" ({who})" if who else "")
 
-        def fire(name: str) -> None:
-            runner.request_run(name, trigger="schedule")
-
-        scheduler = LoopScheduler(config, state_dir, fire)
+        scheduler = LoopScheduler(config, state_dir, fire) if leadership is None else None
         desk.start()
         channels.start(votes, desk)
-        scheduler.start()
+        # the leader (elected by this first round, or later) starts the scheduler and restarts interrupted runs
+        if scheduler is not None:
+            scheduler.start()
+        leads_at_start = leadership is None or leadership.start()
         try:
-            for loop in config.loops:
-                if loop.run_on_start:
-                    runner.request_run(loop.name, trigger="start")
+            if leads_at_start:  # replicas: the one leading at its start runs run_on_start loops
+                for loop in config.loops:
+                    if loop.run_on_start:
+                        runner.request_run(loop.name, trigger="start")
             service.start(config.scheduler.poll_interval)
             http.run()
         finally:
             deadline = time.monotonic() + STOP_BUDGET
             log.info("stopping: running steps finish and are saved (up to %.0f s)", STOP_BUDGET)
             runner.request_stop()  # first, so engines stop at their next boundary while the rest shuts down
-            scheduler.stop(wait=False)
+            if scheduler is not None:
+                scheduler.stop(wait=False)
+            if leadership is not None:
+                leadership.stop()  # another replica leads at once; our runs continue there once saved
             service.stop()
             runner.shutdown(timeout=max(0.0, deadline - time.monotonic()))
             channels.stop()

@@ -41,10 +41,14 @@ STALE_TICKS = 10
 class Service:
     """Runs ticks on a thread until stopped; ``tick()`` is also callable directly (tests)."""
 
-    def __init__(self, store: Store, runner: Runner, *, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(self, store: Store, runner: Runner, *, clock: Callable[[], datetime] = utcnow,
+                 leader: Any = None) -> None:
+        """``leader``: on a store shared by replicas, the ``bot.replicas.Leadership`` of this one - only
+        while it leads does the tick fire deadlines (and sweep for runs to restart). None: always."""
         self._store = store
         self._runner = runner
         self._clock = clock
+        self._leader = leader
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._interval = 1.0
@@ -61,6 +65,10 @@ class Service:
         for review in self._store.decided_reviews():
             what = f"review {review.id} could not be applied"
             self._guarded(f"review {review.id}", what, partial(self._runner.apply_decided, review.id))
+        if self._leader is not None:
+            if not self._leader.leading:
+                return
+            self._guarded("sweep", "interrupted runs could not be restarted", self._leader.sweep)
         for review in self._store.due_reviews(self._clock()):
             what = f"review {review.id}'s deadline could not be handled"
             self._guarded(f"review {review.id}", what, partial(self.fire_deadlines, review))

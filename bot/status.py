@@ -110,10 +110,26 @@ def review_view(review: Review, tasks: Sequence[OutboxTask] = ()) -> dict[str, A
     }
 
 
-def render_json(runs: list[RunRecord], reviews: list[Review], tasks: Sequence[OutboxTask] = ()) -> str:
-    return json.dumps(
-        {"runs": [run_view(r) for r in runs], "reviews": [review_view(r, tasks) for r in reviews]}, indent=2
-    )
+def render_json(runs: list[RunRecord], reviews: list[Review], tasks: Sequence[OutboxTask] = (),
+                replicas: dict[str, Any] | None = None) -> str:
+    """``replicas`` (PostgreSQL only): {"leader": name, "replicas": [{name, leader, heartbeat, ...}]}."""
+    document: dict[str, Any] = {"runs": [run_view(r) for r in runs],
+                                "reviews": [review_view(r, tasks) for r in reviews]}
+    if replicas is not None:
+        document["leader"] = replicas["leader"]
+        document["replicas"] = replicas["replicas"]
+    return json.dumps(document, indent=2)
+
+
+def render_replicas(replicas: dict[str, Any] | None) -> str:
+    """The replicas section of the table (empty off PostgreSQL): who leads, each one's last heartbeat."""
+    if replicas is None:
+        return ""
+    if not replicas["replicas"]:
+        return "\n\nno replica has served this database yet"
+    rows = [[r["name"], "leader" if r["leader"] else "-", r["heartbeat"][:19] + "Z",
+             "" if r.get("fresh", True) else "stale (no heartbeat for a minute)"] for r in replicas["replicas"]]
+    return "\n\n" + "\n".join(_table(["REPLICA", "ROLE", "HEARTBEAT", "NOTE"], rows))
 
 
 def _targets_cell(review: Review, tasks: Sequence[OutboxTask]) -> str:

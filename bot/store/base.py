@@ -35,6 +35,8 @@ __all__ = [
     "ACTIVE_RUN_STATUSES",
     "HOT_REVIEW_STATUSES",
     "Store",
+    "Claim",
+    "NO_CLAIM",
 ]
 
 T = TypeVar("T")
@@ -218,6 +220,26 @@ class OutboxTask:
         )
 
 
+class Claim(Protocol):
+    """The right to execute one run, held until ``release()`` (or until the holding process dies)."""
+
+    def release(self) -> None: ...
+
+
+class _NoClaim:
+    """The claim of a store used by one process: the runner's own bookkeeping already serialises its threads."""
+
+    def release(self) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return "NO_CLAIM"
+
+
+#: What a one-process store's ``claim_run`` returns: always granted, nothing to release.
+NO_CLAIM: Claim = _NoClaim()
+
+
 class Store(Protocol):
     """Durable state of one bot. Every write is atomic; documents carry a format version.
 
@@ -250,6 +272,16 @@ class Store(Protocol):
     def active_run(self, loop: str) -> RunRecord | None: ...
 
     def run_with_trigger(self, trigger: str) -> RunRecord | None: ...
+
+    def claim_run(self, run_id: str) -> Claim | None:
+        """The right to execute (start, resume, continue) ``run_id``, or None while another process holds it.
+
+        Several replicas on one store must never run one run twice: a worker
+        claims the run before touching it and releases the claim when it
+        stops; a claim whose holder died is free again. A store used by one
+        process grants every claim (``NO_CLAIM``).
+        """
+        ...
 
     # -- snapshots
     def save_snapshot(self, run_id: str, snapshot: dict[str, Any]) -> None: ...

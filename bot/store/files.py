@@ -34,7 +34,9 @@ from ..reviews import REVIEW_FORMAT, Review, next_deadline
 from .base import (
     ACTIVE_RUN_STATUSES,
     HOT_REVIEW_STATUSES,
+    NO_CLAIM,
     RUN_FORMAT,
+    Claim,
     RunRecord,
     UnknownReviewError,
     UnknownRunError,
@@ -239,6 +241,10 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
         live = self._runs.live()
         matches = sorted((e.summary.order, s) for s, e in live.items() if e.summary.trigger == trigger)
         return self._runs.records(live, [matches[-1][1]])[0] if matches else None
+
+    def claim_run(self, run_id: str) -> Claim | None:
+        """Always granted: one ``serve`` per state dir (the serve lock), whose runner serialises its threads."""
+        return NO_CLAIM
 
     # -- reviews ----------------------------------------------------------
 

@@ -28,4 +28,5 @@ def open_store(config: Any, *, migrate: bool = True) -> Store:
         return FileStore(config.state_dir)
     from .sql import PostgresStore
 
-    return PostgresStore(url, schema=config.store.schema_name, migrate=migrate)
+    return PostgresStore(url, schema=config.store.schema_name, migrate=migrate,
+                         lease=float(getattr(config.store, "lease_seconds", 60.0)))

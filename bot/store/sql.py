@@ -47,6 +47,7 @@ from .base import (
     HOT_REVIEW_STATUSES,
     RUN_FORMAT,
     TASK_FORMAT,
+    Claim,
     CorruptDocumentError,
     OutboxTask,
     Request,
@@ -359,6 +360,13 @@ class PostgresStore:
             )
             row = cur.fetchone()
         return None if row is None else self._run(row)
+
+    def claim_run(self, run_id: str) -> Claim | None:
+        """An advisory lock on the run held by a session of its own (``sql_leader.claim_run``): a replica
+        that dies, or whose session is cut, frees it at once."""
+        from .sql_leader import claim_run
+
+        return claim_run(self, run_id)
 
     # -- snapshots ----------------------------------------------------------
 

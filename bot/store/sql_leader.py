@@ -27,7 +27,7 @@ from typing import Any
 from .sql import DatabaseError, PostgresStore, describe_url
 from .sql_schema import advisory_key
 
-__all__ = ["LeaderElection", "Replica", "replicas", "scheduler_url"]
+__all__ = ["LeaderElection", "Replica", "RunClaim", "claim_run", "replicas", "scheduler_url"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,51 @@ def scheduler_url(url: str) -> str:
         if url.startswith(scheme):
             return "postgresql+psycopg://" + url[len(scheme):]
     raise ValueError(f"not a PostgreSQL URL: {describe_url(url)}")
+
+
+def _session(store: PostgresStore) -> Any:
+    """A connection of its own (autocommit, keepalives): the session that holds an advisory lock."""
+    import psycopg
+
+    return psycopg.connect(
+        store.url, autocommit=True, connect_timeout=10,
+        options=f"-c search_path={store.schema} -c timezone=UTC",
+        keepalives=1, keepalives_idle=5, keepalives_interval=2, keepalives_count=3,
+    )
+
+
+class RunClaim:
+    """An advisory lock on ``run:<id>`` held by a session of its own: released by ``release`` or by dying."""
+
+    def __init__(self, conn: Any, run_id: str) -> None:
+        self._conn: Any = conn
+        self.run_id = run_id
+
+    def release(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):  # closing the session releases the lock, even a broken one
+                conn.close()
+
+    def __repr__(self) -> str:
+        return f"RunClaim({self.run_id!r}, {'held' if self._conn is not None else 'released'})"
+
+
+def claim_run(store: PostgresStore, run_id: str) -> RunClaim | None:
+    """Claim ``run_id`` for this process across every replica, or None while another session holds it."""
+    try:
+        conn = _session(store)
+    except Exception as err:  # noqa: BLE001 - psycopg's errors, named like the store's
+        raise DatabaseError(f"{store.where}: {type(err).__name__}: {str(err).strip()}") from err
+    try:
+        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (advisory_key(store.schema, f"run:{run_id}"),)).fetchone()
+    except Exception as err:  # noqa: BLE001
+        conn.close()
+        raise DatabaseError(f"{store.where}: {type(err).__name__}: {str(err).strip()}") from err
+    if not row[0]:
+        conn.close()
+        return None
+    return RunClaim(conn, run_id)
 
 
 def replicas(store: PostgresStore) -> list[Replica]:
@@ -138,13 +183,7 @@ class LeaderElection:
         return self._leading
 
     def _connect(self) -> None:
-        import psycopg
-
-        self._conn = psycopg.connect(
-            self.store.url, autocommit=True, connect_timeout=10,
-            options=f"-c search_path={self.store.schema} -c timezone=UTC",
-            keepalives=1, keepalives_idle=5, keepalives_interval=2, keepalives_count=3,
-        )
+        self._conn = _session(self.store)
 
     def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None

@@ -1,0 +1,250 @@
+"""Replicas on one PostgreSQL (issue 11): vote throughput through 1 vs 3 replicas, and leader failover time.
+
+Same run, same machine, real ``loopbot serve`` processes and a throwaway
+PostgreSQL 15 cluster (tests/bot/store/pg_cluster.py):
+
+- votes/s and p99 latency of Slack slash-command votes (signed as Slack
+  signs them; the fake Slack Web API answers the bot) sent round-robin to
+  the replicas, on reviews that cannot be decided (every vote is a new
+  voter's approval, counted under the review's row lock): the directory
+  store on one replica, PostgreSQL on one replica, PostgreSQL on three;
+- leader failover: kill -9 the leader (the replica /healthz names) 10 times,
+  time until a surviving replica's /healthz names another leader; the killed
+  replica is started again each time (default ``election_interval``, 2 s).
+
+Targets (issue 11): 3 replicas >= 2x one replica's votes/s; failover max <= 30 s.
+Run: ``.venv/bin/python bench/replicas_bench.py [--votes 1200] [--kills 10]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx  # noqa: E402
+import yaml  # noqa: E402
+
+from bot.store.lock import ServeLock  # noqa: E402
+from tests.bot.store import pg_cluster  # noqa: E402
+from tests.fakes.slack_api import FakeSlackApi, signed_headers  # noqa: E402
+
+LOOPBOT = [str(Path(sys.executable).with_name("loopbot"))]
+SECRET = "bench-secret"
+CHANNEL = "C0BENCH"
+REVIEWS = 20
+VOTERS = [f"U{n:05d}" for n in range(1, 401)]
+CONCURRENCY = 32
+_ids = itertools.count(1)
+
+
+def _config(root: Path, fake: FakeSlackApi, store: dict[str, Any] | None) -> Path:
+    loop = {"name": "demo", "pattern": "demo", "overlap": "allow",
+            "review": {"post_to": [{"slack": {"channel": CHANNEL}}], "reviewers": {"slack_users": VOTERS},
+                       "approvals_required": len(VOTERS)}}
+    config: dict[str, Any] = {
+        "state_dir": str(root / "state"), "server": {"port": 0, "host": "127.0.0.1"},
+        "scheduler": {"poll_interval": 0.2}, "loops": [loop],
+        "slack": {"bot_token": "xoxb-bench", "api_base_url": fake.base_url, "signing_secret": SECRET},
+    }
+    if store is not None:
+        config["store"] = store
+    path = root / "config.yaml"
+    root.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+class Serve:
+    def __init__(self, config: Path) -> None:
+        self.config = config
+        self.root = config.parent
+        self.env = {**os.environ, "LOOPBOT_CONFIG": str(config), "PYTHONPATH": str(Path(__file__).parents[1])}
+        for name in ("SLACK_SIGNING_SECRET", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "PORT"):
+            self.env.pop(name, None)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    def start(self) -> Serve:
+        log = open(self.root / "serve.log", "ab")  # noqa: SIM115 - the child keeps its copy
+        self.proc = subprocess.Popen([*LOOPBOT, "serve"], env=self.env, cwd=self.root, stdout=log, stderr=log)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"serve exited {self.proc.returncode}:\n{(self.root / 'serve.log').read_text()}")
+            info = ServeLock.holder(self.root / "state")
+            if info and info.get("pid") == self.proc.pid and info.get("port"):
+                self.port = int(info["port"])
+                try:
+                    if httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=2).status_code == 200:
+                        return self
+                except httpx.HTTPError:
+                    pass
+            time.sleep(0.05)
+        raise SystemExit("serve was not ready within 60 s")
+
+    def healthz(self) -> dict[str, Any]:
+        return dict(httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=5).json())
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def _open_reviews(serves: list[Serve]) -> list[str]:
+    """REVIEWS runs asked for through `loopbot run` (handed to a replica); their open reviews' ids."""
+    first = serves[0]
+    for _ in range(REVIEWS):
+        done = subprocess.run([*LOOPBOT, "run", "demo"], env=first.env, cwd=first.root, capture_output=True)
+        if done.returncode != 0:
+            raise SystemExit(f"loopbot run failed: {done.stderr.decode()}")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if first.healthz()["open_reviews"] >= REVIEWS:
+            break
+        time.sleep(0.2)
+    else:
+        raise SystemExit("the reviews did not open within 60 s")
+    done = subprocess.run([*LOOPBOT, "status", "--json"], env=first.env, cwd=first.root, capture_output=True,
+                          check=True)
+    import json
+
+    return [r["id"] for r in json.loads(done.stdout)["reviews"] if r["status"] == "open"][:REVIEWS]
+
+
+async def _vote(client: httpx.AsyncClient, port: int, review: str, user: str) -> float:
+    fields = {"token": "x", "team_id": "T0", "team_domain": "bench", "channel_id": CHANNEL, "channel_name": "ops",
+              "user_id": user, "user_name": user.lower(), "command": "/loopbot", "text": f"approve {review}",
+              "response_url": "https://hooks.slack.test/commands/1", "api_app_id": "A0",
+              "trigger_id": f"{next(_ids)}.{time.time_ns()}.bench"}
+    body = urlencode(fields)
+    started = time.perf_counter()
+    response = await client.post(f"http://127.0.0.1:{port}/slack/events", content=body.encode(),
+                                 headers=signed_headers(SECRET, body))
+    elapsed = time.perf_counter() - started
+    if response.status_code != 200 or "recorded" not in response.text:
+        raise SystemExit(f"vote refused ({response.status_code}): {response.text[:300]}")
+    return elapsed
+
+
+async def _votes(serves: list[Serve], reviews: list[str], count: int) -> tuple[float, float, float]:
+    jobs = [(serves[n % len(serves)].port, reviews[n % len(reviews)], VOTERS[n // len(reviews)])
+            for n in range(count)]
+    queue: asyncio.Queue[tuple[int, str, str]] = asyncio.Queue()
+    for job in jobs:
+        queue.put_nowait(job)
+    latencies: list[float] = []
+    async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=CONCURRENCY)) as client:
+        async def worker() -> None:
+            while not queue.empty():
+                latencies.append(await _vote(client, *queue.get_nowait()))
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+        wall = time.perf_counter() - started
+    latencies.sort()
+    return count / wall, latencies[int(len(latencies) * 0.99) - 1] * 1000, statistics.median(latencies) * 1000
+
+
+def vote_case(label: str, root: Path, fake: FakeSlackApi, store: dict[str, Any] | None, replicas: int,
+              votes: int) -> tuple[str, float, float, float]:
+    serves = []
+    try:
+        for n in range(replicas):
+            serves.append(Serve(_config(root / f"r{n}", fake, store)).start())
+        reviews = _open_reviews(serves)
+        rate, p99, median = asyncio.run(_votes(serves, reviews, votes))
+        return label, rate, p99, median
+    finally:
+        for serve in serves:
+            serve.stop()
+
+
+def failover(root: Path, fake: FakeSlackApi, store: dict[str, Any], kills: int) -> list[float]:
+    serves = [Serve(_config(root / f"f{n}", fake, store)).start() for n in range(3)]
+    times = []
+    try:
+        for _ in range(kills):
+            pid = _leader_pid(serves)
+            leader = next(s for s in serves if s.proc is not None and s.proc.pid == pid)
+            others = [s for s in serves if s is not leader]
+            leader.kill9()
+            killed = time.monotonic()
+            while True:
+                new = _leader_pid(others)
+                if new is not None and new != pid:
+                    times.append(time.monotonic() - killed)
+                    break
+                if time.monotonic() - killed > 60:
+                    raise SystemExit("no new leader within 60 s")
+                time.sleep(0.02)
+            leader.start()
+    finally:
+        for serve in serves:
+            serve.stop()
+    return times
+
+
+def _leader_pid(serves: list[Serve]) -> int | None:
+    for serve in serves:
+        try:
+            body = serve.healthz()
+        except httpx.HTTPError:
+            continue
+        lead = next((r for r in body.get("replicas", []) if r["leader"]), None)
+        if lead is not None:
+            return int(lead["info"]["pid"])
+    return None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--votes", type=int, default=1200)
+    parser.add_argument("--kills", type=int, default=10)
+    args = parser.parse_args()
+    url = pg_cluster.url()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="replicas-bench-") as tmp, FakeSlackApi() as fake:
+        root = Path(tmp)
+        rows.append(vote_case("directory store, 1 replica", root / "dir", fake, None, 1, args.votes))
+        for replicas in (1, 3):
+            store = {"url": url, "schema": f"bench_votes_{replicas}"}
+            rows.append(vote_case(f"PostgreSQL, {replicas} replica(s)", root / f"pg{replicas}", fake, store,
+                                  replicas, args.votes))
+        times = failover(root / "failover", fake, {"url": url, "schema": "bench_failover"}, args.kills)
+    pg_cluster.stop()
+    print(f"votes: {args.votes} Slack slash-command votes, {CONCURRENCY} in flight, {REVIEWS} open reviews, "
+          f"{os.cpu_count()} CPU(s)")
+    for label, rate, p99, median in rows:
+        print(f"  {label:<28} {rate:7.1f} votes/s   p50 {median:6.1f} ms   p99 {p99:7.1f} ms")
+    one, three = rows[1][1], rows[2][1]
+    print(f"  3 replicas / 1 replica on PostgreSQL: {three / one:.2f}x (target >= 2x)")
+    print(f"failover over {len(times)} kill -9 of the leader: median {statistics.median(times):.2f} s, "
+          f"max {max(times):.2f} s (target max <= 30 s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
