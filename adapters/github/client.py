@@ -268,33 +268,34 @@ class GitHubClient:
             raise
 
     # --- who is who ------------------------------------------------------------------
+    def _get_unless(self, what: str, path: str, missing: tuple[int, ...]) -> Any:
+        """``GET path``'s JSON, or None when GitHub answers one of the ``missing`` statuses (a 404 that means "no")."""
+        try:
+            with self._call(what):
+                _, data = self.github.requester.requestJsonAndCheck("GET", path)
+        except ChannelError as exc:
+            if isinstance(exc.__cause__, GithubException) and exc.__cause__.status in missing:
+                return None
+            raise
+        return data
+
     def whoami(self) -> str | None:
         """The login a token acts as (``GET /user``), to pass as ``bot_login``; None for a GitHub App.
 
         An App's installation token may not read ``/user``; its comments come
         from ``<app-slug>[bot]``, a ``Bot`` user, which intake ignores anyway.
         """
-        try:
-            with self._call("read the authenticated user"):
-                _, data = self.github.requester.requestJsonAndCheck("GET", "/user")
-        except ChannelError as exc:
-            if isinstance(exc.__cause__, GithubException) and exc.__cause__.status in (403, 404):
-                return None
-            raise
+        data = self._get_unless("read the authenticated user", "/user", (403, 404))
         login = data.get("login") if isinstance(data, dict) else None
         return str(login) if login else None
 
     def collaborator_permission(self, repository: str, login: str) -> str:
         """admin / maintain / write / triage / read / none (the role name, finer than ``permission``)."""
         user = urllib.parse.quote(login, safe="")
-        try:
-            with self._call(f"permission of {login} in {repository}"):
-                path = f"/repos/{repository}/collaborators/{user}/permission"
-                _, data = self.github.requester.requestJsonAndCheck("GET", path)
-        except ChannelError as exc:
-            if isinstance(exc.__cause__, GithubException) and exc.__cause__.status == 404:
-                return "none"  # no such user, or not a collaborator
-            raise
+        path = f"/repos/{repository}/collaborators/{user}/permission"
+        data = self._get_unless(f"permission of {login} in {repository}", path, (404,))
+        if data is None:
+            return "none"  # no such user, or not a collaborator
         role = str(data.get("role_name") or "").lower()
         if role in ("admin", "maintain", "write", "triage", "read"):
             return role
@@ -303,14 +304,8 @@ class GitHubClient:
     def team_member(self, org: str, team_slug: str, login: str) -> bool:
         """An active member of ``org/team_slug`` (a pending invitation is not)."""
         user = urllib.parse.quote(login, safe="")
-        try:
-            with self._call(f"membership of {login} in {org}/{team_slug}"):
-                path = f"/orgs/{org}/teams/{team_slug}/memberships/{user}"
-                _, data = self.github.requester.requestJsonAndCheck("GET", path)
-        except ChannelError as exc:
-            if isinstance(exc.__cause__, GithubException) and exc.__cause__.status == 404:
-                return False
-            raise
+        path = f"/orgs/{org}/teams/{team_slug}/memberships/{user}"
+        data = self._get_unless(f"membership of {login} in {org}/{team_slug}", path, (404,))
         return bool(data) and data.get("state") == "active"
 
     # --- raw conditional GETs (polling) --------------------------------------------------
