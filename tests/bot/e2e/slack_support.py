@@ -13,17 +13,19 @@ from __future__ import annotations
 import itertools
 import json
 import time
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import httpx
+import pytest
 
 from adapters.slack.channel import EVENT_REVIEW, EVENT_RUN, EVENT_UPDATE
 from tests.fakes.slack_api import FakeSlackApi, signed_headers
 
 from .conftest import Bot, Workspace, demo_loop, wait_for
 
-__all__ = ["CHANNEL", "SECRET", "SlackDesk", "slack_loop"]
+__all__ = ["CHANNEL", "SECRET", "SlackDesk", "desk", "slack_loop"]
 
 SECRET = "e2e-signing-secret"
 CHANNEL = "C0AAA"
@@ -181,3 +183,13 @@ class SlackDesk:
 
     def close(self) -> None:
         self.http.close()
+
+
+@pytest.fixture
+def desk(ws: Workspace, fake: FakeSlackApi) -> Iterator[SlackDesk]:
+    """A SlackDesk on the test's workspace and fake Slack (each test file defines ``fake``); closed after."""
+    slack = SlackDesk(ws, fake)
+    try:
+        yield slack
+    finally:
+        slack.close()

@@ -20,24 +20,16 @@ from bot.store import FileStore
 from tests.fakes.slack_api import FakeSlackApi, FakeSocketMode
 
 from .conftest import Workspace, demo_loop, wait_for
-from .slack_support import CHANNEL, SlackDesk, slack_loop
+from .slack_support import CHANNEL, SlackDesk, desk, slack_loop
 
 pytestmark = pytest.mark.e2e
+__all__ = ["desk"]  # the fixture, imported for pytest
 
 
 @pytest.fixture
 def fake() -> Iterator[FakeSlackApi]:
     with FakeSlackApi(usergroups={"S0OPS": ["U0GRP"]}) as api:
         yield api
-
-
-@pytest.fixture
-def desk(ws: Workspace, fake: FakeSlackApi) -> Iterator[SlackDesk]:
-    slack = SlackDesk(ws, fake)
-    try:
-        yield slack
-    finally:
-        slack.close()
 
 
 def _open(desk: SlackDesk, loop: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -19,25 +19,17 @@ import pytest
 from adapters.slack.channel import EVENT_REVIEW
 from tests.fakes.slack_api import FakeSlackApi, FakeSocketMode
 
-from .conftest import Workspace, wait_for
-from .slack_support import CHANNEL, SlackDesk, slack_loop
+from .conftest import wait_for
+from .slack_support import CHANNEL, SlackDesk, desk, slack_loop
 
 pytestmark = pytest.mark.e2e
+__all__ = ["desk"]  # the fixture, imported for pytest
 
 
 @pytest.fixture
 def fake() -> Iterator[FakeSlackApi]:
     with FakeSlackApi() as api:
         yield api
-
-
-@pytest.fixture
-def desk(ws: Workspace, fake: FakeSlackApi) -> Iterator[SlackDesk]:
-    slack = SlackDesk(ws, fake)
-    try:
-        yield slack
-    finally:
-        slack.close()
 
 
 def _has_buttons(blocks: list[dict[str, Any]]) -> bool:
