@@ -221,6 +221,29 @@ class Reply:
         if self.review_id is None and isinstance(self.command, Command) and self.command.review_id:
             object.__setattr__(self, "review_id", self.command.review_id)
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: a reply queued durably (a webhook's votes) is cast after the request was answered."""
+        command = self.command
+        return {
+            "voter": {"channel": self.voter.channel, "id": self.voter.id, "display": self.voter.display},
+            "command": command.to_dict() if isinstance(command, Command) else {"error": str(command)},
+            "review_id": self.review_id, "context": None if self.context is None else dict(self.context),
+            "dedupe_key": self.dedupe_key, "via": self.via, "respond": dict(self.respond),
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Reply:
+        try:
+            voter, command = raw["voter"], raw["command"]
+            return cls(
+                Identity(voter["channel"], voter["id"], voter.get("display", "")),
+                CommandError(command["error"]) if "error" in command else Command.from_dict(command),
+                raw.get("review_id"), raw.get("context"), raw.get("dedupe_key"), raw.get("via", ""),
+                dict(raw.get("respond") or {}),
+            )
+        except (KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"not a stored reply ({type(err).__name__}: {err}): {raw!r}") from None
+
 
 class AnswerKind(StrEnum):
     """Every reply gets exactly one of these."""

@@ -163,6 +163,20 @@ class Command:
         """The decision this command votes for, or None for status/help."""
         return self.verb if isinstance(self.verb, HumanDecision) else None
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, for a vote that waits in a queue before it is cast (a webhook's work)."""
+        verb = self.verb.name.lower() if isinstance(self.verb, HumanDecision) else self.verb
+        pause = None if self.pause_for is None else self.pause_for.total_seconds()
+        return {"verb": verb, "review_id": self.review_id, "argument": self.argument,
+                "modifications": dict(self.modifications), "pause_for": pause}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Command:
+        verb: Verb = raw["verb"] if raw["verb"] in ("status", "help") else HumanDecision[raw["verb"].upper()]
+        pause = raw.get("pause_for")
+        return cls(verb, raw.get("review_id"), raw.get("argument", ""), dict(raw.get("modifications") or {}),
+                   None if pause is None else timedelta(seconds=pause))
+
 
 def looks_like_review_id(word: str) -> bool:
     return bool(_REVIEW_ID.match(word))

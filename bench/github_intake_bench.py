@@ -17,8 +17,10 @@ reviews wait on N issues; every delivery is a fresh ``/approve`` from one of the
 one of the open reviews (approvals_required is more than the reviewers, so they stay open).
 After the run the bot is stopped and the store is checked: every acknowledged delivery (200
 ``{"votes": 1}``) must be recorded (``Store.record_delivery``) and its vote's dedupe key kept on
-its review. The bot keeps answering voters through its outbox (a reaction and a reply comment
-each) while the other targets are measured: that work is part of what a real bot costs.
+its review - or, cast after the answer, its vote still queued with it (``pending_deliveries``)
+when the stopping bot ran out of time to cast it. The bot keeps casting queued votes and answering
+voters through its outbox (a reaction and a reply comment each) while the other targets are
+measured: that work is part of what a real bot costs.
 
 Point it elsewhere:
     --loopbot N                                              also a real ``loopbot serve`` with N open reviews
@@ -432,16 +434,20 @@ class RealBot:
 
         store = FileStore(self.state_dir)
         kept = {review.id: set(review.delivery_keys) for review in store.list_reviews()}
-        missing_delivery = missing_vote = 0
+        queued = {key for key, _work in store.pending_deliveries()}  # durable; the next start casts them
+        missing_delivery = missing_vote = waiting = 0
         for key, review_id, comment_id in made.acknowledged:
             if store.record_delivery(key):  # True: it was not recorded (now it is; the bench is over)
                 missing_delivery += 1
-            if f"github:comment:{comment_id}" not in kept.get(review_id, set()):
+            if key in queued:
+                waiting += 1
+            elif f"github:comment:{comment_id}" not in kept.get(review_id, set()):
                 missing_vote += 1
         total = len(made.acknowledged)
         verdict = "OK" if not (missing_delivery or missing_vote) else "LOST"
         return (f"loopbot store check: {verdict}: {total} acknowledged deliveries, {missing_delivery} not recorded "
-                f"as deliveries, {missing_vote} without their vote on the review; {made.refused} not acknowledged")
+                f"as deliveries, {missing_vote} without their vote on the review and not queued, {waiting} still "
+                f"queued at stop (recorded; cast at the next start); {made.refused} not acknowledged")
 
 
 def main() -> None:

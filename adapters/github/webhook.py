@@ -6,9 +6,11 @@ HMAC-SHA256 of the raw body, any of several secrets so they can be rotated,
 compared in constant time; missing or wrong -> 401, nothing recorded), then
 the event (``ping`` -> 200 pong; events loopbot does not read -> 202), the
 JSON (malformed -> 400), the votes (``intake.replies_from_event``), and only
-for a delivery that carries votes the durable dedupe
-(``first_delivery("HOOK:DELIVERY")``; a redelivery -> 200 duplicate) and
-``submit`` - both run in a worker thread, as they may touch disk.
+for a delivery that carries votes ``accept("HOOK:DELIVERY", replies)``,
+which records the delivery and queues its votes in one durable step (a
+redelivery -> 200 duplicate), in a worker thread as it touches disk. The
+votes are cast after the answer: GitHub waits at most 10 s, and the intake
+must keep up with bursts that the vote path alone would not.
 """
 
 from __future__ import annotations
@@ -81,8 +83,7 @@ def _payload(body: bytes, content_type: str) -> Any:
 
 def webhook_route(
     secrets: Sequence[str],
-    submit: Callable[[list[Reply]], None],
-    first_delivery: Callable[[str], bool],
+    accept: Callable[[str, list[Reply]], bool],
     *,
     bot_login: str | None = None,
     path: str = "/github/webhook",
@@ -90,21 +91,14 @@ def webhook_route(
 ) -> Route:
     """The Starlette route for GitHub webhooks.
 
-    ``submit`` gets the votes of one delivery and must only queue them (the
-    bot answers voters later); ``first_delivery`` records
-    ``"<X-GitHub-Hook-ID>:<X-GitHub-Delivery>"`` durably and says whether it
-    was new. Both are called in a worker thread, first_delivery only after
-    the signature was checked.
+    ``accept(key, replies)`` records ``"<X-GitHub-Hook-ID>:<X-GitHub-Delivery>"``
+    with the delivery's votes durably, in one step, and says whether the key
+    was new; the votes are cast later (the bot answers voters through its
+    outbox). Called in a worker thread, only after the signature was checked.
     """
     keys = [secret for secret in secrets if secret]
     if not keys:
         raise ValueError("a GitHub webhook needs at least one secret (github.webhook_secret)")
-
-    def deliver(key: str, replies: list[Reply]) -> bool:
-        if not first_delivery(key):
-            return False
-        submit(replies)
-        return True
 
     async def endpoint(request: Request) -> Response:
         try:
@@ -131,7 +125,7 @@ def webhook_route(
         if not delivery:
             return JSONResponse({"error": "missing X-GitHub-Delivery"}, status_code=400)
         hook = request.headers.get("x-github-hook-id", "")
-        if not await run_in_threadpool(deliver, f"{hook}:{delivery}", replies):
+        if not await run_in_threadpool(accept, f"{hook}:{delivery}", replies):
             return JSONResponse({"duplicate": delivery})
         log.info("github %s delivery %s: %d vote(s) queued", event, delivery, len(replies))
         return JSONResponse({"votes": len(replies)})

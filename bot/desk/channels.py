@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .desk import ReviewDesk
     from .github_wiring import GitHubKit
+    from .intake import IntakeQueue
     from .slack_wiring import SlackKit
     from .votes import VotePath
 
@@ -56,9 +57,10 @@ class Channels:
         if config.github is not None:
             from .github_wiring import GitHubKit
 
-            self.github = GitHubKit(config.github, store, state_dir)
+            self.github = GitHubKit(config.github, state_dir)
         self._store = store
         self.people = People.from_config(config.people)
+        self._intake: IntakeQueue | None = None
 
     def posting(self) -> dict[str, Channel]:
         channels: dict[str, Channel] = {"local": self.local}
@@ -77,13 +79,12 @@ class Channels:
         return Authorizer(memberships, self.people)
 
     def _submit(self, votes: VotePath, desk: ReviewDesk) -> Callable[[list[Reply]], None]:
-        """GitHub's intake: vote now, answer later (👀, then a reaction and a reply comment) through the outbox.
+        """Vote now, answer later (👀, then a reaction and a reply comment) through the outbox: GitHub's polling.
 
         Everything a channel is told goes through the outbox, so a slow or
-        rate-limited GitHub never holds up the webhook's answer or the vote.
-        The 👀 rides on the answer's task rather than a task of its own: the
-        same worker would deliver both within the same moment, and every
-        durable task is an fsync on the webhook's path.
+        rate-limited GitHub never holds up a vote. The 👀 rides on the
+        answer's task rather than a task of its own: the same worker would
+        deliver both within the same moment.
         """
 
         def submit(replies: list[Reply]) -> None:
@@ -92,25 +93,36 @@ class Channels:
 
         return submit
 
+    def _github_intake(self, votes: VotePath, desk: ReviewDesk) -> IntakeQueue:
+        """The webhook's queue: a delivery is recorded with its votes and answered; the votes are cast after."""
+        if self._intake is None:
+            from .intake import IntakeQueue
+
+            self._intake = IntakeQueue(self._store, lambda reply: desk.answer(reply, votes.handle(reply)))
+        return self._intake
+
     def routes(self, votes: VotePath, desk: ReviewDesk) -> list[BaseRoute]:
         """``POST /slack/events`` and ``POST /github/webhook`` for the channels that take requests over HTTP."""
         routes: list[BaseRoute] = []
         if self.slack is not None:
             routes += self.slack.routes(votes.handle)
         if self.github is not None:
-            routes += self.github.routes(self._submit(votes, desk))
+            routes += self.github.routes(self._github_intake(votes, desk).accept)
         return routes
 
     def start(self, votes: VotePath, desk: ReviewDesk) -> None:
-        """Socket Mode and GitHub polling, when configured."""
+        """Socket Mode, GitHub polling and the webhook's queue (votes accepted before a restart first)."""
         if self.slack is not None:
             self.slack.start(votes.handle)
         if self.github is not None:
             from .github_wiring import open_review_watches
 
+            self._github_intake(votes, desk).start()
             self.github.start(self._submit(votes, desk), lambda: open_review_watches(self._store))
 
     def stop(self) -> None:
         for kit in (self.slack, self.github):
             if kit is not None:
                 kit.stop()
+        if self._intake is not None:
+            self._intake.stop()

@@ -38,6 +38,6 @@ def check_connections(config: BotConfig) -> Iterator[tuple[str, bool]]:
 
         repositories = sorted({t.repository for t in _targets(config, "github") if t.repository})
         try:
-            yield f"github: {GitHubKit(config.github, None, config.state_dir).check(repositories)}", True
+            yield f"github: {GitHubKit(config.github, config.state_dir).check(repositories)}", True
         except ChannelError as err:
             yield f"github: {err}", False

@@ -1,10 +1,10 @@
 """The GitHub channel in this bot: from the ``github:`` block to comments, a webhook, polling and permissions.
 
 Answers arrive by ``POST /github/webhook`` (signed; several secrets for
-rotation; delivery ids recorded durably) and/or by polling every
-``github.poll_interval``; both hand the same replies (deduplicated per
-comment) to ``submit``, which votes and queues the answer - a reply comment
-and a reaction - through the outbox, so the webhook returns at once.
+rotation; each delivery recorded durably with its votes, which
+``bot.desk.intake`` casts after the answer) and/or by polling every
+``github.poll_interval`` (votes cast at once); both answer voters - a reply
+comment and a reaction - through the outbox.
 """
 
 from __future__ import annotations
@@ -96,9 +96,8 @@ class GitHubKit:
 
     name = "github"
 
-    def __init__(self, config: GitHubConfig, store: Store | None, state_dir: Path) -> None:
+    def __init__(self, config: GitHubConfig, state_dir: Path) -> None:
         self._config = config
-        self._store = store
         secret = config.private_key.get_secret_value() if config.private_key is not None else None
         token = config.token.get_secret_value() if config.token is not None else None
         self.client = GitHubClient(make_github(config.base_url, token=token, app_id=config.app_id,
@@ -120,15 +119,13 @@ class GitHubKit:
                 log.warning("github: cannot tell which login the bot comments as (%s); bot users are ignored", err)
             self.channel.bot_login = self.bot_login
 
-    def routes(self, submit: Callable[[list[Reply]], None]) -> Sequence[BaseRoute]:
+    def routes(self, accept: Callable[[str, list[Reply]], bool]) -> Sequence[BaseRoute]:
         secret = self._config.webhook_secret
         if secret is None:
             return []
         self._learn_login()
         secrets = [s for s in secret.get_secret_value().split(",") if s.strip()]  # "new,old" while rotating
-        assert self._store is not None, "a serving bot has a store"
-        return [webhook_route([s.strip() for s in secrets], submit, self._store.record_delivery,
-                              bot_login=self.bot_login)]
+        return [webhook_route([s.strip() for s in secrets], accept, bot_login=self.bot_login)]
 
     def start(self, submit: Callable[[list[Reply]], None], watches: Callable[[], list[Watch]]) -> None:
         """Poll every ``poll_interval`` (once at once, to catch answers given while the bot was down)."""

@@ -338,6 +338,22 @@ class Store(Protocol):
     def finish_task(self, task_id: str) -> None: ...
 
     # -- intake dedupe and health
-    def record_delivery(self, key: str) -> bool: ...
+    def record_delivery(self, key: str, work: list[dict[str, Any]] | None = None) -> bool:
+        """True the first time ``key`` is seen, False after; durable.
+
+        With ``work`` (a webhook's votes, as dicts) the delivery and its work
+        are recorded in one write and the work waits in ``pending_deliveries``
+        until ``finish_delivery``: the sender is answered before the votes are
+        cast, and a crash in between loses none of them.
+        """
+        ...
+
+    def pending_deliveries(self) -> list[tuple[str, list[dict[str, Any]]]]:
+        """(key, work) of every delivery recorded with work and not finished, oldest first."""
+        ...
+
+    def finish_delivery(self, key: str) -> None:
+        """The delivery's work is done; finishing twice, or a key without work, is harmless."""
+        ...
 
     def problems(self) -> list[str]: ...

@@ -722,17 +722,27 @@ class PostgresStore:
 
     # -- intake dedupe and health ---------------------------------------------
 
-    def record_delivery(self, key: str) -> bool:
-        """True the first time ``key`` is seen (by any replica), False after."""
+    def record_delivery(self, key: str, work: list[dict[str, Any]] | None = None) -> bool:
+        """True the first time ``key`` is seen (by any replica), False after; ``work`` waits with it (see Store)."""
         digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
         shown = key.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\\0")
         with self._cur() as cur:
             cur.execute(
-                "INSERT INTO deliveries (digest, key, at) VALUES (%s, %s, %s) ON CONFLICT (digest) DO NOTHING"
+                "INSERT INTO deliveries (digest, key, at, work) VALUES (%s, %s, %s, %s) ON CONFLICT (digest) DO NOTHING"
                 " RETURNING digest",
-                (digest, shown, self._clock()),
+                (digest, shown, self._clock(), None if work is None else json.dumps(work)),
             )
             return cur.fetchone() is not None
+
+    def pending_deliveries(self) -> list[tuple[str, list[dict[str, Any]]]]:
+        with self._cur() as cur:
+            cur.execute("SELECT key, work FROM deliveries WHERE work IS NOT NULL ORDER BY at, digest")
+            return [(key, json.loads(work)) for key, work in cur.fetchall()]
+
+    def finish_delivery(self, key: str) -> None:
+        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+        with self._cur() as cur:
+            cur.execute("UPDATE deliveries SET work = NULL WHERE digest = %s AND work IS NOT NULL", (digest,))
 
     def problems(self) -> list[str]:
         """Nothing is set aside in a database: a bad row is named when it is read."""
@@ -756,7 +766,7 @@ class PostgresStore:
 
     def deliveries(self) -> list[tuple[str, str, datetime]]:
         with self._cur() as cur:
-            cur.execute("SELECT digest, key, at FROM deliveries ORDER BY digest")
+            cur.execute("SELECT digest, key, at FROM deliveries WHERE work IS NULL ORDER BY digest")
             return [(d, k, at) for d, k, at in cur.fetchall()]
 
     def put_request(self, request: Request) -> None:

@@ -16,7 +16,7 @@ from .base import NewerFormatError
 __all__ = ["SCHEMA_VERSION", "MIGRATIONS", "advisory_key", "migrate", "schema_version", "check_schema"]
 
 #: The schema this loopbot writes and reads; a database at a higher version is refused.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: version -> the statements that bring the schema from version-1 to version (in the bot's schema).
 MIGRATIONS: dict[int, list[str]] = {
@@ -82,6 +82,11 @@ MIGRATIONS: dict[int, list[str]] = {
             leader boolean NOT NULL DEFAULT false,
             info text NOT NULL DEFAULT '{}'
         )""",
+    ],
+    # a webhook's votes wait with their delivery until cast (Store.pending_deliveries)
+    2: [
+        "ALTER TABLE deliveries ADD COLUMN work text",
+        "CREATE INDEX deliveries_pending ON deliveries (at) WHERE work IS NOT NULL",
     ],
 }
 assert max(MIGRATIONS) == SCHEMA_VERSION

@@ -20,7 +20,7 @@ from typing import Any
 from .base import Request, Store, StoreError
 from .documents import file_name
 from .files import FileStore
-from .intake import DOC_FORMAT
+from .intake import DOC_FORMAT, PENDING
 from .sql import PostgresStore
 
 __all__ = ["Copied", "copy_store", "check_empty"]
@@ -87,7 +87,7 @@ def _deliveries(store: Store) -> Iterator[tuple[str, str, datetime]]:
     assert isinstance(store, FileStore)
     directory = store.root / "deliveries"
     if directory.is_dir():
-        for path in sorted(directory.glob("*/*.json")):
+        for path in sorted(p for p in directory.glob("*/*.json") if p.parent.name != PENDING):
             document = json.loads(path.read_text("utf-8"))
             yield path.stem, str(document["key"]), datetime.fromisoformat(document["at"])
 
@@ -171,6 +171,9 @@ def copy_store(source: Store, target: Store) -> Copied:
     for task in source.pending_tasks():
         target.add_task(task)
         copied.tasks += 1
+    for key, work in source.pending_deliveries():  # votes accepted and not yet cast travel with their delivery
+        target.record_delivery(key, work)
+        copied.deliveries += 1
     for digest, key, at in _deliveries(source):
         _put_delivery(target, digest, key, at)
         copied.deliveries += 1

@@ -22,12 +22,11 @@ class Recorder:
         self.submitted: list[list[Reply]] = []
         self.deliveries: list[str] = []
 
-    def submit(self, replies: list[Reply]) -> None:
-        self.submitted.append(replies)
-
-    def first_delivery(self, key: str) -> bool:
+    def accept(self, key: str, replies: list[Reply]) -> bool:
         new = key not in self.deliveries
         self.deliveries.append(key)
+        if new:
+            self.submitted.append(replies)
         return new
 
 
@@ -37,7 +36,7 @@ def rec() -> Recorder:
 
 
 def make_client(rec: Recorder, **kwargs: Any) -> TestClient:
-    route = webhook_route(["old-secret", SECRET], rec.submit, rec.first_delivery, **kwargs)
+    route = webhook_route(["old-secret", SECRET], rec.accept, **kwargs)
     return TestClient(Starlette(routes=[route]))
 
 
@@ -174,4 +173,4 @@ def test_get_is_not_allowed(client: TestClient) -> None:
 
 def test_no_secret_is_a_configuration_error(rec: Recorder) -> None:
     with pytest.raises(ValueError, match="secret"):
-        webhook_route([""], rec.submit, rec.first_delivery)
+        webhook_route([""], rec.accept)

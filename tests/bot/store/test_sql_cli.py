@@ -48,6 +48,7 @@ def fill(store: Store) -> None:
     store.enqueue_request("run", {"loop": "demo", "trigger": "cli"})
     store.add_task(make_task("demo-4.post.slack-C1", not_before=T0 + timedelta(hours=1), attempts=2))
     store.record_delivery("gh-delivery-1")
+    store.record_delivery("gh-delivery-2", [{"queued": "vote"}])  # accepted, not yet cast
 
 
 def assert_same(a: Store, b: Store) -> None:
@@ -59,6 +60,7 @@ def assert_same(a: Store, b: Store) -> None:
         assert a.load_snapshot(f"demo-run-{n}") == b.load_snapshot(f"demo-run-{n}")
     assert [(r.id, r.payload) for r in a.take_requests()] == [(r.id, r.payload) for r in b.take_requests()]
     assert [t.to_dict() for t in a.pending_tasks()] == [t.to_dict() for t in b.pending_tasks()]
+    assert a.pending_deliveries() == b.pending_deliveries() == [("gh-delivery-2", [{"queued": "vote"}])]
 
 
 def test_migrate_creates_then_reports_the_schema(config: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import bot.store.documents as documents_module
+import bot.store.intake as intake_module
 from bot.reviews import Review, ReviewPolicy, Vote, cast_vote
 from bot.store import (
     CorruptDocumentError,
@@ -312,15 +313,21 @@ def test_newer_format_is_refused_naming_file_and_versions(tmp_path: Path) -> Non
     assert str(path) in str(info.value) and "version 7" in str(info.value) and "up to 1" in str(info.value)
 
 
-def test_every_write_goes_through_the_atomic_helper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_write_goes_through_the_atomic_helpers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replace-or-create (temp + fsync + rename) or create-once (temp + fsync + link), nothing else."""
     written: list[str] = []
-    real = documents_module.atomic_write_bytes
+    real, real_once = documents_module.atomic_write_bytes, intake_module.create_once
 
     def recording(path: Any, data: bytes, **kw: Any) -> Path:
         written.append(Path(path).relative_to(tmp_path).as_posix())
         return real(path, data, **kw)
 
+    def recording_once(path: Path, data: bytes) -> bool:
+        written.append(path.relative_to(tmp_path).as_posix())
+        return real_once(path, data)
+
     monkeypatch.setattr(documents_module, "atomic_write_bytes", recording)
+    monkeypatch.setattr(intake_module, "create_once", recording_once)
     store = FileStore(tmp_path)
     store.put_run(make_run())
     store.update_run("demo-run-1", lambda r: setattr(r, "status", "waiting"))

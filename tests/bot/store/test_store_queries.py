@@ -204,6 +204,23 @@ def test_record_delivery_is_true_once_and_survives_reopening(store: Store, impl:
     assert not reopened.record_delivery("gh-1") and reopened.record_delivery("gh-2")
 
 
+def test_a_delivery_recorded_with_work_waits_until_finished_and_stays_known(
+    store: Store, impl: Impl, tmp_path: Path
+) -> None:
+    work = [{"voter": {"channel": "github", "id": "alice"}, "command": {"verb": "approve"}, "note": "ü\u0000"}]
+    assert store.record_delivery("hook:d-1", work) and store.record_delivery("hook:d-2", [])
+    assert store.record_delivery("plain")  # no work: known, never pending
+    assert not store.record_delivery("hook:d-1", work) and not store.record_delivery("hook:d-1")
+    reopened = impl.open(tmp_path / "state")  # a crash before the votes were cast loses none of them
+    assert sorted(reopened.pending_deliveries()) == [("hook:d-1", work), ("hook:d-2", [])]
+    reopened.finish_delivery("hook:d-1")
+    reopened.finish_delivery("hook:d-1")  # twice: harmless
+    reopened.finish_delivery("plain")  # no work: harmless
+    assert reopened.pending_deliveries() == [("hook:d-2", [])]
+    assert not reopened.record_delivery("hook:d-1", work), "finished, and still a redelivery"
+    assert not impl.open(tmp_path / "state").record_delivery("hook:d-1")
+
+
 def test_a_healthy_store_has_no_problems(store: Store) -> None:
     store.put_review(review("demo-1"))
     assert store.problems() == []
