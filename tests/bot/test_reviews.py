@@ -486,6 +486,27 @@ def test_history_keeps_every_vote_and_survives_the_store_while_votes_keep_one_pe
     assert [v.decision for v in Review.from_dict(old).history] == [HumanDecision.APPROVE]
 
 
+def test_a_stored_history_is_handed_back_as_stored_and_read_only_when_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A vote on a review with a long history neither decodes nor re-encodes that history."""
+    review = make_review(approvals_required=500)
+    for n in range(300):
+        cast_vote(review, Vote(f"local:u{n % 7}", HumanDecision.APPROVE), now=T0 + timedelta(seconds=n))
+    stored = review.to_dict()
+    stored["history"][0]["note_from_a_newer_loopbot"] = "kept"
+    decoded: list[object] = []
+    real = Vote.from_dict
+    monkeypatch.setattr(Vote, "from_dict", classmethod(lambda cls, d: decoded.append(d) or real(d)))
+    loaded = Review.from_dict(stored)
+    cast_vote(loaded, Vote("local:u1", HumanDecision.APPROVE), now=T0 + timedelta(hours=1))
+    saved = loaded.to_dict()
+    assert len(decoded) == 7, "only the current votes (one per person) were decoded"
+    assert saved["history"][:300] == stored["history"] and len(saved["history"]) == 301
+    assert loaded.history[-1].at == T0 + timedelta(hours=1) and len(decoded) == 7 + 301  # read: decoded once
+    assert loaded.history == list(loaded.history) and loaded.history == Review.from_dict(saved).history
+
+
 def test_a_decision_ends_a_pause() -> None:
     review = make_review()
     cast_vote(review, Vote("local:ann", HumanDecision.PAUSE, feedback="2h"), now=T0)
