@@ -1,4 +1,4 @@
-"""GitHub end to end, the other answers: a refused voter, reject / retry / modify by comment, ``github_teams``.
+"""GitHub end to end, the other answers: a refused voter, reject / retry / modify / pause by comment or label, teams.
 
 Real ``loopbot serve`` processes, the fake GitHub REST server and signed
 ``issue_comment`` webhooks built from the real fixture.
@@ -21,6 +21,7 @@ from .github_support import (
     comment_delivery,
     deliver,
     gh,
+    label_delivery,
     github_block,
     github_loop,
     replies_to,
@@ -118,3 +119,23 @@ def test_github_teams_admit_an_active_member_and_refuse_others(ws: Workspace, gh
     ws.wait_run(review["run"], "completed")
     assert votes_of(ws, review["id"]) == [("github:carol", "APPROVE", "github:webhook")]
     assert gh.calls_to("GET", r"^/orgs/octo/teams/reviewers/memberships/carol$")
+
+
+def test_pause_by_comment_and_by_label_quiets_the_review_and_a_later_approve_decides(
+        ws: Workspace, gh: FakeGitHub) -> None:
+    bot, review = _serve(ws, gh)
+    _comment(bot, gh, "/pause 2h", "alice")
+    assert "paused until" in _reply(gh, "alice"), "the voter is told how long"
+    stored = ws.review(review["id"])
+    assert stored["status"] == "open" and stored["paused_until"], stored
+
+    gh.add_label_event(REPOSITORY, ISSUE, "loopbot:pause", "bob")
+    answer = deliver(bot, "issues", label_delivery("loopbot:pause", "bob"))
+    assert answer.status_code == 200 and answer.json() == {"votes": 1}, answer.text
+    assert "(added the label loopbot:pause)" in _reply(gh, "bob")
+    assert votes_of(ws, review["id"]) == [("github:alice", "PAUSE", "github:webhook"),
+                                          ("github:bob", "PAUSE", "github:webhook")]
+    assert ws.review(review["id"])["status"] == "open"
+
+    _comment(bot, gh, "/approve", "alice")  # a pause is no decision: the review still takes one
+    ws.wait_run(review["run"], "completed")
