@@ -71,6 +71,7 @@ class FakeGitHub:
         self.issues: dict[tuple[str, int], dict[str, Any]] = {}
         self.deleted_issues: set[tuple[str, int]] = set()
         self.comments: dict[int, dict[str, Any]] = {}
+        self.stalls: list[tuple[str, re.Pattern[str], threading.Event]] = []
         self.comment_repo: dict[int, str] = {}
         self.reactions: list[tuple[int, str, str]] = []
         self.events: dict[str, list[dict[str, Any]]] = {}
@@ -178,6 +179,25 @@ class FakeGitHub:
         with self.lock:
             self.failures.append(Failure(method, re.compile(path), status, times, headers or {}, message or default))
 
+    def stall(self, method: str, path: str) -> threading.Event:
+        """The next ``method`` request whose path matches ``path`` takes effect, but its answer waits for the event.
+
+        The bot's comment exists on GitHub while the bot has heard nothing
+        back: the moment a crash is worst.
+        """
+        release = threading.Event()
+        with self.lock:
+            self.stalls.append((method, re.compile(path), release))
+        return release
+
+    def _stall_for(self, call: Call) -> threading.Event | None:
+        with self.lock:
+            for n, (method, pattern, release) in enumerate(self.stalls):
+                if method == call.method and pattern.search(call.path):
+                    del self.stalls[n]
+                    return release
+        return None
+
     # --- recorded traffic -----------------------------------------------------------------------
     def calls_to(self, method: str, pattern: str) -> list[Call]:
         with self.lock:
@@ -232,6 +252,9 @@ class FakeGitHub:
                     fake.calls.append(call)
                 status, payload, headers = fake._answer(call)
                 call.status = status
+                release = fake._stall_for(call)
+                if release is not None:
+                    release.wait(30)
                 self._send(status, payload, headers)
 
             def _send(self, status: int, payload: Any, headers: dict[str, str]) -> None:

@@ -127,3 +127,28 @@ def test_a_comment_made_while_serve_was_down_is_found_by_the_first_poll(ws: Work
     ws.serve()  # the next poll is 30 s away: only the poll at start can see it in time
     ws.wait_run(review["run"], "completed")
     assert votes_of(ws, review["id"]) == [("github:alice", "APPROVE", "github:poll")]
+
+
+def test_a_serve_killed_right_after_commenting_finds_its_own_comment_after_restart(
+        ws: Workspace, gh: FakeGitHub) -> None:
+    release = gh.stall("POST", rf"^/repos/{REPOSITORY}/issues/{ISSUE}/comments$")  # made, the answer held back
+    ws.write_config([github_loop()], github=github_block(gh))
+    first = ws.serve()
+    review = ws.wait_open_review()
+    posted = wait_review_comment(gh, review["id"])
+    first.kill9()
+    release.set()
+    assert not ws.review(review["id"])["targets"][-1]["delivered"]  # the bot never heard back
+
+    bot = ws.serve()
+    wait_for(lambda: (ws.review(review["id"]) or {}).get("targets", [{}])[-1].get("delivered"), timeout=20,
+             what="the restarted bot to record the GitHub comment as delivered")
+    assert [c["id"] for c in _marked(gh, ISSUE, f"<!-- loopbot:review={review['id']} -->")] == [posted["id"]]
+
+    vote = gh.add_comment(REPOSITORY, ISSUE, "/approve", "alice")
+    assert deliver(bot, "issue_comment", comment_delivery(vote)).json() == {"votes": 1}
+    ws.wait_run(review["run"], "completed")
+    def edited() -> bool:
+        return "APPROVE by github:alice" in (review_comment(gh, review["id"]) or {}).get("body", "")
+
+    wait_for(edited, timeout=10, what="the one review comment edited with the outcome")
