@@ -30,8 +30,9 @@ from loop_engine.types import LoopResult, LoopState, LoopStatus
 from bot.config import BotConfig, ReviewConfig
 from bot.desk.desk import ReviewDesk, outcome_text
 from bot.reviews import Review, Vote, mark_applied, mark_failed
-from bot.store.base import Claim, CorruptDocumentError, RunRecord, Store, StoreError
+from bot.store.base import NO_CLAIM, Claim, CorruptDocumentError, RunRecord, Store, StoreError
 from bot.worker import (
+    ClaimLost,
     LoopBuildError,
     LoopCatalog,
     RunInterrupted,
@@ -228,8 +229,10 @@ class Runner:
         return self._store.get_run(run.id)
 
     def _engine(self, run: RunRecord) -> LoopEngine:
-        """A fresh engine for ``run`` that stops between steps once shutdown begins."""
-        return self._catalog.new_engine(run.loop, run.id, self._store, stop_requested=lambda: self._stopping)
+        """A fresh engine for ``run``: it stops between steps at shutdown, and before a write once its claim is lost."""
+        claim = self._claims.get(run.id, NO_CLAIM)
+        return self._catalog.new_engine(run.loop, run.id, self._store, stop_requested=lambda: self._stopping,
+                                        claim_held=claim.held)
 
     def _start(self, run: RunRecord) -> None:
         try:
@@ -271,6 +274,8 @@ class Runner:
         try:
             try:
                 job()
+            except ClaimLost as lost:  # replicas: nothing more written; whoever claims the run next goes on
+                log.warning("%s", lost)
             except RunInterrupted as stop:  # shutdown: the snapshot is saved between steps; the next start goes on
                 log.info("%s; it continues at the next start", stop)
             except (UnknownLoopError, LoopBuildError) as err:  # the loop left the config, or no longer builds

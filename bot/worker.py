@@ -37,6 +37,7 @@ __all__ = [
     "UnknownLoopError",
     "LoopBuildError",
     "RunInterrupted",
+    "ClaimLost",
     "SnapshotSink",
     "LoopCatalog",
     "checkpoint_config_for",
@@ -84,6 +85,16 @@ class RunInterrupted(EngineInterrupt):
 _T = TypeVar("_T")
 log = logging.getLogger(__name__)
 
+class ClaimLost(RunInterrupted):
+    """This process lost its claim on the run (replicas: its database session was cut) and wrote nothing more.
+
+    Raised by ``SnapshotSink.save`` before writing: another replica may have
+    claimed the run and continued it from its last snapshot, and two writers
+    of one run would run its steps twice. The run stays "running" for the
+    leader's sweep, which hands it to whichever replica claims it.
+    """
+
+
 #: Saves after which a shutdown may stop a run: a step just finished, or one is about to start.
 _STOPPABLE = frozenset({ExecutionState.ITERATION_COMPLETE, ExecutionState.ACTING})
 
@@ -98,14 +109,18 @@ class SnapshotSink:
     """
 
     def __init__(self, store: Store, run_id: str, stop_requested: Callable[[], bool],
-                 state_dir: Path | None = None) -> None:
+                 state_dir: Path | None = None, claim_held: Callable[[], bool] = lambda: True) -> None:
         self._store = store
         self._run_id = run_id
         self._stop_requested = stop_requested
+        self._claim_held = claim_held
         self.run_id = run_id  # public, with state_dir, for components that file what a run made
         self.state_dir = state_dir
 
     def save(self, state: LoopState, trace_id: str | None = None) -> None:
+        if not self._claim_held():  # fenced: the run may be another replica's now
+            raise ClaimLost(f"run {self._run_id} lost its claim (the database session holding it ended); "
+                            "the replica that claims it next continues it from its last snapshot")
         self._store.save_state(self._run_id, state)  # the engine's own encoder: no dict round trip
         if state.execution_state in _STOPPABLE and self._stop_requested():
             raise RunInterrupted(f"run {self._run_id} stopped at {state.execution_state.value} for shutdown")
@@ -218,13 +233,14 @@ class LoopCatalog:
         reason = getattr(self._resolve(name).spec, "inactive", None)
         return str(reason) if reason else None
 
-    def new_engine(self, name: str, run_id: str, store: Store, stop_requested: Callable[[], bool]) -> LoopEngine:
-        """A fresh engine (components registered anew) that saves into ``run_id``'s snapshot."""
+    def new_engine(self, name: str, run_id: str, store: Store, stop_requested: Callable[[], bool],
+                   claim_held: Callable[[], bool] = lambda: True) -> LoopEngine:
+        """A fresh engine (components registered anew) that saves into ``run_id``'s snapshot while it may."""
         resolved = self._resolve(name)
         if reason := self.inactive(name):
             raise LoopBuildError(name, "options", f"inactive: {reason}")
         checkpoint = HumanCheckpoint(checkpoint_config_for(resolved.config, self._state_dir))
-        sink = SnapshotSink(store, run_id, stop_requested, self._state_dir)
+        sink = SnapshotSink(store, run_id, stop_requested, self._state_dir, claim_held)
         return resolved.engine(checkpoint=checkpoint, persistence=sink)
 
     def new_context(self, name: str) -> LoopContext:

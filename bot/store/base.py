@@ -225,12 +225,20 @@ class Claim(Protocol):
 
     def release(self) -> None: ...
 
+    def held(self) -> bool:
+        """False once the claim is lost while this process lives on (its database session was cut):
+        another replica may claim the run now, so this one must write nothing more of it."""
+        ...
+
 
 class _NoClaim:
     """The claim of a store used by one process: the runner's own bookkeeping already serialises its threads."""
 
     def release(self) -> None:
         return None
+
+    def held(self) -> bool:
+        return True
 
     def __repr__(self) -> str:
         return "NO_CLAIM"

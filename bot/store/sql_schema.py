@@ -16,7 +16,7 @@ from .base import NewerFormatError
 __all__ = ["SCHEMA_VERSION", "MIGRATIONS", "advisory_key", "migrate", "schema_version", "check_schema"]
 
 #: The schema this loopbot writes and reads; a database at a higher version is refused.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: version -> the statements that bring the schema from version-1 to version (in the bot's schema).
 MIGRATIONS: dict[int, list[str]] = {
@@ -87,6 +87,10 @@ MIGRATIONS: dict[int, list[str]] = {
     2: [
         "ALTER TABLE deliveries ADD COLUMN work text",
         "CREATE INDEX deliveries_pending ON deliveries (at) WHERE work IS NOT NULL",
+    ],
+    # which replica a run's claim belongs to: a claim cut off from a living replica is not taken from it
+    3: [
+        "CREATE TABLE run_owners (run_key text PRIMARY KEY, owner text NOT NULL, since timestamptz NOT NULL)",
     ],
 }
 assert max(MIGRATIONS) == SCHEMA_VERSION

@@ -9,8 +9,8 @@ Most tests give ``Leadership`` a stand-in runner that records
 ``recover`` calls - the only thing Leadership asks of a runner. One test
 uses the real ``Runner`` to show the leader continues a run a dead replica
 left "running", and leaves one that another replica still holds; another
-(xfail, strict) shows a run executed twice when its claim's session is cut
-while the replica holding it lives on.
+that a run whose claim's session is cut while its replica lives on is not
+taken from it (the replica claims it again), so no step runs twice.
 """
 
 from __future__ import annotations
@@ -303,13 +303,9 @@ def test_with_the_real_runner_the_leader_continues_a_run_a_dead_replica_left_but
         runner.shutdown(5)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a run claim whose session is cut while its replica lives (PostgreSQL restart or failover, "
-    "idle_session_timeout, a network cut, pg_terminate_backend) is silently lost: RunClaim never notices, the "
-    "worker goes on, and the leader's sweep claims the run and starts a second worker - both execute its steps"))
 def test_a_run_whose_claim_session_is_cut_while_its_replica_lives_is_not_executed_twice(
         url: str, schema: str, tmp_path: Path, stores: Callable[[str], PostgresStore],
-        leaderships: Callable[..., tuple[Leadership, Any]]) -> None:
+        leaderships: Callable[..., tuple[Leadership, Any]], caplog: pytest.LogCaptureFixture) -> None:
     trail = tmp_path / "trail"
     slow = {"name": "slow", "factory": "tests.bot.slow_loop:build",
             "options": {"steps": 2, "delay": 0.75, "trail": str(trail)}}
@@ -325,8 +321,10 @@ def test_a_run_whose_claim_session_is_cut_while_its_replica_lives_is_not_execute
     worker, leader_runner = runner(worker_store), runner(leader_store)
     interval = 0.2
     leader, _ = leaderships("leader", interval=interval, runner=leader_runner)
+    alive = LeaderElection(stores("worker"), interval=interval)  # the worker replica's own election: it lives
     try:
         assert leader.election.round()  # the leader is elected first: nothing to recover yet
+        assert not alive.round()
         elected = time.monotonic()
         run_id = worker.request_run("slow", trigger="cli")  # the other replica starts a run and holds its claim
         assert run_id is not None
@@ -343,12 +341,58 @@ def test_a_run_whose_claim_session_is_cut_while_its_replica_lives_is_not_execute
         wait_for(lambda: time.monotonic() - elected > interval, timeout=5, what="an election interval")
         leader.sweep()  # the leader's periodic sweep, as every tick calls it
         assert worker.join(10) and leader_runner.join(10)
+        assert "claimed again" in caplog.text  # by the worker, at its next write
     finally:
         worker.shutdown(5)
         leader_runner.shutdown(5)
+        alive.stop()
 
     assert worker_store.get_run(run_id).status == "completed"
     lines = trail_lines(trail)
     # one execution: each step starts, then ends, before the next starts - never two workers at once
     assert [line.split()[:2] for line in lines] == [["start", "step_1"], ["done", "step_1"],
                                                    ["start", "step_2"], ["done", "step_2"]], lines
+
+
+def test_a_run_taken_over_while_its_old_worker_still_runs_gets_no_further_write_from_that_worker(
+        url: str, schema: str, tmp_path: Path, stores: Callable[[str], PostgresStore],
+        leaderships: Callable[..., tuple[Leadership, Any]], caplog: pytest.LogCaptureFixture) -> None:
+    """Fencing: the worker's replica looked gone (no liveness lock), so the leader took the run; the old worker
+    finds its claim lost before its next write and stops there - it never runs the next step."""
+    trail = tmp_path / "trail"
+    slow = {"name": "slow", "factory": "tests.bot.slow_loop:build",
+            "options": {"steps": 2, "delay": 0.75, "trail": str(trail)}}
+    (tmp_path / "replicas").mkdir()
+    config = load_config(write_config(tmp_path / "replicas", [slow]), environ={})
+
+    def runner(store: PostgresStore) -> Runner:
+        clock = FakeClock()
+        return Runner(config, store, ReviewDesk(store, {"local": RecordingChannel()}, clock=clock, inline=True),
+                      clock=clock)
+
+    worker_store, leader_store = stores("worker"), stores("leader")
+    worker, leader_runner = runner(worker_store), runner(leader_store)
+    leader, _ = leaderships("leader", interval=0.2, runner=leader_runner)
+    try:
+        assert leader.election.round()
+        run_id = worker.request_run("slow", trigger="cli")  # no election of its own: nothing says it lives
+        assert run_id is not None
+        wait_for(lambda: trail_lines(trail), timeout=5, what="the run's first step to start")
+        key = advisory_key(schema, f"run:{run_id}") & 0xFFFF_FFFF_FFFF_FFFF
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            [(pid,)] = conn.execute("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                                    " AND classid::bigint = %s AND objid::bigint = %s",
+                                    (key >> 32, key & 0xFFFF_FFFF)).fetchall()
+            assert conn.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,)).fetchone() == (True,)
+        leader_runner.recover(post=False)  # the leader's sweep: the run is the leader's now
+        assert worker.join(10) and leader_runner.join(10)
+    finally:
+        worker.shutdown(5)
+        leader_runner.shutdown(5)
+
+    assert "could not be claimed again" in caplog.text and "lost its claim" in caplog.text
+    steps = [line.split()[:2] for line in trail_lines(trail)]
+    assert steps.count(["start", "step_2"]) == 1, steps  # the old worker stopped before the next step
+    assert leader_store.get_run(run_id).status == "completed"
