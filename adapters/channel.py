@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
-from loop_engine.checkpoint import ReviewRequest
+from loop_engine.review import ReviewRequest  # not .checkpoint: that loads persistence and the state types
 
 from .commands import Command, CommandError
 

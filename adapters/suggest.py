@@ -6,7 +6,6 @@ may not import bot; bot imports it from here.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 __all__ = ["did_you_mean"]
@@ -17,6 +16,8 @@ def did_you_mean(word: str, choices: Iterable[str], *, n: int = 1) -> str:
 
     Matching ignores case because people type `Approve` and `TRIAGE-17`.
     """
+    import difflib  # here: most commands never make a typo to hint at, and difflib takes a millisecond to load
+
     options = list(choices)
     lowered = {choice.lower(): choice for choice in options}
     close = difflib.get_close_matches(word.strip().lower(), list(lowered), n=n, cutoff=0.6)

@@ -21,7 +21,7 @@ import os
 import shlex
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from functools import cache
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:  # pragma: no cover - typing only; each command loads what it needs when it runs
     from adapters.local import LocalChannel
     from bot.config import BotConfig
+    from bot.config_view import ConfigView
     from bot.runner import Runner
     from bot.store import Store
     from loop_engine.review import HumanDecision
@@ -231,7 +232,7 @@ def _err(message: str) -> None:
     print(f"loopbot: {message}", file=sys.stderr)
 
 
-def _secrets(config: BotConfig) -> list[str]:
+def _secrets(config: BotConfig | ConfigView) -> list[str]:
     return list(config.secret_values())
 
 
@@ -390,7 +391,7 @@ def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
         lock.release()
 
 
-def cmd_status(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
+def cmd_status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
     from bot.logging import RedactingFilter
     from bot.status import render_json, render_replicas, render_table
     from bot.store import ServeLock, StoreError
@@ -526,7 +527,7 @@ def _changes(args: argparse.Namespace, decision: HumanDecision, now: datetime) -
     return changes
 
 
-def cmd_decide(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
+def cmd_decide(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
     from adapters.commands import CommandError, decision_from_word
     from adapters.suggest import did_you_mean
     from bot.store import ServeLock, UnknownReviewError
@@ -645,12 +646,17 @@ def cmd_import(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     return _copy(FileStore(source), target, str(getattr(target, "where", "the database")))
 
 
-COMMANDS = {"check": cmd_check, "serve": cmd_serve, "run": cmd_run, "status": cmd_status, "decide": cmd_decide,
-            "migrate": cmd_migrate, "export": cmd_export, "import": cmd_import}
+#: name -> command; status and decide take a ``ConfigView``, the others the ``BotConfig`` (see ``_load``)
+COMMANDS: dict[str, Callable[[argparse.Namespace, Any, Path], int]] = {
+    "check": cmd_check, "serve": cmd_serve, "run": cmd_run, "status": cmd_status, "decide": cmd_decide,
+    "migrate": cmd_migrate, "export": cmd_export, "import": cmd_import,
+}
 #: Commands that need no config to be loaded first: ``init`` writes it.
 COMMANDS_WITHOUT_CONFIG = {"init": cmd_init}
 #: The commands that build loops: they refuse a config naming a loop that cannot be built.
 _BUILDS_LOOPS = frozenset({"check", "serve", "run"})
+#: The commands that read only the store's keys of a config, which they get as a ``ConfigView``.
+_READ_VIEW = frozenset({"status", "decide"})
 
 
 def _check_loops(config: BotConfig, path: Path) -> None:
@@ -665,6 +671,25 @@ def _check_loops(config: BotConfig, path: Path) -> None:
     problems = LoopCatalog(config, config_dir=path.parent).check()
     if problems:
         raise ConfigError([f"{path}: {line}" for line in problems])
+
+
+def _load(command: str, path: Path) -> BotConfig | ConfigView:
+    """The config ``command`` works with; ConfigError when it is invalid, whichever the command.
+
+    ``status`` and ``decide`` take a ``ConfigView``, which is read without
+    loading pydantic whenever the config is plain enough to be checked
+    without it (bot.config_view).
+    """
+    if command in _READ_VIEW:
+        from bot.config_view import load_view
+
+        return load_view(path)
+    from bot.config import load_config
+
+    config = load_config(path)
+    if command in _BUILDS_LOOPS:
+        _check_loops(config, path)
+    return config
 
 
 def _keep_double_dash(args: argparse.Namespace) -> None:
@@ -708,15 +733,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command in COMMANDS_WITHOUT_CONFIG:
             return COMMANDS_WITHOUT_CONFIG[args.command](args)
-        from bot.config import ConfigError, load_config
+        from bot.config_file import ConfigError
         from bot.store import StoreError
 
         _login_name_as_user()
         path = _config_path(args)
         try:
-            config = load_config(path)
-            if args.command in _BUILDS_LOOPS:
-                _check_loops(config, path)
+            config = _load(args.command, path)
         except ConfigError as err:
             _err(f"invalid config:\n{err}")
             return EXIT_FAILED

@@ -1,7 +1,8 @@
-"""The bot's YAML config: read, substitute ``${ENV}``, validate, explain mistakes.
+"""The bot's config as pydantic models: validate what ``bot.config_file`` read, explain mistakes.
 
-``load_config(path, environ)`` returns a ``BotConfig`` (pydantic v2, unknown
-keys refused so typos surface) or raises ``ConfigError`` whose lines read
+``load_config(path, environ)`` reads the file (``bot.config_file``: YAML,
+``${ENV}``) and returns a ``BotConfig`` (pydantic v2, unknown keys refused so
+typos surface) or raises ``ConfigError`` whose lines read
 ``config.yaml: loops[1].schedule.cron: <what is wrong>``. Secrets are
 ``SecretStr``: they never show in repr/str, ``redacted()`` or ``summary()``.
 Keys are design.md's "Contracts" plus bot_contract.md.
@@ -11,13 +12,11 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -29,6 +28,16 @@ from pydantic import (
     model_validator,
 )
 
+from .config_file import (
+    MAX_CONFIG_BYTES,
+    MAX_CONFIG_DEPTH,
+    MAX_CONFIG_NODES,
+    ConfigData,
+    ConfigError,
+    read_config,
+    resolve_state_dir,
+    substitute_env,
+)
 from .config_blocks import (
     CheckpointBlock,
     Duration,
@@ -72,28 +81,21 @@ __all__ = [
     "LoopConfig",
     "BotConfig",
     "load_config",
+    "validate_config",
     "substitute_env",
+    "MAX_CONFIG_BYTES",
+    "MAX_CONFIG_DEPTH",
+    "MAX_CONFIG_NODES",
 ]
 
-_ENV = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 #: Environment values shorter than this are not hidden in error messages (no secret is that short).
 _MIN_SECRET = 4
-#: server keys the file may leave to the environment (a platform sets $PORT, and $HOST for 0.0.0.0).
-_SERVER_ENV = {"port": "PORT", "host": "HOST"}
 #: Which reviewer keys name accounts of which channel.
 _REVIEWER_KEYS = {
     "local": ("local",),
     "slack": ("slack_users", "slack_groups"),
     "github": ("github_users", "github_teams", "github_min_permission"),
 }
-
-
-class ConfigError(ValueError):
-    """The config cannot be used; ``errors`` holds one "file: key.path: problem" line each."""
-
-    def __init__(self, errors: list[str]) -> None:
-        self.errors = errors
-        super().__init__("\n".join(errors))
 
 
 class BotConfig(BaseModel):
@@ -249,59 +251,6 @@ class BotConfig(BaseModel):
         return "\n".join(lines)
 
 
-def substitute_env(
-    value: Any,
-    environ: Mapping[str, str],
-    path: str = "",
-    used: set[str] | None = None,
-    *,
-    unset: Callable[[str, str], str | None] | None = None,
-) -> tuple[Any, list[str]]:
-    """Replace ``${VAR}`` / ``${VAR:-default}`` in every string (``$$`` is a literal ``$``).
-
-    Works on parsed YAML so a substituted value can never change the
-    document's structure; returns the new tree and "key.path: problem" lines.
-    Values taken from the environment are added to ``used`` so error
-    messages can hide them (any of them may be a secret). ``unset(path,
-    name)`` may stand in for a variable that is not set (its text replaces
-    it); when it returns None, or is not given, that is an error.
-    """
-    errors: list[str] = []
-    if isinstance(value, dict):
-        out = {}
-        for key, item in value.items():
-            out[key], errs = substitute_env(item, environ, f"{path}.{key}" if path else str(key), used, unset=unset)
-            errors += errs
-        return out, errors
-    if isinstance(value, list):
-        items = []
-        for i, item in enumerate(value):
-            new, errs = substitute_env(item, environ, f"{path}[{i}]", used, unset=unset)
-            items.append(new)
-            errors += errs
-        return items, errors
-    if not isinstance(value, str):
-        return value, errors
-
-    def replace(match: re.Match[str]) -> str:
-        if match.group(0) == "$$":
-            return "$"
-        name, default = match.group(1), match.group(2)
-        if name in environ:
-            if used is not None:
-                used.add(environ[name])
-            return environ[name]
-        if default is not None:
-            return default
-        stand_in = unset(path, name) if unset is not None else None
-        if stand_in is not None:
-            return stand_in
-        errors.append(f"{path}: environment variable {name} is not set; set it or write ${{{name}:-default}}")
-        return ""
-
-    return _ENV.sub(replace, value), errors
-
-
 def _loc(parts: tuple[int | str, ...]) -> str:
     text = ""
     for part in parts:
@@ -360,69 +309,6 @@ def _hide(message: str, values: set[str]) -> str:
     return message
 
 
-class _RepeatedKey(yaml.YAMLError):
-    def __init__(self, key: Any, first: int, again: int) -> None:
-        super().__init__(f"line {again}: key {key!r} appears twice (first on line {first}); keep one")
-
-
-class _TooDeep(yaml.YAMLError):
-    def __init__(self, line: int) -> None:
-        super().__init__(f"line {line}: nested more than {MAX_CONFIG_DEPTH} levels deep; a config is never that deep")
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a repeated key: plain YAML keeps the last one silently,
-    so a second `schedule:` under a loop would quietly replace the first.
-
-    It also stops at ``MAX_CONFIG_DEPTH`` levels, before the composer's
-    recursion (and PyYAML's scanning ahead) gets expensive.
-    """
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-
-    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
-        self._depth += 1
-        try:
-            if self._depth > MAX_CONFIG_DEPTH:
-                raise _TooDeep(self.peek_event().start_mark.line + 1)
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        first_line: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` may be overridden by explicit keys
-                continue
-            key = self.construct_object(key_node, deep=deep)
-            line = key_node.start_mark.line + 1
-            if key in first_line:
-                raise _RepeatedKey(key, first_line[key], line)
-            first_line[key] = line
-        return super().construct_mapping(node, deep=deep)
-
-
-def _server_from_env(data: dict[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
-    """Fill ``server.port`` / ``server.host`` the file leaves out from $PORT / $HOST (a platform's way).
-
-    Returns {"server.port": "PORT", ...} for the values taken, so an error can
-    name the variable rather than a key the file does not have.
-    """
-    server = data.get("server")
-    if server is not None and not isinstance(server, dict):
-        return {}  # validation reports the wrong shape
-    server = data["server"] = dict(server or {})
-    taken = {}
-    for key, var in _SERVER_ENV.items():
-        if key not in server and environ.get(var):
-            server[key] = environ[var]
-            taken[f"server.{key}"] = var
-    server.setdefault("port", 8000)
-    return taken
-
-
 def _from_env_note(where: str, taken: Mapping[str, str], environ: Mapping[str, str]) -> str:
     var = taken.get(where)
     if var is None:
@@ -430,62 +316,8 @@ def _from_env_note(where: str, taken: Mapping[str, str], environ: Mapping[str, s
     return f" (the value {environ[var]!r} comes from ${var}: fix ${var}, or set {where} in the file)"
 
 
-#: A config is a few KiB; these stop a file that is not one (or a YAML alias
-#: bomb: nine levels of aliases, 461 bytes, expand to 387 million strings)
-#: before it costs minutes and gigabytes.
-MAX_CONFIG_BYTES = 1024 * 1024
-MAX_CONFIG_DEPTH = 50
-MAX_CONFIG_NODES = 100_000
 #: The blocks whose unset variables ``need_secrets=False`` lets pass.
 _SECRET_BLOCKS: dict[str, type[BaseModel]] = {"slack": SlackConfig, "github": GitHubConfig}
-
-
-def _read_text(path: str | os.PathLike[str], name: str) -> str:
-    """The file's text, reading at most one byte past the limit (``--config /dev/zero`` ends too)."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_CONFIG_BYTES + 1)
-    except FileNotFoundError:
-        raise ConfigError(
-            [f"{name}: file not found; `loopbot init {shlex.quote(name)}` writes the commented example "
-             "(config.example.yaml) there, or pass --config PATH"]
-        ) from None
-    except IsADirectoryError:
-        raise ConfigError([f"{name}: is a directory; pass the config file with --config PATH"]) from None
-    except OSError as err:
-        raise ConfigError([f"{name}: cannot read it ({err.strerror})"]) from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise ConfigError([f"{name}: larger than {MAX_CONFIG_BYTES // (1024 * 1024)} MiB; is it the config file?"])
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise ConfigError([f"{name}: line {line}: not UTF-8 text ({err.reason}); save the file as UTF-8"]) from None
-
-
-def _check_size(raw: Any, name: str) -> None:
-    """ConfigError when the parsed tree, with every alias expanded, is larger or deeper than a config.
-
-    Aliases share one object, so the parse is cheap; every walk after it
-    (substitution, validation) expands them. Walked without recursion,
-    visiting each alias as often as the later walks would, and stopping at
-    the limit - so the check costs at most ``MAX_CONFIG_NODES`` steps.
-    """
-    stack: list[tuple[Any, int]] = [(raw, 0)]
-    seen = 0
-    while stack:
-        value, depth = stack.pop()
-        seen += 1
-        if seen > MAX_CONFIG_NODES:
-            raise ConfigError([
-                f"{name}: more than {MAX_CONFIG_NODES:,} values once YAML aliases (*name) are expanded; "
-                "a config is far smaller - is an alias repeated many times?"
-            ])
-        if isinstance(value, dict | list):
-            if depth >= MAX_CONFIG_DEPTH:
-                raise ConfigError([f"{name}: nested more than {MAX_CONFIG_DEPTH} levels deep"])
-            children = value.values() if isinstance(value, dict) else value
-            stack.extend((child, depth + 1) for child in children)
 
 
 def _secret_stand_in(path: str, name: str, placeholders: dict[str, str]) -> str | None:
@@ -525,47 +357,31 @@ def load_config(
 ) -> BotConfig:
     """Read, substitute and validate ``path``; relative ``state_dir`` is resolved against the file's folder.
 
-    With ``need_secrets=False`` (commands that never talk to a channel:
-    ``status``, ``decide``), a variable used inside the ``slack:`` or
+    With ``need_secrets=False``, a variable used inside the ``slack:`` or
     ``github:`` block may be unset: the key loads as empty and its secret is
     absent. Everything else is checked as before.
     """
     env = os.environ if environ is None else environ
-    name = str(path)
-    text = _read_text(path, name)
-    try:
-        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except (_RepeatedKey, _TooDeep) as err:
-        raise ConfigError([f"{name}: {err}"]) from None
-    except RecursionError:  # a flow of brackets deeper than the composer's stack, before our depth check saw it
-        raise ConfigError([f"{name}: nested more than {MAX_CONFIG_DEPTH} levels deep"]) from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "YAML"
-        raise ConfigError([f"{name}: {where}: not valid YAML ({getattr(err, 'problem', None) or err})"]) from None
-    raw = {} if raw is None else raw
-    if not isinstance(raw, dict):
-        raise ConfigError([f"{name}: (top level): expected a mapping of keys (state_dir, server, loops, ...)"])
-    _check_size(raw, name)
-    from_env: set[str] = set()
     placeholders: dict[str, str] = {}
 
     def stand_in(where: str, variable: str) -> str | None:
         return None if need_secrets else _secret_stand_in(where, variable, placeholders)
 
-    data, errors = substitute_env(raw, env, used=from_env, unset=stand_in)
-    if errors:
-        raise ConfigError([f"{name}: {line}" for line in errors])
-    _fill_placeholders(data, placeholders)
-    taken = _server_from_env(data, env)
+    read = read_config(path, env, unset=stand_in)
+    _fill_placeholders(read.data, placeholders)
+    return validate_config(read, path, env)
+
+
+def validate_config(read: ConfigData, path: str | os.PathLike[str], environ: Mapping[str, str]) -> BotConfig:
+    """The models' verdict on ``read`` (from ``read_config(path, environ)``): the config, or every problem."""
+    name = str(path)
     try:
-        config = BotConfig.model_validate(data)
+        config = BotConfig.model_validate(read.data)
     except ValidationError as err:
         lines = [
-            f"{name}: {where}: {_hide(message, from_env)}{_from_env_note(where, taken, env)}"
+            f"{name}: {where}: {_hide(message, read.from_env)}{_from_env_note(where, read.taken, environ)}"
             for where, message in map(_explain, err.errors())
         ]
         raise ConfigError(lines) from None
-    if not config.state_dir.is_absolute():
-        config.state_dir = (Path(path).parent / config.state_dir).resolve()
+    config.state_dir = resolve_state_dir(config.state_dir, path)
     return config

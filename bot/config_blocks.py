@@ -1,8 +1,9 @@
 """The blocks of the config file below the top level, as pydantic models.
 
 Each model refuses unknown keys (``extra="forbid"``) and checks what one
-block can check by itself; ``bot.config`` assembles them into ``BotConfig``,
-checks what spans blocks and turns errors into "file: key.path: problem".
+block can check by itself, a value by the rules of ``bot.config_rules``;
+``bot.config`` assembles them into ``BotConfig``, checks what spans blocks
+and turns errors into "file: key.path: problem".
 """
 
 from __future__ import annotations
@@ -10,12 +11,18 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 from typing import TYPE_CHECKING, Annotated, Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from adapters.durations import duration_from_seconds, parse_duration
-from adapters.suggest import did_you_mean
+from .config_rules import (
+    check_cron,
+    check_factory,
+    check_loop_name,
+    check_timezone,
+    checkpoint_config,
+    duration,
+    person_accounts,
+)
 from .reviews import Reviewers, ReviewPolicy
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,32 +49,7 @@ __all__ = [
     "check_timezone",
 ]
 
-_SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
-_FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-
-
-def _duration(value: Any) -> Any:
-    """Durations are "30m"-style strings or plain seconds, bounded by ``MAX_DURATION`` either way.
-
-    The bound is checked here, at load, so ``check`` refuses a deadline that
-    would overflow the date arithmetic of every tick.
-    """
-    if isinstance(value, str):
-        return parse_duration(value)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return duration_from_seconds(value)
-    return value
-
-
-Duration = Annotated[timedelta, BeforeValidator(_duration)]
-
-
-def check_timezone(name: str) -> str:
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as err:
-        raise ValueError(f"unknown timezone {name!r}; use an IANA name like UTC or Europe/Berlin") from err
-    return name
+Duration = Annotated[timedelta, BeforeValidator(duration)]
 
 
 class _Model(BaseModel):
@@ -157,19 +139,7 @@ class ScheduleConfig(_Model):
     @field_validator("cron")
     @classmethod
     def _cron(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        # Imported here: bot.scheduler pulls in SQLAlchemy, which no other command needs.
-        from apscheduler.triggers.cron import CronTrigger  # here: only a cron schedule needs the scheduler
-
-        from .scheduler import crontab_to_apscheduler
-
-        try:
-            expression = crontab_to_apscheduler(value.strip())
-            CronTrigger.from_crontab(expression, timezone=ZoneInfo("UTC"))
-        except ValueError as err:
-            raise ValueError(f"invalid cron expression {value!r}: {err}") from err
-        return expression
+        return None if value is None else check_cron(value)
 
     @field_validator("timezone")
     @classmethod
@@ -231,7 +201,7 @@ class PersonConfig(_Model):
 
     def accounts(self) -> list[str]:
         """The channel-qualified ids ("slack:U0AAA") this person votes as."""
-        return [f"{kind}:{value}" for kind in ("local", "slack", "github") if (value := getattr(self, kind))]
+        return person_accounts(self)
 
 
 class ReviewersConfig(_Model):
@@ -298,21 +268,7 @@ class CheckpointBlock(BaseModel):
         return self
 
     def to_checkpoint_config(self) -> CheckpointConfig:
-        # here, not at the top: loop_engine.checkpoint loads persistence (orjson), which reading a config never needs
-        from loop_engine.checkpoint import CheckpointConfig, CheckpointPresets
-        from loop_engine.errors import ConfigurationError
-
-        fields = dict(self.model_extra or {})
-        known = [name for name in CheckpointConfig.__dataclass_fields__]
-        unknown = [key for key in fields if key not in known]
-        if unknown:
-            hints = [f"{key!r}" + did_you_mean(key, known) for key in unknown]
-            raise ValueError(f"unknown checkpoint key(s) {', '.join(hints)}; known: preset, {', '.join(known)}")
-        base = getattr(CheckpointPresets, self.preset)() if self.preset else CheckpointConfig()
-        try:
-            return CheckpointConfig(**{**base.__dict__, **fields})
-        except ConfigurationError as err:
-            raise ValueError(str(err)) from err
+        return checkpoint_config(self.preset, dict(self.model_extra or {}))
 
 
 class LoopConfig(_Model):
@@ -329,18 +285,12 @@ class LoopConfig(_Model):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _SLUG.match(value):
-            raise ValueError(
-                f"{value!r} is not a loop name: use lower-case letters, digits, - and _ (e.g. daily-triage)"
-            )
-        return value
+        return check_loop_name(value)
 
     @field_validator("factory")
     @classmethod
     def _factory(cls, value: str | None) -> str | None:
-        if value is not None and not _FACTORY.match(value):
-            raise ValueError(f"factory {value!r} must look like package.module:callable")
-        return value
+        return None if value is None else check_factory(value)
 
     @model_validator(mode="before")
     @classmethod

@@ -32,7 +32,6 @@ from typing import Any
 
 from loop_engine.review import HumanDecision
 
-from adapters.commands import modification_problem
 from adapters.durations import DurationRangeError, format_duration, parse_duration
 from .review_records import (
     DEFAULT_PAUSE,
@@ -230,6 +229,8 @@ def _changes_problem(vote: Vote) -> str | None:
     """Why the vote's changes cannot be used by its decision, else None."""
     decision, changes = vote.decision, vote.modifications
     if decision is HumanDecision.MODIFY:
+        from adapters.commands import modification_problem  # here: the command grammar is for votes, not listing
+
         return modification_problem(changes)
     allowed = {"until"} if decision is HumanDecision.PAUSE else set()
     extra = sorted(set(changes) - allowed)

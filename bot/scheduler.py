@@ -12,7 +12,6 @@ schedule starts afresh. The stored job calls the module-level ``fire_loop``
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -28,14 +27,13 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from adapters.durations import parse_duration
+from .config_rules import crontab_to_apscheduler
 
 __all__ = ["LoopScheduler", "SchedulerError", "fire_loop", "build_trigger", "crontab_to_apscheduler", "JOB_PREFIX"]
 
 logger = logging.getLogger(__name__)
 
 JOB_PREFIX = "loop:"
-_DAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-_NUMERIC_DAYS = re.compile(r"\A(?:\*|\d(?:-\d)?)(?:/\d+)?\Z")
 
 
 class SchedulerError(RuntimeError):
@@ -79,47 +77,11 @@ def fire_loop(name: str) -> None:
 
 
 def _job_store(url: str, schema: str | None = None) -> Any:
-    """APScheduler's SQLAlchemy job store, imported here: SQLAlchemy costs ~0.2 s, and the config's cron
-    check (run by `status` and `decide` too) imports this module only for ``crontab_to_apscheduler``."""
+    """APScheduler's SQLAlchemy job store, imported here: SQLAlchemy costs ~0.2 s, which only a
+    scheduler that starts needs, not every importer of this module."""
     from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 
     return SQLAlchemyJobStore(url=url, tableschema=schema)
-
-
-def _expand_days(item: str) -> list[int]:
-    """One crontab day-of-week item ("1-5", "*/2", "0") as Sunday-based day numbers."""
-    body, _, step_text = item.partition("/")
-    step = int(step_text) if step_text else 1
-    if step < 1:
-        raise ValueError(f"day-of-week step must be at least 1 in {item!r}")
-    if body == "*":
-        first, last = 0, 6
-    else:
-        first_text, _, last_text = body.partition("-")
-        first, last = int(first_text), int(last_text or first_text)
-    if not (0 <= first <= 7 and 0 <= last <= 7) or first > last:
-        raise ValueError(f"day-of-week {item!r} is out of range: use 0-7 (0 and 7 are Sunday) or names like mon-fri")
-    return [day % 7 for day in range(first, last + 1, step)]
-
-
-def crontab_to_apscheduler(expression: str) -> str:
-    """Translate numeric day-of-week items (crontab: 0 and 7 = Sunday) into names.
-
-    APScheduler's ``CronTrigger.from_crontab`` reads day 0 as Monday, so
-    ``1-5`` would run Tuesday to Saturday; names mean the same everywhere.
-    Names and ``*`` pass through unchanged.
-    """
-    fields = expression.split()
-    if len(fields) != 5:
-        raise ValueError(f"cron expression {expression!r} must have 5 fields (minute hour day month day-of-week)")
-    items = fields[4].split(",")
-    if fields[4] == "*" or not any(_NUMERIC_DAYS.match(item) for item in items if item != "*"):
-        return expression
-    days: list[str] = []
-    for item in items:
-        names = [_DAY_NAMES[d] for d in _expand_days(item)] if _NUMERIC_DAYS.match(item) else [item.lower()]
-        days += [name for name in names if name not in days]
-    return " ".join([*fields[:4], ",".join(days)])
 
 
 def _interval_seconds(value: Any) -> float:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .jsonvalue import iso_datetime
-from .types import LoopState
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only: loop_engine.review renders with this module
+    from .types import LoopState
 
 __all__ = [
     "HEADER_FIELDS",

@@ -1,13 +1,32 @@
-"""The review desk: where reviews go (targets, outbox) and how answers come back (one vote path)."""
+"""The review desk: where reviews go (targets, outbox) and how answers come back (one vote path).
+
+Names load on first use (PEP 562), as in ``adapters``: `status` reads one
+constant of ``bot.desk.outbox`` and `decide` takes the vote path, and
+neither should load the whole desk (the posting desk, the local channel).
+"""
 
 from __future__ import annotations
 
-from .authorize import Authorizer, ListMembership, Membership
-from .channels import LOCAL_REVIEWS_DIR, local_channel
-from .desk import ReviewDesk, outcome_text, review_post
-from .outbox import Outbox, OutboxWorker
-from .people import People
-from .votes import VotePath
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - what type checkers and editors see
+    from .authorize import Authorizer, ListMembership, Membership
+    from .channels import LOCAL_REVIEWS_DIR, local_channel
+    from .desk import ReviewDesk, outcome_text, review_post
+    from .outbox import Outbox, OutboxWorker
+    from .people import People
+    from .votes import VotePath
+
+#: public name -> the submodule that defines it
+_WHERE = {
+    **dict.fromkeys(("Authorizer", "ListMembership", "Membership"), "authorize"),
+    **dict.fromkeys(("LOCAL_REVIEWS_DIR", "local_channel"), "channels"),
+    **dict.fromkeys(("ReviewDesk", "outcome_text", "review_post"), "desk"),
+    **dict.fromkeys(("Outbox", "OutboxWorker"), "outbox"),
+    "People": "people",
+    "VotePath": "votes",
+}
 
 __all__ = [
     "Authorizer",
@@ -23,3 +42,12 @@ __all__ = [
     "outcome_text",
     "review_post",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups do not come here
+    return value

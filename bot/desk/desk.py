@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from adapters.channel import Answer, Channel, Reply, ReviewPost, Target
-from loop_engine.checkpoint import ReviewRequest
+from loop_engine.review import ReviewRequest  # not .checkpoint: that loads persistence and the state types
 
 from bot.reviews import Review, changes_text
 from bot.store.base import OutboxTask, Store

@@ -13,11 +13,12 @@ from collections.abc import Callable
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
-
-from loop_engine.types import LoopState
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..reviews import Review
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only: listing runs and reviews needs no engine state
+    from loop_engine.types import LoopState
 
 __all__ = [
     "RUN_FORMAT",

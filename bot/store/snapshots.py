@@ -6,21 +6,25 @@ document by concatenation, so a save costs what the engine's own save
 costs; ``json.dumps(indent=1, sort_keys=True)`` of the state dict took seven
 times as long on a 1,000-step state. Format 1 (``save_snapshot``, the dict
 API older callers use) is still written and read.
+
+The engine's serialization (and its state types) is imported by the methods
+that use it: listing runs and reviews, as `status` does, needs neither.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from loop_engine.errors import CorruptStateError
-from loop_engine.serialization import SCHEMA_VERSION, encode_state, state_from_dict
-from loop_engine.types import LoopState
 
 from .base import CorruptDocumentError, NewerFormatError, StoreError
 from .documents import DocumentWriter, file_name, parse
+
+if TYPE_CHECKING:  # pragma: no cover
+    from loop_engine.types import LoopState
 
 __all__ = ["SnapshotFiles", "SNAPSHOT_FORMAT"]
 
@@ -46,6 +50,8 @@ class SnapshotFiles(DocumentWriter):
 
     def save_state(self, run_id: str, state: LoopState) -> None:
         """Save the engine's state as the engine encodes it (NotJSONSerialisableError before any write)."""
+        from loop_engine.serialization import encode_state
+
         path = self._snapshot_path(run_id)
         engine = encode_state(state)
         head = b'{"format":%d,"run_id":%b,"engine":' % (SNAPSHOT_FORMAT, orjson.dumps(run_id))
@@ -62,6 +68,8 @@ class SnapshotFiles(DocumentWriter):
     @staticmethod
     def _engine_state(path: Path, document: dict[str, Any]) -> dict[str, Any]:
         """The state dict inside a snapshot document of either format, checked like the engine's loader."""
+        from loop_engine.serialization import SCHEMA_VERSION
+
         if document["format"] == 1:
             snapshot = document.get("snapshot")
             if not isinstance(snapshot, dict):
@@ -91,6 +99,8 @@ class SnapshotFiles(DocumentWriter):
         found = self._snapshot_document(run_id)
         if found is None:
             return None
+        from loop_engine.serialization import state_from_dict
+
         path, document = found
         try:
             return state_from_dict(self._engine_state(path, document))

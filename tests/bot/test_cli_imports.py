@@ -8,6 +8,7 @@ fresh interpreter, where sys.modules shows exactly what an import pulled in.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,17 +21,19 @@ HEAVY = ("apscheduler", "jsonschema", "uvicorn", "starlette", "slack_bolt", "sla
          "httpx", "pydantic", "asyncio", "loop_engine", "adapters")
 
 
+def modules_after(code: str, env: dict[str, str] | None = None) -> set[str]:
+    """Every module in sys.modules after running ``code`` in a new interpreter."""
+    probe = f"import json, sys\n{code}\nprint(json.dumps(sorted(sys.modules)))\n"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=REPO, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
 def loaded_after(code: str) -> list[str]:
     """The HEAVY top-level packages in sys.modules after running ``code`` in a new interpreter."""
-    probe = (
-        "import json, sys\n"
-        f"{code}\n"
-        f"print(json.dumps(sorted({{name.partition('.')[0] for name in sys.modules}} & set({HEAVY!r}))))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=REPO)
-    assert done.returncode == 0, done.stderr
-    loaded: list[str] = json.loads(done.stdout.splitlines()[-1])
-    return loaded
+    return sorted({name.partition(".")[0] for name in modules_after(code)} & set(HEAVY))
 
 
 def test_importing_the_cli_loads_none_of_the_heavy_packages() -> None:
@@ -67,3 +70,48 @@ def test_a_cron_schedule_checked_by_status_and_decide_does_not_load_the_job_stor
     config.write_text("state_dir: ./state\nloops:\n  - {name: demo, pattern: demo, schedule: {cron: '0 9 * * 1-5'}}\n")
     code = f"import bot.cli\nbot.cli.main(['--config', {str(config)!r}, *{argv!r}])"
     assert "sqlalchemy" not in loaded_after(code)
+
+
+#: What status and decide never need: pydantic and the config models (~0.1 s; bot.config_view checks a plain
+#: config without them), the scheduler, the engine's state and persistence, and the rest of the stack.
+NOT_FOR_STATUS_OR_DECIDE = (
+    "pydantic", "bot.config", "bot.config_blocks", "apscheduler", "sqlalchemy", "jsonschema", "asyncio",
+    "starlette", "uvicorn", "slack_bolt", "slack_sdk", "github", "httpx", "loop_engine.engine",
+    "loop_engine.types", "loop_engine.persistence", "loop_engine.checkpoint", "bot.runner", "bot.worker",
+)
+
+
+def heavy_after(config: Path, argv: list[str]) -> list[str]:
+    """What of NOT_FOR_STATUS_OR_DECIDE ``loopbot --config config ARGV`` loads, run as alice."""
+    code = f"import bot.cli\nbot.cli.main(['--config', {str(config)!r}, *{argv!r}])"
+    loaded = modules_after(code, env={**os.environ, "USER": "alice", "LOOPBOT_USER": "alice"})
+    assert "bot.config_view" in loaded  # the probe ran the command
+    return sorted(name for name in loaded if name in NOT_FOR_STATUS_OR_DECIDE
+                  or name.partition(".")[0] in NOT_FOR_STATUS_OR_DECIDE)
+
+
+@pytest.mark.parametrize("argv", [["status"], ["decide", "nosuch-1", "approve"]])
+def test_status_and_decide_on_the_example_config_load_no_pydantic_nor_engine(argv: list[str], tmp_path: Path) -> None:
+    """The example (`loopbot init`) has a cron line, a checkpoint preset and ${PORT:-8000}: all read without them."""
+    config = tmp_path / "config.yaml"
+    config.write_text((REPO / "config.example.yaml").read_text())
+    assert heavy_after(config, argv) == []
+
+
+def test_status_and_a_vote_on_an_open_review_load_no_pydantic_and_no_engine(tmp_path: Path) -> None:
+    """With a run waiting on review demo-1: status renders it, decide takes the whole vote path."""
+    config = tmp_path / "config.yaml"
+    config.write_text((REPO / "config.example.yaml").read_text())
+    env = {**os.environ, "USER": "alice", "LOOPBOT_USER": "alice"}
+    started = subprocess.run([sys.executable, "-m", "bot.cli", "--config", str(config), "run", "demo"],
+                             capture_output=True, text=True, timeout=60, cwd=REPO, env=env)
+    assert started.returncode == 0 and "review demo-1" in started.stdout, started.stderr
+    assert heavy_after(config, ["status"]) == []
+    assert heavy_after(config, ["decide", "demo-1", "approve"]) == []
+
+
+def test_a_config_the_check_cannot_vouch_for_still_loads_the_models(tmp_path: Path) -> None:
+    """The guard above can fail: status reads an unusual config through pydantic, as before."""
+    config = tmp_path / "config.yaml"
+    config.write_text("server: {port: 8000.0}\n")
+    assert "pydantic" in modules_after(f"import bot.cli\nbot.cli.main(['--config', {str(config)!r}, 'status'])")

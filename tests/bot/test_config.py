@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import BotConfig, ConfigError, load_config
+from bot.config_view import load_view
 from bot.reviews import Reviewers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,9 +29,13 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def errors_of(tmp_path: Path, text: str, environ: dict[str, str] | None = None) -> list[str]:
+    """The errors of an invalid config, which status and decide (``load_view``) must refuse alike."""
     path = write(tmp_path, text)
     with pytest.raises(ConfigError) as info:
         load_config(path, environ or {})
+    with pytest.raises(ConfigError) as viewed:
+        load_view(path, environ or {})
+    assert viewed.value.errors == info.value.errors
     assert all(line.startswith(f"{path}: ") for line in info.value.errors), info.value.errors
     return [line[len(str(path)) + 2 :] for line in info.value.errors]
 
