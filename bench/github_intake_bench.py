@@ -9,7 +9,7 @@ ratio of each target to its baseline:
 - ``bare``         a Starlette endpoint that only verifies ``X-Hub-Signature-256``;
 - ``bare+fsync``   the same, plus a durable record (write + fsync) of each delivery id;
 - ``route``        ``adapters.github.webhook.webhook_route`` with an in-memory dedupe and queue;
-- ``route+fsync``  the route with first_delivery appending + fsyncing each delivery id (as the bot's store).
+- ``route+fsync``  the route with its ``accept`` appending + fsyncing each delivery id (as the bot's store).
 
 A real bot beside them (``--loopbot N``): ``loopbot serve`` on a temp state dir with a webhook
 secret, a fake GitHub (tests/fakes/github_api.py, in its own process) and N demo loops whose
@@ -112,16 +112,17 @@ def route_app(state_dir: str, durable: bool = False) -> Any:
     queue: list[Any] = []
     record = _fsync_recorder(state_dir) if durable else None
 
-    def first_delivery(key: str) -> bool:
+    def accept(key: str, replies: list[Any]) -> bool:
         with lock:
             if key in seen:
                 return False
             seen.add(key)
         if record is not None:
             record(key)
+        queue.extend(replies)
         return True
 
-    return Starlette(routes=[webhook_route([SECRET], queue.extend, first_delivery, bot_login="loopbot[bot]")])
+    return Starlette(routes=[webhook_route([SECRET], accept, bot_login="loopbot[bot]")])
 
 
 BUILTIN: dict[str, Callable[[str], Any]] = {

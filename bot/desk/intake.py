@@ -5,7 +5,9 @@ durable write (``Store.record_delivery(key, work)``) and is answered; this
 worker casts the votes through the vote path, has each voter answered
 through the outbox, and only then marks the delivery finished. GitHub waits
 at most 10 s and may send bursts the vote path alone would not keep up
-with; a crash between the answer and the vote loses nothing, because at the
+with, so the worker mostly waits while deliveries keep arriving (QUIET,
+MAX_WAIT, BUSY_SHARE);
+a crash between the answer and the vote loses nothing, because at the
 next start every unfinished delivery is cast again (a vote already counted
 is recognised by its dedupe key and answered as a duplicate, once).
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -28,8 +31,13 @@ log = logging.getLogger(__name__)
 
 #: Seconds before a vote that failed to be cast (the store was unreachable) is tried again; doubles up to the cap.
 RETRY_FIRST, RETRY_CAP = 1.0, 60.0
+#: The worker casts freely once no delivery has arrived for QUIET seconds. While deliveries keep arriving it
+#: waits - a burst is accepted first (GitHub gives up on a delivery after 10 s and never retries it) - except
+#: for votes queued longer than MAX_WAIT, which it casts taking at most BUSY_SHARE of the time, so a steady
+#: stream still has its votes cast and the webhook keeps the rest.
+QUIET, MAX_WAIT, BUSY_SHARE = 0.05, 5.0, 0.2
 
-_Item = tuple[str, list[dict[str, Any]]]
+_Item = tuple[str, list[dict[str, Any]], float]  # key, work, when it was accepted (monotonic)
 
 
 class IntakeQueue:
@@ -40,6 +48,9 @@ class IntakeQueue:
         self._cast = cast
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._stopping = threading.Event()
+        self._draining = threading.Event()  # stop: cast what is queued at once, quiet or not
+        self._last_accept = float("-inf")
+        self._next_busy_cast = float("-inf")  # while busy, the worker's next cast waits until then
         self._thread: threading.Thread | None = None
 
     def accept(self, key: str, replies: list[Reply]) -> bool:
@@ -47,7 +58,8 @@ class IntakeQueue:
         work = [reply.to_dict() for reply in replies]
         if not self._store.record_delivery(key, work):
             return False
-        self._queue.put((key, work))
+        self._last_accept = now = time.monotonic()
+        self._queue.put((key, work, now))
         return True
 
     def start(self) -> None:
@@ -56,14 +68,15 @@ class IntakeQueue:
         if left:
             log.info("github: %d webhook delivery(ies) accepted before the restart wait to be cast; casting now",
                      len(left))
-        for item in left:
-            self._queue.put(item)
+        for key, work in left:
+            self._queue.put((key, work, float("-inf")))
         self._thread = threading.Thread(target=self._work, name="webhook-intake", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Cast what is queued for up to ``timeout`` s; what is left stays recorded for the next start."""
         self._queue.put(None)
+        self._draining.set()
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
@@ -72,12 +85,28 @@ class IntakeQueue:
 
     def _work(self) -> None:
         while (item := self._queue.get()) is not None:
-            key, work = item
+            key, work, accepted = item
+            self._wait_for_quiet(accepted)
+            started = time.monotonic()
             wait = RETRY_FIRST
             while not self._cast_all(key, work):
                 if self._stopping.wait(wait):
                     return  # still recorded as pending: the next start casts it
                 wait = min(RETRY_CAP, wait * 2)
+            ended = time.monotonic()
+            self._next_busy_cast = ended + (ended - started) * (1 - BUSY_SHARE) / BUSY_SHARE
+
+    def _wait_for_quiet(self, accepted: float) -> None:
+        """Let the webhook have the process while deliveries keep arriving (see QUIET, MAX_WAIT, BUSY_SHARE)."""
+        while not self._draining.is_set():
+            now = time.monotonic()
+            quiet_in = QUIET - (now - self._last_accept)
+            if quiet_in <= 0:
+                return
+            overdue_in = max(MAX_WAIT - (now - accepted), self._next_busy_cast - now)
+            if overdue_in <= 0:
+                return
+            self._draining.wait(min(quiet_in, overdue_in))
 
     def _cast_all(self, key: str, work: list[dict[str, Any]]) -> bool:
         """Cast every vote of one delivery and mark it finished; False when the store failed (try again)."""

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,40 @@ def test_replies_round_trip_through_json() -> None:
     assert str(again.command) == str(bad.command) and again.voter == bad.voter
     with pytest.raises(ValueError, match="not a stored reply"):
         Reply.from_dict({"voter": {}})
+
+
+def test_a_burst_is_accepted_first_and_cast_once_deliveries_stop(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(intake_module, "QUIET", 1.0)
+    store, path = votes_on(tmp_path, required=100)
+    cast: list[str] = []
+    intake = IntakeQueue(store, lambda reply: cast.append(reply.voter.id) or None)
+    intake.start()
+    try:
+        for n in range(20):
+            assert intake.accept(f"hook:d-{n}", [vote(n)])
+        assert cast == [], "nothing cast while deliveries keep arriving"
+        wait_for(lambda: len(cast) == 20, what="the burst cast once the webhook went quiet")
+    finally:
+        intake.stop()
+    assert cast == [f"user{n}" for n in range(20)]
+
+
+def test_a_steady_stream_still_has_its_votes_cast_within_max_wait(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(intake_module, "QUIET", 60.0)  # never quiet while this test delivers
+    monkeypatch.setattr(intake_module, "MAX_WAIT", 0.2)
+    store, _path = votes_on(tmp_path)
+    cast: list[str] = []
+    intake = IntakeQueue(store, lambda reply: cast.append(reply.voter.id) or None)
+    intake.start()
+    try:
+        n = 0
+        deadline = time.monotonic() + 10
+        while not cast and time.monotonic() < deadline:
+            assert intake.accept(f"hook:d-{n}", [vote(n)])
+            n += 1
+            time.sleep(0.02)
+        assert cast and cast[0] == "user0", "the oldest vote was cast while deliveries kept coming"
+    finally:
+        intake.stop()
