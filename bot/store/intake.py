@@ -24,6 +24,7 @@ from loop_engine.atomic import fsync_directory
 from .base import CorruptDocumentError, Request, StoreError
 from .collection import number
 from .documents import DocumentWriter, create_once, encode, file_name, locked, read_document, remove
+from .journal import DeliveryJournal, journal_for
 
 __all__ = ["IntakeFiles", "DOC_FORMAT"]
 
@@ -31,8 +32,8 @@ log = logging.getLogger("bot.store.files")
 
 #: Format of the small documents this module owns (counters, requests, delivery keys).
 DOC_FORMAT = 1
-#: Where deliveries recorded with work wait until it is done (under ``deliveries/``).
-PENDING = "pending"
+#: The journal of deliveries recorded with work, until it is done (under ``deliveries/``).
+JOURNAL = "pending.jsonl"
 
 
 class IntakeFiles(DocumentWriter):
@@ -140,61 +141,42 @@ class IntakeFiles(DocumentWriter):
 
     # -- intake dedupe and queued work ---------------------------------------------
 
-    def _delivery_paths(self, key: str) -> tuple[Path, Path]:
-        """(where a finished delivery is kept, where one with work waits): the name is a hash of the key."""
+    def _done_path(self, key: str) -> Path:
+        """Where a delivery is kept once seen (finished): the file name is a hash, so any string is a key."""
         digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
-        deliveries = self.root / "deliveries"
-        return deliveries / digest[:2] / f"{digest}.json", deliveries / PENDING / f"{digest}.json"
+        return self.root / "deliveries" / digest[:2] / f"{digest}.json"
+
+    def _journal(self) -> DeliveryJournal:
+        return journal_for(self.root / "deliveries" / JOURNAL, lambda key: self._done_path(key).exists())
 
     def record_delivery(self, key: str, work: list[dict[str, Any]] | None = None) -> bool:
         """True the first time ``key`` (a webhook delivery id, a Slack event id) is seen, False after.
 
-        Durable (a redelivery after a restart is still recognised); the file
-        name is a hash, so any string is a valid key. A delivery with work
-        waits in ``deliveries/pending/`` - one small atomic write on the
-        webhook's path - until ``finish_delivery`` moves it among the others.
+        Durable (a redelivery after a restart is still recognised). A delivery
+        with work is appended to ``deliveries/pending.jsonl`` (``journal``:
+        concurrent webhooks share one fsync) until ``finish_delivery``; one
+        without work gets its file at once.
         """
-        done, pending = self._delivery_paths(key)
-        # pending first: finish_delivery moves pending -> done, so this order never misses both
-        if pending.exists() or done.exists():
+        done = self._done_path(key)
+        if done.exists():
             return False
-        document: dict[str, Any] = {"format": DOC_FORMAT, "key": key, "at": self._clock().isoformat()}
+        journal = self._journal()
         if work is not None:
-            document["work"] = work
-        return create_once(done if work is None else pending, encode(document))
+            return journal.add(key, self._clock().isoformat(), work)
+        if journal.has(key):
+            return False
+        return create_once(done, encode({"format": DOC_FORMAT, "key": key, "at": self._clock().isoformat()}))
 
     def pending_deliveries(self) -> list[tuple[str, list[dict[str, Any]]]]:
-        """Deliveries whose work is not done, oldest first; a damaged one is set aside, not raised each time."""
-        directory = self.root / "deliveries" / PENDING
-        if not directory.is_dir():
-            return []
-        found = []
-        for path in directory.iterdir():
-            if path.suffix != ".json" or path.name.startswith("."):
-                continue
-            try:
-                document = read_document(path, DOC_FORMAT)
-                if document is None:  # finished since listing
-                    continue
-                key, work, at = document["key"], document["work"], document["at"]
-                if not isinstance(key, str) or not isinstance(work, list) or not isinstance(at, str):
-                    raise TypeError("key and at must be strings and work a list")
-                found.append((at, key, work))
-            except (CorruptDocumentError, KeyError, TypeError) as err:
-                aside = path.with_name(path.name + ".corrupt")
-                with contextlib.suppress(FileNotFoundError):
-                    os.replace(path, aside)
-                    log.error("%s: damaged queued delivery (%s); moved it to %s, the others go on", path, err,
-                              aside.name)
-        return [(key, work) for _at, key, work in sorted(found, key=lambda item: item[0])]
+        """Deliveries whose work is not done, oldest first."""
+        return self._journal().pending()
 
     def finish_delivery(self, key: str) -> None:
-        """Move the delivery among the finished ones: still known (a redelivery is refused), no longer pending."""
-        done, pending = self._delivery_paths(key)
-        with locked(self.root / "deliveries"):
-            if not pending.exists():
-                return
-            done.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(pending, done)
-            fsync_directory(done.parent)
-            fsync_directory(pending.parent)
+        """Record the delivery as done (a redelivery is still refused), then let the journal forget it."""
+        journal = self._journal()
+        if not journal.has(key):
+            return
+        done = self._done_path(key)
+        if not done.exists():
+            self._write(done, {"format": DOC_FORMAT, "key": key, "at": self._clock().isoformat()})
+        journal.finish(key)

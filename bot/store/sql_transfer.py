@@ -20,7 +20,7 @@ from typing import Any
 from .base import Request, Store, StoreError
 from .documents import file_name
 from .files import FileStore
-from .intake import DOC_FORMAT, PENDING
+from .intake import DOC_FORMAT
 from .sql import PostgresStore
 
 __all__ = ["Copied", "copy_store", "check_empty"]
@@ -87,7 +87,7 @@ def _deliveries(store: Store) -> Iterator[tuple[str, str, datetime]]:
     assert isinstance(store, FileStore)
     directory = store.root / "deliveries"
     if directory.is_dir():
-        for path in sorted(p for p in directory.glob("*/*.json") if p.parent.name != PENDING):
+        for path in sorted(directory.glob("*/*.json")):
             document = json.loads(path.read_text("utf-8"))
             yield path.stem, str(document["key"]), datetime.fromisoformat(document["at"])
 

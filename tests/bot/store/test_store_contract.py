@@ -314,7 +314,11 @@ def test_newer_format_is_refused_naming_file_and_versions(tmp_path: Path) -> Non
 
 
 def test_every_write_goes_through_the_atomic_helpers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Replace-or-create (temp + fsync + rename) or create-once (temp + fsync + link), nothing else."""
+    """Replace-or-create (temp + fsync + rename) or create-once (temp + fsync + link), nothing else.
+
+    The one file appended to - the journal of accepted webhook deliveries - has tests of its own
+    (test_delivery_files.py): a line cut short is dropped, an fsync covers every line it answers for.
+    """
     written: list[str] = []
     real, real_once = documents_module.atomic_write_bytes, intake_module.create_once
 
