@@ -303,14 +303,14 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
         """Change a review under the lock; one that becomes applied or failed is archived by the same call."""
         return self._reviews.update(review_id, mutate, self._unknown_review)
 
-    def _reviews_with(self, status: str) -> list[Review]:
+    def _reviews_with(self, status: str, limit: int | None = None) -> list[Review]:
         self._reviews.upkeep()
         stems = self._reviews.view(status, lambda live: _ordered(live, lambda s: s.status == status))
-        return self._reviews.fetch(stems, keep=lambda r: r.status == status)
+        return self._reviews.fetch(stems, keep=lambda r: r.status == status, limit=limit)
 
-    def open_reviews(self) -> list[Review]:
-        """Reviews waiting for people, in creation order."""
-        return self._reviews_with("open")
+    def open_reviews(self, limit: int | None = None) -> list[Review]:
+        """Reviews waiting for people, in creation order (the first ``limit``: reads only those)."""
+        return self._reviews_with("open", limit)
 
     def decided_reviews(self) -> list[Review]:
         """Reviews with an outcome the runner has not applied yet, in creation order."""
