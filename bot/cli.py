@@ -392,6 +392,13 @@ def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
 
 
 def cmd_status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
+    from loop_engine.jsonvalue import gc_paused
+
+    with gc_paused():  # its 20,000 records live until it prints: collecting cycles only walked them, again and again
+        return _status(args, config, path)
+
+
+def _status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
     from bot.logging import RedactingFilter
     from bot.status import render_json, render_replicas, render_table
     from bot.store import ServeLock, StoreError

@@ -193,7 +193,7 @@ class Reviewers:
 
     @property
     def anyone(self) -> bool:
-        return all(value is None for value in self.to_dict().values())
+        return all(getattr(self, key) is None for key in _REVIEWER_KEYS)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -208,7 +208,11 @@ class Reviewers:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Reviewers:
-        return cls(**{key: data.get(key) for key in cls().to_dict()})
+        return cls(**{key: data.get(key) for key in _REVIEWER_KEYS})
+
+
+#: The fields of ``Reviewers``, once: reading 10,000 reviews built a throwaway instance and dict per review.
+_REVIEWER_KEYS = tuple(Reviewers().to_dict())
 
 
 @dataclass

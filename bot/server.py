@@ -320,15 +320,16 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
             runner.recover()
         if problems := store.problems():
             log.error("documents set aside (the rest is served): %s", "; ".join(problems))
-        waiting = store.open_reviews()
+        waiting = store.open_reviews(limit=5)  # the ones named: reading all 10,000 held their memory for good
         if waiting:  # the decide lines printed before the restart scrolled away: one line with the way to answer
             from adapters.local import answer_as, answer_lines
 
-            shown = ", ".join(r.id for r in waiting[:5]) + (", ..." if len(waiting) > 5 else "")
+            total = max(store.counts()["open_reviews"], len(waiting))
+            shown = ", ".join(r.id for r in waiting) + (", ..." if total > len(waiting) else "")
             first = waiting[0]
             as_option, who = answer_as(None if first.policy.reviewers.anyone else first.policy.reviewers.local)
             log.info("%d review(s) wait for a decision: %s; answer with `%s`%s",
-                     len(waiting), shown, answer_lines(first.id, decide_command, as_option)[0],
+                     total, shown, answer_lines(first.id, decide_command, as_option)[0],
                      f" ({who})" if who else "")
 
         scheduler = LoopScheduler(config, state_dir, fire) if leadership is None else None

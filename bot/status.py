@@ -146,7 +146,7 @@ def _targets_cell(review: Review, tasks: Sequence[OutboxTask]) -> str:
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
+    widths = [max(len(h), *map(len, column)) for h, column in zip(headers, zip(*rows, strict=True), strict=True)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return [fmt.format(*headers).rstrip(), *(fmt.format(*row).rstrip() for row in rows)]
 

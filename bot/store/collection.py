@@ -1,28 +1,39 @@
 """One kind of record (runs, reviews, outbox tasks) as files: a hot directory, an archive, an index.
 
 Hot: ``<kind>/<id>.json``, what the bot still works on, indexed in memory
-(see ``index``). Archive: ``archive/<kind>/<prefix>~<id>.json`` for records
-that ended (an applied review, a completed run); the prefix makes the
-questions asked of the archive answerable from file names alone (runs: the
-creation time, so "the latest ten" reads ten files; reviews: the run, so
-"the review of this run" reads that run's). A record moves by writing the
-archive copy first, then removing the hot file: if a crash leaves both, the
-archive copy wins and the next scan removes the hot one.
+(see ``index``): summaries to select by, the documents read from disk when
+a query returns them. Archive: ``archive/<kind>/<prefix>~<id>.json`` for
+records that ended (an applied review, a completed run); the prefix makes
+the questions asked of the archive answerable from file names alone (runs:
+the creation time, so "the latest ten" reads ten files; reviews: the run,
+so "the review of this run" reads that run's). A record moves by writing
+the archive copy first, then removing the hot file: if a crash leaves both,
+the archive copy wins and the next scan removes the hot one.
+
+Every change to a kind's directories is made under its lock through
+``Collection.writing``, which counts it for other processes and tells this
+process's indexes what changed (``watch``), so a write costs no listing.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
+from loop_engine.jsonvalue import gc_paused
+
 from .base import CorruptDocumentError, StoreError
-from .documents import ARCHIVE_SEP, Quarantine, check_name, file_name, locked, parse, remove
-from .index import DirIndex, Entry
+from .documents import ARCHIVE_SEP, Quarantine, check_name, file_name, locked, parse, read_bytes, remove
+from .index import ArchiveIndex, ArchiveNames, Changes, DirIndex, Entry, FileKey, file_key
+from .watch import Watch, bump_count
 
 __all__ = ["Collection", "Spec", "creation_order", "number"]
 
@@ -64,17 +75,33 @@ class Spec(Generic[R]):
     noun: str  # for messages: "run"
     supported: int  # newest document format this loopbot reads
     from_dict: Callable[[dict[str, Any]], R]
-    summarize: Callable[[R], Any]  # what the hot index keeps of a record
+    summarize: Callable[[R], Any]  # what the hot index keeps of a record: the fields hot queries select by
     ended: Callable[[R], bool] | None = None  # None: never archived
     archive_prefix: Callable[[R], str] | None = None
     name_of: Callable[[str], str | None] = file_name  # id -> file stem, None for an id that is refused
 
 
+_NO_ARCHIVE = ArchiveNames({}, [])
+
+
+def decode(spec: Spec[R], path: str | Path, raw: bytes) -> R:
+    """The record in ``raw``; CorruptDocumentError/NewerFormatError naming ``path`` otherwise."""
+    document = parse(path, raw, spec.supported)
+    check_name(path, document.get("id"), spec.name_of)
+    try:
+        return spec.from_dict(document)
+    except (KeyError, TypeError, ValueError, AttributeError, StoreError) as err:
+        raise CorruptDocumentError(
+            f"{path}: damaged document ({type(err).__name__}: {err}); restore it or move it aside"
+        ) from err
+
+
 class Collection(Generic[R]):
     """Records of one kind under ``root``; every method is safe across threads and processes.
 
-    Lock order: a kind's file lock may be held while an index is asked (the
-    index lock is held only for a scan), never the other way round.
+    Lock order: this process's write lock (``_writes``), then the kind's
+    file lock, then an index's own lock (held for a look or a listing);
+    never the other way round.
     """
 
     def __init__(
@@ -83,36 +110,31 @@ class Collection(Generic[R]):
         spec: Spec[R],
         quarantine: Quarantine,
         *,
-        write: Callable[[Path, dict[str, Any]], None],
+        write: Callable[[Path, dict[str, Any]], None],  # a method of the store
         wall: Callable[[], float],
         settle: float,
     ) -> None:
         self.spec = spec
-        self._write = write
+        # Weakly, as the index's loader below is no method: without reference cycles a store and its
+        # 20,000 index entries are freed when let go, not by a cycle collection that walks them all.
+        self._write = weakref.WeakMethod(write)
         self.hot_dir = root / spec.kind
+        self._hot_prefix = os.path.join(self.hot_dir, "")
         self.archive_dir = root / "archive" / spec.kind
         self._quarantine = quarantine
-        self.hot: DirIndex[Any] = DirIndex(self.hot_dir, self._summary, wall=wall, settle=settle)
-        self.archive: DirIndex[None] = DirIndex(self.archive_dir, None, wall=wall, settle=settle)
+        lock_file = self.hot_dir / ".lock"  # the archive is written under the hot directory's lock too
+        self._writes = threading.RLock()  # this process's writes: the indexes' listings wait for them
+        hot, archive = (Watch(d, lock_file, wall=wall, settle=settle) for d in (self.hot_dir, self.archive_dir))
+        self.hot: DirIndex[R, Any] = DirIndex(hot, self._writes, partial(decode, spec), spec.summarize)
+        self.archive = ArchiveIndex(archive, self._writes)
         self._views: dict[str, tuple[tuple[int, int], Any]] = {}
         self._views_lock = threading.Lock()
-        self._by_id: tuple[int, tuple[dict[str, str], list[str], dict[str, list[str]]]] | None = None
 
     # -- documents ----------------------------------------------------------
 
-    def decode(self, path: Path, raw: bytes) -> R:
+    def decode(self, path: str | Path, raw: bytes) -> R:
         """The record in ``raw``; CorruptDocumentError/NewerFormatError naming ``path`` otherwise."""
-        document = parse(path, raw, self.spec.supported)
-        check_name(path, document.get("id"), self.spec.name_of)
-        try:
-            return self.spec.from_dict(document)
-        except (KeyError, TypeError, ValueError, AttributeError, StoreError) as err:
-            raise CorruptDocumentError(
-                f"{path}: damaged document ({type(err).__name__}: {err}); restore it or move it aside"
-            ) from err
-
-    def _summary(self, path: Path, raw: bytes) -> Any:
-        return self.spec.summarize(self.decode(path, raw))
+        return decode(self.spec, path, raw)
 
     def stem(self, doc_id: str) -> str:
         name = self.spec.name_of(doc_id)
@@ -126,40 +148,12 @@ class Collection(Generic[R]):
         assert self.spec.archive_prefix is not None
         return f"{self.spec.archive_prefix(record)}{ARCHIVE_SEP}{self.stem(record.id)}.json"
 
-    def archived_names(self) -> dict[str, str]:
-        """{stem: archive file name} of every archived record (names only: no file is read, no hot scan)."""
-        return self._archive_listing()[0]
-
-    def archived_sorted(self) -> list[str]:
-        """Archive file names (without .json) in name order: for runs, creation order."""
-        return self._archive_listing()[1]
-
-    def archived_with_prefix(self, prefix: str) -> list[str]:
-        """Stems of the archived records whose name starts with ``prefix`` (reviews: of one run)."""
-        return self._archive_listing()[2].get(prefix, [])
-
-    def _archive_listing(self) -> tuple[dict[str, str], list[str], dict[str, list[str]]]:
-        if self.spec.ended is None:
-            return {}, [], {}
-        generation, names = self.archive.current()
-        with self._views_lock:
-            cached = self._by_id
-            if cached is not None and cached[0] == generation:
-                return cached[1]
-        ordered = sorted(names)
-        by_id: dict[str, str] = {}
-        by_prefix: dict[str, list[str]] = {}
-        for name in ordered:
-            prefix, _, stem = name.rpartition(ARCHIVE_SEP)
-            by_id[stem] = name
-            by_prefix.setdefault(prefix, []).append(stem)
-        listing = (by_id, ordered, by_prefix)
-        with self._views_lock:
-            self._by_id = (generation, listing)
-        return listing
+    def archived(self) -> ArchiveNames:
+        """The archive's file names, up to date (names only: no file is read, no hot scan)."""
+        return self.archive.current() if self.spec.ended is not None else _NO_ARCHIVE
 
     def archived_path(self, stem: str) -> Path | None:
-        name = self.archived_names().get(stem)
+        name = self.archived().by_stem.get(stem)
         return None if name is None else self.archive_dir / f"{name}.json"
 
     # -- derived views ------------------------------------------------------
@@ -167,7 +161,7 @@ class Collection(Generic[R]):
     def view(self, name: str, build: Callable[[Mapping[str, Entry[Any]]], V]) -> V:
         """``build(hot entries)`` (records also in the archive left out), cached until a directory changes."""
         hot_gen, entries = self.hot.current()
-        by_id = self.archived_names()
+        by_id = self.archived().by_stem
         stamp = (hot_gen, self.archive.generation)
         with self._views_lock:
             cached = self._views.get(name)
@@ -182,12 +176,56 @@ class Collection(Generic[R]):
             self._views[name] = (stamp, value)
         return value
 
-    def records(self, entries: Mapping[str, Entry[Any]], stems: list[str] | None = None) -> list[R]:
-        """Fresh records for ``stems`` (default all) built from the indexed bytes: no file is read."""
-        chosen = entries if stems is None else stems
-        return [self.decode(self.hot_dir / f"{s}.json", entries[s].raw) for s in chosen]
+    def live(self) -> Mapping[str, Entry[Any]]:
+        """The hot entries, without leftovers of archived records."""
+        return self.view("live", lambda live: live)
 
-    # -- get / put / update -------------------------------------------------
+    # -- reading ------------------------------------------------------------
+
+    def sync(self) -> dict[str, R]:
+        """Bring the hot index up to date and do its upkeep; the records a listing read meanwhile.
+
+        Only for the queries that return every hot record (``list_*``, what
+        ``status`` asks): ``fetch`` takes them from here instead of reading
+        each file twice. A long-lived process asks the others: records kept
+        while the listing allocates its summaries pin memory the process
+        never gives back.
+        """
+        loaded = self.hot.refresh()
+        self.upkeep()
+        return loaded
+
+    def fetch(
+        self,
+        stems: Iterable[str],
+        keep: Callable[[R], bool] | None = None,
+        loaded: Mapping[str, R] | None = None,
+        limit: int | None = None,
+    ) -> list[R]:
+        """The hot records of ``stems`` as they are now (the first ``limit`` kept): read from disk, or ``loaded``.
+
+        The index chose the stems; a record changed since by someone else
+        is judged again by ``keep``, and one gone from the hot set (archived,
+        removed) or unreadable is left out - the next listing sets that aside.
+        """
+        records: list[R] = []
+        with gc_paused():  # as in a listing: many new acyclic records
+            for stem in stems:
+                if limit is not None and len(records) >= limit:
+                    break
+                record = loaded.get(stem) if loaded else None
+                if record is None:
+                    path = f"{self._hot_prefix}{stem}.json"  # a str: a Path per record was a tenth of status
+                    try:
+                        record = self.decode(path, read_bytes(path))
+                    except FileNotFoundError:
+                        continue
+                    except StoreError:
+                        self.hot.forget()
+                        continue
+                if keep is None or keep(record):
+                    records.append(record)
+        return records
 
     def find(self, doc_id: str) -> tuple[Path, R] | None:
         """Where the record is and what it holds (archive first: it wins over a leftover hot copy).
@@ -203,27 +241,89 @@ class Collection(Generic[R]):
             archived = self.archived_path(stem) if self.spec.ended is not None else None
             path = archived or self.hot_dir / f"{stem}.json"
             try:
-                raw = path.read_bytes()
+                raw = read_bytes(path)
             except FileNotFoundError:
                 continue
             return path, self.decode(path, raw)
         self._quarantine.raise_if_quarantined(self.spec.kind, stem)
         return None
 
+    # -- writing ------------------------------------------------------------
+
+    @contextmanager
+    def writing(self) -> Iterator[Changes[R]]:
+        """Hold the kind's lock while the caller changes its directories, noting each change in ``Changes``.
+
+        Then count the write for other processes and hand the changes to this
+        process's indexes. A write that fails half-way is counted too, and
+        its changes are not applied: every index, this one's too, lists again.
+        """
+        with self._writes, locked(self.hot_dir) as fd:
+            tokens = self.hot.mark(), (self.archive.mark() if self.spec.ended is not None else None)
+            changes: Changes[R] = Changes()
+            try:
+                yield changes
+            except BaseException:
+                if changes.started:
+                    bump_count(fd)
+                raise
+            if changes.started:
+                count = bump_count(fd)
+                self.hot.own(tokens[0], count, changes.hot)
+                self.archive.own(tokens[1], count, changes.added, changes.removed)
+
+    def _put_file(self, changes: Changes[R], path: Path, document: dict[str, Any], record: R) -> None:
+        changes.started = True
+        write = self._write()
+        assert write is not None, "a store outlives its collections"
+        write(path, document)
+        stem = path.name[: -len(".json")]
+        if path.parent == self.hot_dir:
+            key = file_key(path)
+            changes.hot[stem] = None if key is None else (key, record)
+        else:
+            changes.added.append(stem)
+
+    def _gone(self, changes: Changes[R], path: Path) -> None:
+        stem = path.name[: -len(".json")]
+        if path.parent == self.hot_dir:
+            changes.hot[stem] = None
+        else:
+            changes.removed.append(stem)
+
+    def _remove_file(self, changes: Changes[R], path: Path) -> None:
+        changes.started = True
+        remove(path)
+        self._gone(changes, path)
+
     def put(self, record: R) -> None:
         stem = self.stem(record.id)
-        with locked(self.hot_dir):
+        with self.writing() as changes:
             try:
                 found = self.find(record.id)
             except StoreError:  # a damaged or quarantined document of that id: the new one replaces it
                 found = None
-            self._store(found[0] if found else self.hot_dir / f"{stem}.json", record)
+            self._store(changes, found[0] if found else self.hot_dir / f"{stem}.json", record)
+
+    def add(self, record: R) -> bool:
+        """Store a record that must be new (outbox tasks); False, writing nothing, if its file exists."""
+        path = self.hot_dir / f"{self.stem(record.id)}.json"
+        with self.writing() as changes:
+            if path.exists():
+                return False
+            self._put_file(changes, path, record.to_dict(), record)
+        return True
+
+    def delete(self, stem: str) -> None:
+        """Remove a hot record's file (gone already: nothing to do)."""
+        with self.writing() as changes:
+            self._remove_file(changes, self.hot_dir / f"{stem}.json")
 
     def update(self, doc_id: str, mutate: Callable[[R], T], unknown: Callable[[str], Exception]) -> T:
         """Run ``mutate`` on a fresh load under the lock; write (and archive) only if it changed the record."""
         if self.find(doc_id) is None:  # fail fast, before creating any lock file
             raise unknown(doc_id)
-        with locked(self.hot_dir):
+        with self.writing() as changes:
             found = self.find(doc_id)
             if found is None:
                 raise unknown(doc_id)
@@ -234,10 +334,10 @@ class Collection(Generic[R]):
             if after != before:
                 if self.spec.name_of(record.id) != self.spec.name_of(doc_id):
                     raise StoreError(f"{self.spec.noun} {doc_id}: an update may not change its id to {record.id!r}")
-                self._store(path, record, after)
+                self._store(changes, path, record, after)
         return result
 
-    def _store(self, current: Path, record: R, document: dict[str, Any] | None = None) -> None:
+    def _store(self, changes: Changes[R], current: Path, record: R, document: dict[str, Any] | None = None) -> None:
         """Write ``record`` where it belongs now (caller holds the lock); ``current`` is where it was."""
         data = record.to_dict() if document is None else document
         ended = self.spec.ended is not None and self.spec.ended(record)
@@ -248,33 +348,25 @@ class Collection(Generic[R]):
                 f"{getattr(record, 'status', 'active')!r} again - start a new one"
             )
         if not ended:
-            self._write(current, data)
+            self._put_file(changes, current, data, record)
             return
         target = self.archive_dir / self._archive_name(record)
-        self._write(target, data)  # the archive copy first: a crash now leaves both, and the archive wins
+        self._put_file(changes, target, data, record)  # the archive copy first: a crash now leaves both, it wins
         if current != target:
-            remove(current)
+            self._remove_file(changes, current)
         hot = self.hot_dir / f"{self.stem(record.id)}.json"
         if hot != current:
-            remove(hot)
-        self.archive.forget()
+            self._remove_file(changes, hot)
 
     # -- listing and upkeep ---------------------------------------------------
-
-    def live(self) -> Mapping[str, Entry[Any]]:
-        """The hot entries, without leftovers of archived records."""
-        return self.view("live", lambda live: live)
-
-    def hot_records(self) -> list[R]:
-        return self.records(self.live())
 
     def archived_records(self) -> list[R]:
         """Every archived record (reads every archive file: only for explicit ``archived=True``)."""
         records = []
-        for name in sorted(self.archive.current()[1]):
+        for name in self.archived().ordered:
             path = self.archive_dir / f"{name}.json"
             try:
-                records.append(self.decode(path, path.read_bytes()))
+                records.append(self.decode(path, read_bytes(path)))
             except FileNotFoundError:
                 continue
             except StoreError as err:
@@ -292,7 +384,7 @@ class Collection(Generic[R]):
         if self.spec.ended is None:
             return
         for stem in self.view("upkeep", self._upkeep_todo):
-            with locked(self.hot_dir):
+            with self.writing() as changes:
                 hot = self.hot_dir / f"{stem}.json"
                 try:
                     found = self.find(stem)
@@ -302,25 +394,18 @@ class Collection(Generic[R]):
                     continue
                 path, record = found
                 if path != hot:
-                    remove(hot)  # the archive copy won
+                    self._remove_file(changes, hot)  # the archive copy won
                 elif self.spec.ended(record):
-                    self._store(hot, record)
+                    self._store(changes, hot, record)
 
     def _upkeep_todo(self, live: Mapping[str, Entry[Any]]) -> list[str]:
         leftovers = [s for s in self.hot.current()[1] if s not in live]
         return leftovers + [s for s, e in live.items() if getattr(e.summary, "ended", False)]
 
-    @staticmethod
-    def _key(path: Path) -> tuple[int, int, int] | None:
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            return None
-        return st.st_ino, st.st_mtime_ns, st.st_size
-
-    def _set_aside(self, path: Path, err: Exception, key: tuple[int, int, int] | None) -> None:
-        with locked(self.hot_dir):
-            if key is not None and self._key(path) != key:
+    def _set_aside(self, path: Path, err: Exception, key: FileKey | None) -> None:
+        with self.writing() as changes:
+            if key is not None and file_key(path) != key:
                 return  # rewritten since it was read: the next scan judges the new content
-            self._quarantine.move(path, self.spec.kind, err)
-
+            changes.started = True
+            if self._quarantine.move(path, self.spec.kind, err) is not None:
+                self._gone(changes, path)

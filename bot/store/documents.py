@@ -33,6 +33,8 @@ __all__ = [
     "file_name",
     "encode",
     "parse",
+    "read_bytes",
+    "read_stat",
     "read_document",
     "check_name",
     "locked",
@@ -68,7 +70,7 @@ def encode(document: dict[str, Any]) -> bytes:
         return (json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def parse(path: Path, raw: bytes, supported: int) -> dict[str, Any]:
+def parse(path: str | os.PathLike[str], raw: bytes, supported: int) -> dict[str, Any]:
     """The document in ``raw`` read from ``path``, refusing damaged or newer ones by file name."""
     try:
         document = orjson.loads(raw)
@@ -91,6 +93,25 @@ def parse(path: Path, raw: bytes, supported: int) -> dict[str, Any]:
     return document
 
 
+def read_bytes(path: str | os.PathLike[str]) -> bytes:
+    """A document's bytes by plain ``os`` calls: a third of what ``Path.read_bytes`` costs, paid 20,000
+    times by ``status`` on a big state dir."""
+    return read_stat(path)[1]
+
+
+def read_stat(path: str | os.PathLike[str]) -> tuple[os.stat_result, bytes]:
+    """The file's ``stat`` as opened and its bytes: a listing that reads a file anyway needs no ``lstat``."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        data = os.read(fd, st.st_size + 1)  # a whole document in one call, unless it grew since the fstat
+        while len(data) > st.st_size and (more := os.read(fd, 1 << 16)):
+            data += more
+    finally:
+        os.close(fd)
+    return st, data
+
+
 def read_document(path: Path, supported: int) -> dict[str, Any] | None:
     """The document at ``path``, None if there is none."""
     try:
@@ -100,12 +121,13 @@ def read_document(path: Path, supported: int) -> dict[str, Any] | None:
     return parse(path, raw, supported)
 
 
-def check_name(path: Path, doc_id: Any, name_of: Callable[[str], str | None] = file_name) -> None:
+def check_name(path: str | os.PathLike[str], doc_id: Any, name_of: Callable[[str], str | None] = file_name) -> None:
     """Refuse a document whose id is not the one its file name says (issue 12.4).
 
     Archived files are named ``<prefix>~<id>.json``: the id is the last part.
     """
-    stem = path.name[: -len(".json")] if path.name.endswith(".json") else path.name
+    name = os.path.basename(path)
+    stem = name[: -len(".json")] if name.endswith(".json") else name
     expected = stem.rsplit(ARCHIVE_SEP, 1)[-1]
     if not isinstance(doc_id, str) or name_of(doc_id) != expected:
         raise CorruptDocumentError(
@@ -115,19 +137,20 @@ def check_name(path: Path, doc_id: Any, name_of: Callable[[str], str | None] = f
 
 
 @contextmanager
-def locked(directory: Path) -> Iterator[None]:
+def locked(directory: Path) -> Iterator[int]:
     """Exclusive ``fcntl.flock`` on ``directory/.lock``: one writer across threads and processes.
 
     flock locks belong to an open file description, so they exclude other
     threads (each acquisition opens its own descriptor) as well as other
-    processes, and the kernel drops them when a holder is killed.
+    processes, and the kernel drops them when a holder is killed. Yields the
+    lock file's descriptor: collections count their writes in it (``watch``).
     """
     directory.mkdir(parents=True, exist_ok=True)
     # O_NOFOLLOW: a link planted as .lock must not make the bot create a file outside state_dir
     fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        yield fd
     finally:
         os.close(fd)  # closing the descriptor releases the flock
 

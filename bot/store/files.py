@@ -12,8 +12,9 @@ hidden ``.lock`` file per directory. File names are lower-cased ids, so
 lookups are case-insensitive.
 
 The questions asked every tick are answered from in-process indexes of the
-hot directories (``index``), so an idle bot's cost does not grow with the
-documents stored.
+hot directories (``index``: summaries, not documents), so an idle bot's cost
+does not grow with the documents stored; a query reads the documents it
+returns, and this process's own writes update the indexes without a listing.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from sys import intern  # summaries share their repeated strings: ten thousand runs, one "waiting"
 from typing import Any, NamedTuple, TypeVar
 
 from adapters.suggest import did_you_mean
@@ -42,11 +44,12 @@ from .base import (
     UnknownRunError,
 )
 from .collection import Collection, Spec, created_key, creation_order
-from .documents import Quarantine, file_name
-from .index import SETTLE_SECONDS, Entry
+from .documents import Quarantine, file_name, read_bytes
+from .index import Entry
 from .intake import IntakeFiles
 from .outbox import OUTBOX_SPEC, OutboxFiles
 from .snapshots import SnapshotFiles
+from .watch import SETTLE_SECONDS
 
 __all__ = ["FileStore"]
 
@@ -74,8 +77,17 @@ def _run_ended(run: RunRecord) -> bool:
     return run.status not in ACTIVE_RUN_STATUSES
 
 
+def _run_active(run: RunRecord) -> bool:
+    return run.status in ACTIVE_RUN_STATUSES
+
+
 def _review_ended(review: Review) -> bool:
     return review.status not in HOT_REVIEW_STATUSES
+
+
+def _due(review: Review, now: datetime) -> bool:
+    deadline = next_deadline(review)
+    return deadline is not None and deadline <= now
 
 
 def _run_key(run_id: str) -> str:
@@ -91,7 +103,9 @@ RUN_SPEC: Spec[RunRecord] = Spec(
     noun="run",
     supported=RUN_FORMAT,
     from_dict=RunRecord.from_dict,
-    summarize=lambda r: RunSummary(_run_ended(r), r.status, r.loop, creation_order(r), r.trigger),
+    summarize=lambda r: RunSummary(
+        _run_ended(r), intern(r.status), intern(r.loop), creation_order(r), intern(r.trigger)
+    ),
     ended=_run_ended,
     archive_prefix=lambda r: created_key(r.created_at),
 )
@@ -101,7 +115,8 @@ REVIEW_SPEC: Spec[Review] = Spec(
     supported=REVIEW_FORMAT,
     from_dict=Review.from_dict,
     summarize=lambda r: ReviewSummary(
-        _review_ended(r), r.status, creation_order(r), next_deadline(r), _run_key(r.run_id), r.checkpoint_id
+        _review_ended(r), intern(r.status), creation_order(r), next_deadline(r), _run_key(r.run_id),
+        intern(r.checkpoint_id),
     ),
     ended=_review_ended,
     archive_prefix=lambda r: _run_key(r.run_id),
@@ -179,8 +194,8 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
 
     def list_runs(self, *, archived: bool = False) -> list[RunRecord]:
         """The hot runs (in progress) in creation order; with ``archived`` the ended ones too (reads them all)."""
-        self._runs.upkeep()
-        runs = self._runs.hot_records()
+        loaded = self._runs.sync()
+        runs = self._runs.fetch(self._runs.live(), keep=_run_active, loaded=loaded)
         if archived:
             runs += self._runs.archived_records()
         return sorted(runs, key=creation_order)
@@ -197,7 +212,7 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
         """
         if limit <= 0:
             return []
-        ordered = self._runs.archived_sorted()
+        ordered = self._runs.archived().ordered
         if not ordered:
             return []
         chosen = ordered[-limit:]
@@ -209,38 +224,41 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
         for name in ordered[start:]:
             path = self._runs.archive_dir / f"{name}.json"
             try:
-                runs.append(self._runs.decode(path, path.read_bytes()))
+                runs.append(self._runs.decode(path, read_bytes(path)))
             except (FileNotFoundError, ValueError):
                 continue  # gone or unreadable: list_runs(archived=True) reports it
         return sorted(runs, key=creation_order)[-limit:]
 
     def active_runs(self) -> list[RunRecord]:
-        """Runs in progress ("running", "waiting"), in creation order; no file is read while nothing changed."""
+        """Runs in progress ("running", "waiting"), in creation order; reads those runs and no other file."""
         self._runs.upkeep()
-        live, stems = self._runs.view(
-            "active", lambda live: (live, _ordered(live, lambda s: s.status in ACTIVE_RUN_STATUSES))
-        )
-        return self._runs.records(live, stems)
+        stems = self._runs.view("active", lambda live: _ordered(live, lambda s: s.status in ACTIVE_RUN_STATUSES))
+        return self._runs.fetch(stems, keep=_run_active)
 
     def active_run(self, loop: str) -> RunRecord | None:
-        """The run in progress of ``loop``, if any (the oldest, should there be several); reads no file while idle."""
+        """The run in progress of ``loop``, if any (the oldest, should there be several); reads that one file."""
         self._runs.upkeep()
 
-        def first_by_loop(live: Mapping[str, Entry[RunSummary]]) -> tuple[Mapping[str, Entry[Any]], dict[str, str]]:
-            first: dict[str, str] = {}
+        def by_loop(live: Mapping[str, Entry[RunSummary]]) -> dict[str, list[str]]:
+            stems: dict[str, list[str]] = {}
             for stem in _ordered(live, lambda s: s.status in ACTIVE_RUN_STATUSES):
-                first.setdefault(live[stem].summary.loop, stem)
-            return live, first
+                stems.setdefault(live[stem].summary.loop, []).append(stem)
+            return stems
 
-        live, first = self._runs.view("active-by-loop", first_by_loop)
-        return self._runs.records(live, [first[loop]])[0] if loop in first else None
+        for stem in self._runs.view("active-by-loop", by_loop).get(loop, []):
+            for run in self._runs.fetch([stem], keep=lambda r: _run_active(r) and r.loop == loop):
+                return run
+        return None
 
     def run_with_trigger(self, trigger: str) -> RunRecord | None:
         """The newest hot run started by ``trigger`` (e.g. an inbox request id), to make intake idempotent."""
         self._runs.upkeep()
         live = self._runs.live()
         matches = sorted((e.summary.order, s) for s, e in live.items() if e.summary.trigger == trigger)
-        return self._runs.records(live, [matches[-1][1]])[0] if matches else None
+        for _, stem in reversed(matches):
+            for run in self._runs.fetch([stem], keep=lambda r: _run_active(r) and r.trigger == trigger):
+                return run
+        return None
 
     def claim_run(self, run_id: str) -> Claim | None:
         """Always granted: one ``serve`` per state dir (the serve lock), whose runner serialises its threads."""
@@ -259,7 +277,7 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
         did-you-mean compares the word with every candidate; over 20,000 ids
         that took 200 ms, for a typo that is nearly always one edit.
         """
-        hot, archived = self._reviews.live(), self._reviews.archived_names()
+        hot, archived = self._reviews.live(), self._reviews.archived().by_stem
         if len(hot) + len(archived) <= _FEW_IDS:
             return [*hot, *archived]
         return [v for v in _one_edit(review_id.strip().lower()) if v in hot or v in archived]
@@ -275,8 +293,8 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
 
     def list_reviews(self, *, archived: bool = False) -> list[Review]:
         """Open and decided reviews in creation order; with ``archived`` the applied and failed ones too."""
-        self._reviews.upkeep()
-        reviews = self._reviews.hot_records()
+        loaded = self._reviews.sync()
+        reviews = self._reviews.fetch(self._reviews.live(), keep=lambda r: not _review_ended(r), loaded=loaded)
         if archived:
             reviews += self._reviews.archived_records()
         return sorted(reviews, key=creation_order)
@@ -285,14 +303,14 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
         """Change a review under the lock; one that becomes applied or failed is archived by the same call."""
         return self._reviews.update(review_id, mutate, self._unknown_review)
 
-    def _reviews_with(self, status: str) -> list[Review]:
+    def _reviews_with(self, status: str, limit: int | None = None) -> list[Review]:
         self._reviews.upkeep()
-        live, stems = self._reviews.view(status, lambda live: (live, _ordered(live, lambda s: s.status == status)))
-        return self._reviews.records(live, stems)
+        stems = self._reviews.view(status, lambda live: _ordered(live, lambda s: s.status == status))
+        return self._reviews.fetch(stems, keep=lambda r: r.status == status, limit=limit)
 
-    def open_reviews(self) -> list[Review]:
-        """Reviews waiting for people, in creation order."""
-        return self._reviews_with("open")
+    def open_reviews(self, limit: int | None = None) -> list[Review]:
+        """Reviews waiting for people, in creation order (the first ``limit``: reads only those)."""
+        return self._reviews_with("open", limit)
 
     def decided_reviews(self) -> list[Review]:
         """Reviews with an outcome the runner has not applied yet, in creation order."""
@@ -303,7 +321,7 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
         self._reviews.upkeep()
         live, times, stems = self._reviews.view("deadlines", _deadlines)
         due = sorted(stems[: bisect.bisect_right(times, now)], key=lambda s: live[s].summary.order)
-        return self._reviews.records(live, due)
+        return self._reviews.fetch(due, keep=lambda r: _due(r, now))
 
     def next_deadline(self) -> datetime | None:
         """The earliest deadline among open reviews (None: nothing will ever be due)."""
@@ -315,8 +333,11 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
         """The newest review of ``run_id`` (at ``checkpoint_id`` if given), hot or archived."""
         key = _run_key(run_id)
         live = self._reviews.live()
-        candidates = [r for r in self._reviews.records(live, [s for s, e in live.items() if e.summary.run_id == key])]
-        for stem in self._reviews.archived_with_prefix(key):
+        candidates = self._reviews.fetch(
+            s for s, e in live.items()
+            if e.summary.run_id == key and (checkpoint_id is None or e.summary.checkpoint_id == checkpoint_id)
+        )
+        for stem in self._reviews.archived().with_prefix(key):
             found = self._reviews.find(stem)
             if found is not None and stem not in live:
                 candidates.append(found[1])
@@ -359,7 +380,7 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
         """Every id in use by a stored document (for a counter that must resume past them)."""
         for collection in (self._runs, self._reviews):
             yield from collection.hot.current()[1]
-            yield from collection.archived_names()
+            yield from collection.archived().by_stem
         for directory in (self.root / "inbox", *self._quarantine.root.glob("*")):
             if directory.is_dir():
                 for name in os.listdir(directory):

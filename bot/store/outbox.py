@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from sys import intern
 from typing import NamedTuple, TypeVar
 
 from .base import TASK_FORMAT, OutboxTask, StoreError, UnknownTaskError, _TASK_ID
 from .collection import Collection, Spec
-from .documents import DocumentWriter, locked, remove
+from .documents import DocumentWriter
 from .index import Entry
 
 __all__ = ["OutboxFiles", "OUTBOX_SPEC"]
@@ -38,7 +39,7 @@ def task_stem(task_id: str) -> str | None:
 
 
 def _summarize(task: OutboxTask) -> TaskSummary:
-    return TaskSummary(False, task.channel, (task.created_at, task.id), task.ready_at, task.review_id)
+    return TaskSummary(False, intern(task.channel), (task.created_at, task.id), task.ready_at, task.review_id)
 
 
 OUTBOX_SPEC: Spec[OutboxTask] = Spec(
@@ -50,14 +51,14 @@ OUTBOX_SPEC: Spec[OutboxTask] = Spec(
 _Queue = list[tuple[tuple[datetime, str], datetime, str]]  # (order, ready_at, stem), oldest first
 
 
-def _by_channel(live: Mapping[str, Entry[TaskSummary]]) -> tuple[Mapping[str, Entry[TaskSummary]], dict[str, _Queue]]:
+def _by_channel(live: Mapping[str, Entry[TaskSummary]]) -> dict[str, _Queue]:
     channels: dict[str, _Queue] = {}
     for stem, entry in live.items():
         s = entry.summary
         channels.setdefault(s.channel, []).append((s.order, s.ready_at, stem))
     for tasks in channels.values():
         tasks.sort()
-    return live, channels
+    return channels
 
 
 class OutboxFiles(DocumentWriter):
@@ -70,13 +71,7 @@ class OutboxFiles(DocumentWriter):
 
     def add_task(self, task: OutboxTask) -> bool:
         """Store a new task; False (and no write) if a pending task has this id: adding is idempotent."""
-        stem = self._outbox.stem(task.id)
-        path = self._outbox.hot_dir / f"{stem}.json"
-        with locked(self._outbox.hot_dir):
-            if path.exists():
-                return False
-            self._write(path, task.to_dict())
-        return True
+        return self._outbox.add(task)
 
     def get_task(self, task_id: str) -> OutboxTask:
         found = self._outbox.find(task_id)
@@ -87,10 +82,9 @@ class OutboxFiles(DocumentWriter):
     def due_tasks(self, channel: str, now: datetime, limit: int = 50) -> list[OutboxTask]:
         """Pending tasks of ``channel`` ready by ``now`` (not_before passed or unset), oldest first."""
         self._outbox.upkeep()
-        live, channels = self._outbox.view("by-channel", _by_channel)
-        tasks = channels.get(channel, [])
-        ready = [stem for _, ready_at, stem in tasks if ready_at <= now][: max(limit, 0)]
-        return self._outbox.records(live, ready)
+        tasks = self._outbox.view("by-channel", _by_channel).get(channel, [])
+        ready = [stem for _, ready_at, stem in tasks if ready_at <= now]
+        return self._outbox.fetch(ready, keep=lambda t: t.channel == channel and t.ready_at <= now, limit=max(limit, 0))
 
     def next_task_at(self, channel: str) -> datetime | None:
         """When the earliest pending task of ``channel`` becomes ready (None: nothing pending)."""
@@ -107,12 +101,12 @@ class OutboxFiles(DocumentWriter):
 
     def pending_tasks(self, review_id: str | None = None) -> list[OutboxTask]:
         """Every pending task (of one review if given), oldest first."""
-        self._outbox.upkeep()
+        loaded = self._outbox.sync()
         live = self._outbox.live()
         stems = [stem for _, stem in sorted((e.summary.order, s) for s, e in live.items())]
         if review_id is not None:
             stems = [s for s in stems if live[s].summary.review_id == review_id]
-        return self._outbox.records(live, stems)
+        return self._outbox.fetch(stems, keep=lambda t: review_id is None or t.review_id == review_id, loaded=loaded)
 
     def update_task(self, task_id: str, mutate: Callable[[OutboxTask], T]) -> T:
         """Change a pending task under the lock (e.g. attempts, not_before, last_error after a failure)."""
@@ -123,8 +117,7 @@ class OutboxFiles(DocumentWriter):
         stem = task_stem(task_id)
         if stem is None:
             raise StoreError(f"invalid task id {task_id!r}")
-        with locked(self._outbox.hot_dir):
-            remove(self._outbox.hot_dir / f"{stem}.json")
+        self._outbox.delete(stem)
 
     def _outbox_pending(self) -> int:
         return self._outbox.view("count", len)

@@ -482,9 +482,9 @@ class PostgresStore:
             raise self._unknown_review(review_id)
         return self._review(row)
 
-    def _reviews_where(self, where: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[Review]:
+    def _reviews_where(self, where: str, params: tuple[Any, ...] | dict[str, Any] = (), tail: str = "") -> list[Review]:
         with self._cur() as cur:
-            cur.execute(f"SELECT key, doc FROM reviews WHERE {where} ORDER BY {_ORDER}", params)
+            cur.execute(f"SELECT key, doc FROM reviews WHERE {where} ORDER BY {_ORDER} {tail}", params)
             return [self._review(row) for row in cur.fetchall()]
 
     def list_reviews(self, *, archived: bool = False) -> list[Review]:
@@ -527,8 +527,9 @@ class PostgresStore:
         rows.sort(key=lambda row: (row[2], row[3], row[4]))
         return [self._review(row) for row in rows]
 
-    def open_reviews(self) -> list[Review]:
-        return self._reviews_where("NOT archived AND status = 'open'")
+    def open_reviews(self, limit: int | None = None) -> list[Review]:
+        tail = "" if limit is None else f"LIMIT {max(int(limit), 0)}"
+        return self._reviews_where("NOT archived AND status = 'open'", (), tail)
 
     def decided_reviews(self) -> list[Review]:
         """Decided reviews to apply, leased to this replica (so one replica applies each)."""

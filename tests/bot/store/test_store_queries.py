@@ -64,6 +64,15 @@ def test_applied_and_failed_reviews_leave_the_hot_set_but_stay_readable(store: S
     assert store.counts()["open_reviews"] == 1 and store.counts()["decided_reviews"] == 1
 
 
+def test_open_reviews_with_a_limit_are_the_first_in_creation_order(store: Store) -> None:
+    for n in (3, 1, 4, 2, 5):
+        store.put_review(review(f"demo-{n}", minutes=n))
+    store.update_review("demo-2", approve)
+    assert ids(store.open_reviews(limit=2)) == ["demo-1", "demo-3"]
+    assert ids(store.open_reviews(limit=10)) == ids(store.open_reviews()) == ["demo-1", "demo-3", "demo-4", "demo-5"]
+    assert store.open_reviews(limit=0) == []
+
+
 def test_an_archived_review_can_still_be_updated_but_not_reopened(store: Store) -> None:
     store.put_review(review("demo-1"))
     store.update_review("demo-1", approve)
