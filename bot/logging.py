@@ -103,11 +103,17 @@ class RepeatFilter(logging.Filter):
         return True
 
     def _forget(self, now: float) -> None:
-        """Drop lines whose interval has passed; if that is not enough, the ones printed longest ago."""
-        for key in [k for k, (at, _) in self._seen.items() if now - at >= self.interval]:
-            del self._seen[key]
-        while len(self._seen) > self._max_keys:
-            del self._seen[next(iter(self._seen))]
+        """Drop lines whose interval has passed, and the ones printed longest ago while there are too many.
+
+        The dict is in printing order, so both are at its front: a log of
+        lines that all differ (a delivery id each) costs O(1) per line, not a
+        walk over every remembered line.
+        """
+        while self._seen:
+            oldest = next(iter(self._seen))
+            if len(self._seen) <= self._max_keys and now - self._seen[oldest][0] < self.interval:
+                return
+            del self._seen[oldest]
 
 
 def setup_logging(

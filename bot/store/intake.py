@@ -147,7 +147,11 @@ class IntakeFiles(DocumentWriter):
         return self.root / "deliveries" / digest[:2] / f"{digest}.json"
 
     def _journal(self) -> DeliveryJournal:
-        return journal_for(self.root / "deliveries" / JOURNAL, lambda key: self._done_path(key).exists())
+        journal: DeliveryJournal | None = getattr(self, "_delivery_journal", None)
+        if journal is None:  # looked up once: resolving the path on every delivery cost more than its fsync
+            journal = journal_for(self.root / "deliveries" / JOURNAL, lambda key: self._done_path(key).exists())
+            self._delivery_journal = journal
+        return journal
 
     def record_delivery(self, key: str, work: list[dict[str, Any]] | None = None) -> bool:
         """True the first time ``key`` (a webhook delivery id, a Slack event id) is seen, False after.

@@ -76,3 +76,15 @@ def test_memory_is_bounded_by_max_keys() -> None:
         assert repeats.filter(record(f"run demo-run-{i} started"))
     assert len(repeats._seen) <= 10
     assert not repeats.filter(record("run demo-run-999 started"))  # the newest are the ones kept
+
+
+def test_over_max_keys_the_line_printed_longest_ago_is_forgotten_first() -> None:
+    clock = Clock()
+    repeats = RepeatFilter(60, clock=clock, max_keys=3)
+    assert repeats.filter(record("a"))
+    clock.now += 30
+    assert repeats.filter(record("b")) and repeats.filter(record("c"))
+    clock.now += 40  # a was printed 70 s ago, b and c 40 s ago
+    assert repeats.filter(record("d"))  # a fourth line: a goes
+    assert not repeats.filter(record("b")) and not repeats.filter(record("c")), "still held back"
+    assert repeats.filter(record("a")), "forgotten, so printed again"
