@@ -1,7 +1,8 @@
 """How many signed GitHub deliveries per second does the webhook route take, and how fast does it answer?
 
 Not a test. Each target app runs in its own uvicorn process on 127.0.0.1;
-this process drives it with 50 concurrent senders (httpx.AsyncClient), each
+this process drives it with 50 concurrent senders (aiohttp; ``--client httpx``
+shows that client's own ceiling, which caps every target alike), each
 POSTing a distinct signed ``issue_comment`` delivery (``/approve``, from the
 real fixture payload), and prints deliveries/s, p50 and p99 latency, and the
 ratio of each target to its baseline:
@@ -23,7 +24,7 @@ voters through its outbox (a reaction and a reply comment each) while the other 
 measured: that work is part of what a real bot costs.
 
 Point it elsewhere:
-    --loopbot N                                              also a real ``loopbot serve`` with N open reviews
+    --loopbot N                                              ``loopbot serve`` with N open reviews (default 10; 0: none)
     --url http://127.0.0.1:8000/github/webhook --secret S   also an already running server (e.g. ``loopbot serve``)
     --app module:attr                                        also a Starlette app (or zero-argument factory)
     --only route,bare                                        a subset of the built-in targets ("" for none)
@@ -458,13 +459,13 @@ def main() -> None:
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--state", help=argparse.SUPPRESS)
     parser.add_argument("--fake-github", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--loopbot", type=int, default=0, metavar="N",
-                        help="also a real `loopbot serve` with N open reviews to vote on (0: not)")
+    parser.add_argument("--loopbot", type=int, default=10, metavar="N",
+                        help="a real `loopbot serve` with N open reviews to vote on (0: not measured)")
     parser.add_argument("--only", default=",".join(BUILTIN), help="built-in targets, comma-separated")
     parser.add_argument("--app", help="module:attr of a Starlette app (or factory) to serve and measure too")
     parser.add_argument("--url", help="an already running webhook URL to measure too (with --secret)")
     parser.add_argument("--secret", default=SECRET, help="webhook secret of --url's server")
-    parser.add_argument("--client", choices=["httpx", "aiohttp", "both"], default="both",
+    parser.add_argument("--client", choices=["httpx", "aiohttp", "both"], default="aiohttp",
                         help="the senders' HTTP client; httpx.AsyncClient stalls at 50 concurrent connections "
                              "(encode/httpx#3215), so aiohttp shows the servers' own limits")
     parser.add_argument("--seconds", type=float, default=3.0, help="measured seconds per target")
