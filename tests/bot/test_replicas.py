@@ -36,7 +36,6 @@ from bot.store.sql_schema import advisory_key
 
 from .runtime_support import T0, FakeClock, RecordingChannel, demo, wait_for, write_config
 from .slow_loop import trail_lines
-from .store import pg_cluster
 
 #: The generous bound for "another replica takes over within about one election interval".
 TAKEOVER_BOUND = 2.5
@@ -52,14 +51,8 @@ class RecordingRunner:
         self.recovered.append(post)
 
 
-@pytest.fixture
-def schema(tmp_path: Path) -> str:
-    return pg_cluster.schema_for(tmp_path)
 
 
-@pytest.fixture
-def url() -> str:
-    return pg_cluster.url()
 
 
 @pytest.fixture
@@ -68,19 +61,6 @@ def config(tmp_path: Path) -> BotConfig:
     return load_config(write_config(tmp_path, [demo(schedule={"interval": "1h"})]), environ={})
 
 
-@pytest.fixture
-def stores(url: str, schema: str) -> Iterator[Callable[[str], PostgresStore]]:
-    """A PostgresStore per replica (``owner`` is its name in ``replicas``) on the test's schema; closed at the end."""
-    opened: list[PostgresStore] = []
-
-    def open_one(owner: str) -> PostgresStore:
-        store = PostgresStore(url, schema=schema, owner=owner)
-        opened.append(store)
-        return store
-
-    yield open_one
-    for store in opened:
-        store.close()
 
 
 @pytest.fixture
@@ -303,9 +283,8 @@ def test_with_the_real_runner_the_leader_continues_a_run_a_dead_replica_left_but
         runner.shutdown(5)
 
 
-def test_a_run_whose_claim_session_is_cut_while_its_replica_lives_is_not_executed_twice(
-        url: str, schema: str, tmp_path: Path, stores: Callable[[str], PostgresStore],
-        leaderships: Callable[..., tuple[Leadership, Any]], caplog: pytest.LogCaptureFixture) -> None:
+def _slow_runners(tmp_path: Path, *stores: PostgresStore) -> tuple[Path, list[Runner]]:
+    """A two-step slow loop (0.75 s a step, each leaving a trail line) and one Runner per replica's store."""
     trail = tmp_path / "trail"
     slow = {"name": "slow", "factory": "tests.bot.slow_loop:build",
             "options": {"steps": 2, "delay": 0.75, "trail": str(trail)}}
@@ -317,8 +296,26 @@ def test_a_run_whose_claim_session_is_cut_while_its_replica_lives_is_not_execute
         return Runner(config, store, ReviewDesk(store, {"local": RecordingChannel()}, clock=clock, inline=True),
                       clock=clock)
 
+    return trail, [runner(store) for store in stores]
+
+
+def _cut_claim_session(url: str, schema: str, run_id: str) -> None:
+    """Terminate the database session holding ``run_id``'s claim while its process lives on."""
+    import psycopg
+
+    key = advisory_key(schema, f"run:{run_id}") & 0xFFFF_FFFF_FFFF_FFFF
+    with psycopg.connect(url, autocommit=True) as conn:
+        [(pid,)] = conn.execute("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                                " AND classid::bigint = %s AND objid::bigint = %s",
+                                (key >> 32, key & 0xFFFF_FFFF)).fetchall()
+        assert conn.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,)).fetchone() == (True,)
+
+
+def test_a_run_whose_claim_session_is_cut_while_its_replica_lives_is_not_executed_twice(
+        url: str, schema: str, tmp_path: Path, stores: Callable[[str], PostgresStore],
+        leaderships: Callable[..., tuple[Leadership, Any]], caplog: pytest.LogCaptureFixture) -> None:
     worker_store, leader_store = stores("worker"), stores("leader")
-    worker, leader_runner = runner(worker_store), runner(leader_store)
+    trail, (worker, leader_runner) = _slow_runners(tmp_path, worker_store, leader_store)
     interval = 0.2
     leader, _ = leaderships("leader", interval=interval, runner=leader_runner)
     alive = LeaderElection(stores("worker"), interval=interval)  # the worker replica's own election: it lives
@@ -329,15 +326,7 @@ def test_a_run_whose_claim_session_is_cut_while_its_replica_lives_is_not_execute
         run_id = worker.request_run("slow", trigger="cli")  # the other replica starts a run and holds its claim
         assert run_id is not None
         wait_for(lambda: trail_lines(trail), timeout=5, what="the run's first step to start")
-
-        import psycopg
-
-        key = advisory_key(schema, f"run:{run_id}") & 0xFFFF_FFFF_FFFF_FFFF
-        with psycopg.connect(url, autocommit=True) as conn:  # the claim's session is cut; the worker lives on
-            [(pid,)] = conn.execute("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
-                                    " AND classid::bigint = %s AND objid::bigint = %s",
-                                    (key >> 32, key & 0xFFFF_FFFF)).fetchall()
-            assert conn.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,)).fetchone() == (True,)
+        _cut_claim_session(url, schema, run_id)  # the worker lives on
         wait_for(lambda: time.monotonic() - elected > interval, timeout=5, what="an election interval")
         leader.sweep()  # the leader's periodic sweep, as every tick calls it
         assert worker.join(10) and leader_runner.join(10)
@@ -359,33 +348,15 @@ def test_a_run_taken_over_while_its_old_worker_still_runs_gets_no_further_write_
         leaderships: Callable[..., tuple[Leadership, Any]], caplog: pytest.LogCaptureFixture) -> None:
     """Fencing: the worker's replica looked gone (no liveness lock), so the leader took the run; the old worker
     finds its claim lost before its next write and stops there - it never runs the next step."""
-    trail = tmp_path / "trail"
-    slow = {"name": "slow", "factory": "tests.bot.slow_loop:build",
-            "options": {"steps": 2, "delay": 0.75, "trail": str(trail)}}
-    (tmp_path / "replicas").mkdir()
-    config = load_config(write_config(tmp_path / "replicas", [slow]), environ={})
-
-    def runner(store: PostgresStore) -> Runner:
-        clock = FakeClock()
-        return Runner(config, store, ReviewDesk(store, {"local": RecordingChannel()}, clock=clock, inline=True),
-                      clock=clock)
-
     worker_store, leader_store = stores("worker"), stores("leader")
-    worker, leader_runner = runner(worker_store), runner(leader_store)
+    trail, (worker, leader_runner) = _slow_runners(tmp_path, worker_store, leader_store)
     leader, _ = leaderships("leader", interval=0.2, runner=leader_runner)
     try:
         assert leader.election.round()
         run_id = worker.request_run("slow", trigger="cli")  # no election of its own: nothing says it lives
         assert run_id is not None
         wait_for(lambda: trail_lines(trail), timeout=5, what="the run's first step to start")
-        key = advisory_key(schema, f"run:{run_id}") & 0xFFFF_FFFF_FFFF_FFFF
-        import psycopg
-
-        with psycopg.connect(url, autocommit=True) as conn:
-            [(pid,)] = conn.execute("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
-                                    " AND classid::bigint = %s AND objid::bigint = %s",
-                                    (key >> 32, key & 0xFFFF_FFFF)).fetchall()
-            assert conn.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,)).fetchone() == (True,)
+        _cut_claim_session(url, schema, run_id)
         leader_runner.recover(post=False)  # the leader's sweep: the run is the leader's now
         assert worker.join(10) and leader_runner.join(10)
     finally:

@@ -27,6 +27,7 @@ from bot.store.sql import DatabaseError, PostgresStore
 from bot.store.sql_leader import LeaderElection, Replica, RunClaim, claim_run, replicas, scheduler_url
 from bot.store.sql_schema import advisory_key
 
+from ..runtime_support import wait_for
 from . import pg_cluster
 
 #: Rounds of the threaded elections: short, so a takeover is quick to see.
@@ -35,29 +36,10 @@ INTERVAL = 0.2
 TAKEOVER_BOUND = 2.5
 
 
-@pytest.fixture
-def schema(tmp_path: Path) -> str:
-    return pg_cluster.schema_for(tmp_path)
 
 
-@pytest.fixture
-def url() -> str:
-    return pg_cluster.url()
 
 
-@pytest.fixture
-def stores(url: str, schema: str) -> Iterator[Callable[..., PostgresStore]]:
-    """Opens a PostgresStore (one per replica, named by ``owner``) on the test's schema; all closed at the end."""
-    opened: list[PostgresStore] = []
-
-    def open_one(owner: str, *, on_schema: str | None = None) -> PostgresStore:
-        store = PostgresStore(url, schema=on_schema or schema, owner=owner)
-        opened.append(store)
-        return store
-
-    yield open_one
-    for store in opened:
-        store.close()
 
 
 @pytest.fixture
@@ -115,16 +97,6 @@ def _backends(url: str) -> set[int]:
                                                              " AND pid <> pg_backend_pid()")}
 
 
-def wait_for(condition: Callable[[], Any], *, timeout: float = 10.0, what: str = "condition") -> Any:
-    """Poll ``condition`` until it returns something truthy; fail naming ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def _shown(store: PostgresStore) -> list[tuple[str, bool]]:

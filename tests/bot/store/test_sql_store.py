@@ -17,20 +17,13 @@ from bot.store.sql import DatabaseError, PostgresStore
 from bot.store.sql_schema import SCHEMA_VERSION
 from loop_engine.checkpoint import HumanDecision
 
-from . import pg_cluster
 from .test_store_contract import T0, make_review, make_task
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-@pytest.fixture
-def schema(tmp_path: Path) -> str:
-    return pg_cluster.schema_for(tmp_path)
 
 
-@pytest.fixture
-def url() -> str:
-    return pg_cluster.url()
 
 
 def _sql(url: str, schema: str, statement: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:

@@ -1,0 +1,44 @@
+"""PostgreSQL fixtures shared by the store's and the replicas' tests: the throwaway cluster, a schema, stores."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.store.sql import PostgresStore
+
+from .store import pg_cluster
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _postgres_cluster_cleanup() -> Iterator[None]:
+    """The throwaway cluster is stopped and removed when the session ends (harmless if none started)."""
+    yield
+    pg_cluster.stop()
+
+
+@pytest.fixture
+def schema(tmp_path: Path) -> str:
+    return pg_cluster.schema_for(tmp_path)
+
+
+@pytest.fixture
+def url() -> str:
+    return pg_cluster.url()
+
+
+@pytest.fixture
+def stores(url: str, schema: str) -> Iterator[Callable[..., PostgresStore]]:
+    """Opens a PostgresStore (one per replica, named by ``owner``) on the test's schema; all closed at the end."""
+    opened: list[PostgresStore] = []
+
+    def open_one(owner: str, *, on_schema: str | None = None) -> PostgresStore:
+        store = PostgresStore(url, schema=on_schema or schema, owner=owner)
+        opened.append(store)
+        return store
+
+    yield open_one
+    for store in opened:
+        store.close()
