@@ -133,7 +133,7 @@ def webhook_route(
         hook = request.headers.get("x-github-hook-id", "")
         if not await asyncio.get_running_loop().run_in_executor(accepting, accept, f"{hook}:{delivery}", replies):
             return JSONResponse({"duplicate": delivery})
-        log.info("github %s delivery %s: %d vote(s) queued", event, delivery, len(replies))
+        log.debug("github %s delivery %s: %d vote(s) queued", event, delivery, len(replies))
         return JSONResponse({"votes": len(replies)})
 
     return Route(path, endpoint, methods=["POST"])
