@@ -13,7 +13,7 @@ the process holding the runner resumes the run without waiting for a tick.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -90,7 +90,7 @@ class VotePath:
             except UnknownReviewError as err:
                 return Answer(AnswerKind.UNKNOWN_REVIEW, str(err), reply.review_id)
         if reply.context:
-            here = [r for r in self._store.open_reviews() if _posted_at(r, reply.voter.channel, reply.context)]
+            here = self._store.open_reviews_posted_at(reply.voter.channel, reply.context)
             if len(here) == 1:
                 return here[0]
             if here:
@@ -198,11 +198,3 @@ def _where(review: Review, reply: Reply) -> dict[str, Any]:
             return dict(ref.data)
     return {}
 
-
-def _posted_at(review: Review, channel: str, context: Mapping[str, Any]) -> bool:
-    """Was ``review`` posted where ``context`` points (a Slack thread, a GitHub issue) on ``channel``?"""
-    for raw in review.posts:
-        ref = MessageRef.from_dict(raw)
-        if ref.channel == channel and ref.matches(context):
-            return True
-    return False

@@ -9,7 +9,7 @@ this Protocol and these records.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -221,6 +221,17 @@ class OutboxTask:
         )
 
 
+def posted_at(review: Review, channel: str, context: Mapping[str, Any]) -> bool:
+    """Does ``review`` have a post on ``channel`` whose message data holds every item of ``context``?"""
+    for post in review.posts:
+        data = post.get("data")
+        if post.get("channel") == channel and isinstance(data, dict) and all(
+            data.get(key) == value for key, value in context.items()
+        ):
+            return True
+    return False
+
+
 class Claim(Protocol):
     """The right to execute one run, held until ``release()`` (or until the holding process dies)."""
 
@@ -312,6 +323,14 @@ class Store(Protocol):
 
     def open_reviews(self, limit: int | None = None) -> list[Review]:
         """Reviews waiting for people, in creation order; only the first ``limit`` if given."""
+        ...
+
+    def open_reviews_posted_at(self, channel: str, context: Mapping[str, Any]) -> list[Review]:
+        """Open reviews with a post on ``channel`` whose message data holds every item of ``context``.
+
+        Where an answer without a review id belongs (a Slack thread, a GitHub
+        issue): found without reading every open review, in creation order.
+        """
         ...
 
     def decided_reviews(self) -> list[Review]: ...

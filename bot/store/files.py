@@ -42,6 +42,7 @@ from .base import (
     RunRecord,
     UnknownReviewError,
     UnknownRunError,
+    posted_at,
 )
 from .collection import Collection, Spec, created_key, creation_order
 from .documents import Quarantine, file_name, read_bytes
@@ -71,6 +72,18 @@ class ReviewSummary(NamedTuple):
     deadline: datetime | None
     run_id: str
     checkpoint_id: str
+    posted: tuple[str, ...]  # "<channel>|<key>=<value>" of its posts' data: where an id-less answer may belong
+
+
+def _posted(review: Review) -> tuple[str, ...]:
+    """The local channel is left out: an answer there always names its review (``loopbot decide ID``)."""
+    return tuple(_place(str(post["channel"]), key, value)
+                 for post in review.posts if post.get("channel") != "local" and isinstance(post.get("data"), dict)
+                 for key, value in post["data"].items())
+
+
+def _place(channel: str, key: str, value: Any) -> str:
+    return f"{channel}|{key}={value!r}"
 
 
 def _run_ended(run: RunRecord) -> bool:
@@ -116,7 +129,7 @@ REVIEW_SPEC: Spec[Review] = Spec(
     from_dict=Review.from_dict,
     summarize=lambda r: ReviewSummary(
         _review_ended(r), intern(r.status), creation_order(r), next_deadline(r), _run_key(r.run_id),
-        intern(r.checkpoint_id),
+        intern(r.checkpoint_id), _posted(r),
     ),
     ended=_review_ended,
     archive_prefix=lambda r: _run_key(r.run_id),
@@ -311,6 +324,15 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
     def open_reviews(self, limit: int | None = None) -> list[Review]:
         """Reviews waiting for people, in creation order (the first ``limit``: reads only those)."""
         return self._reviews_with("open", limit)
+
+    def open_reviews_posted_at(self, channel: str, context: Mapping[str, Any]) -> list[Review]:
+        """Reads only the open reviews whose summary names every item of ``context`` on ``channel``."""
+        self._reviews.upkeep()
+        wanted = {_place(channel, key, value) for key, value in context.items()}
+        live = self._reviews.live()
+        stems = [stem for stem in self._reviews.view("open", lambda live: _ordered(live, lambda s: s.status == "open"))
+                 if stem in live and all(place in live[stem].summary.posted for place in wanted)]
+        return self._reviews.fetch(stems, keep=lambda r: r.status == "open" and posted_at(r, channel, context))
 
     def decided_reviews(self) -> list[Review]:
         """Reviews with an outcome the runner has not applied yet, in creation order."""

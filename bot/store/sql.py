@@ -29,7 +29,7 @@ import json
 import os
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -56,6 +56,7 @@ from .base import (
     UnknownReviewError,
     UnknownRunError,
     UnknownTaskError,
+    posted_at,
 )
 from .collection import number
 from .documents import check_name, file_name, parse
@@ -530,6 +531,13 @@ class PostgresStore:
     def open_reviews(self, limit: int | None = None) -> list[Review]:
         tail = "" if limit is None else f"LIMIT {max(int(limit), 0)}"
         return self._reviews_where("NOT archived AND status = 'open'", (), tail)
+
+    def open_reviews_posted_at(self, channel: str, context: Mapping[str, Any]) -> list[Review]:
+        """jsonb containment picks the rows; the same check as the directory store's confirms each."""
+        wanted = json.dumps([{"channel": channel, "data": dict(context)}])
+        found = self._reviews_where("NOT archived AND status = 'open' AND (doc::jsonb -> 'posts') @> %s::jsonb",
+                                    (wanted,), "")
+        return [review for review in found if posted_at(review, channel, context)]
 
     def decided_reviews(self) -> list[Review]:
         """Decided reviews to apply, leased to this replica (so one replica applies each)."""

@@ -230,6 +230,27 @@ def test_a_delivery_recorded_with_work_waits_until_finished_and_stays_known(
     assert not impl.open(tmp_path / "state").record_delivery("hook:d-1")
 
 
+def test_open_reviews_posted_at_find_where_an_answer_without_an_id_belongs(store: Store) -> None:
+    def posted(review_id: str, minutes: int, *posts: tuple[str, dict[str, object]]) -> None:
+        made = review(review_id, minutes=minutes)
+        made.posts = [{"channel": channel, "data": data, "target": channel} for channel, data in posts]
+        store.put_review(made)
+
+    thread = {"channel": "C1", "ts": "2.0", "thread_ts": "1.0"}
+    posted("demo-1", 1, ("slack", thread), ("github", {"repository": "octo/ops", "issue": 42, "comment_id": 7}))
+    posted("demo-2", 2, ("github", {"repository": "octo/ops", "issue": 42, "comment_id": 9}))
+    posted("demo-3", 3, ("slack", {"channel": "C1", "ts": "3.0", "thread_ts": "9.0"}))
+    posted("demo-4", 4, ("slack", {"channel": "C1", "ts": "4.0"}), ("slack", {"thread_ts": "1.0"}))  # no one post
+    posted("demo-5", 5, ("github", {"repository": "octo/ops", "issue": 42}))
+    store.update_review("demo-5", approve)  # decided: no longer where answers go
+    assert ids(store.open_reviews_posted_at("slack", {"channel": "C1", "thread_ts": "1.0"})) == ["demo-1"]
+    assert ids(store.open_reviews_posted_at("github", {"repository": "octo/ops", "issue": 42})) == [
+        "demo-1", "demo-2"]
+    assert store.open_reviews_posted_at("github", {"repository": "octo/ops", "issue": "42"}) == []  # not 42
+    assert store.open_reviews_posted_at("slack", {"repository": "octo/ops", "issue": 42}) == []  # other channel
+    assert store.open_reviews_posted_at("github", {"repository": "octo/other", "issue": 42}) == []
+
+
 def test_a_healthy_store_has_no_problems(store: Store) -> None:
     store.put_review(review("demo-1"))
     assert store.problems() == []
