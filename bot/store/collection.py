@@ -321,7 +321,7 @@ class Collection(Generic[R]):
 
     def update(self, doc_id: str, mutate: Callable[[R], T], unknown: Callable[[str], Exception]) -> T:
         """Run ``mutate`` on a fresh load under the lock; write (and archive) only if it changed the record."""
-        if self.find(doc_id) is None:  # fail fast, before creating any lock file
+        if not self._on_disk(doc_id) and self.find(doc_id) is None:  # fail fast, before creating any lock file
             raise unknown(doc_id)
         with self.writing() as changes:
             found = self.find(doc_id)
@@ -336,6 +336,15 @@ class Collection(Generic[R]):
                     raise StoreError(f"{self.spec.noun} {doc_id}: an update may not change its id to {record.id!r}")
                 self._store(changes, path, record, after)
         return result
+
+    def _on_disk(self, doc_id: str) -> bool:
+        """Is there a file for ``doc_id``? A stat, where ``find`` would read and decode it (once more per vote)."""
+        stem = self.spec.name_of(doc_id)
+        if stem is None:
+            return False
+        if os.path.exists(f"{self._hot_prefix}{stem}.json"):
+            return True
+        return self.spec.ended is not None and self.archived_path(stem) is not None
 
     def _store(self, changes: Changes[R], current: Path, record: R, document: dict[str, Any] | None = None) -> None:
         """Write ``record`` where it belongs now (caller holds the lock); ``current`` is where it was."""
