@@ -6,10 +6,10 @@ worker casts the votes through the vote path, has each voter answered
 through the outbox, and only then marks the delivery finished. GitHub waits
 at most 10 s and may send bursts the vote path alone would not keep up
 with, so the worker mostly waits while deliveries keep arriving (QUIET,
-MAX_WAIT, BUSY_SHARE);
-a crash between the answer and the vote loses nothing, because at the
-next start every unfinished delivery is cast again (a vote already counted
-is recognised by its dedupe key and answered as a duplicate, once).
+MAX_WAIT, BUSY_SHARE). A crash between the answer and the vote loses
+nothing: at the next start every unfinished delivery is cast again (a vote
+already counted is recognised by its dedupe key and answered as a
+duplicate, once).
 """
 
 from __future__ import annotations
