@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import re
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -158,34 +157,6 @@ def locked(directory: Path) -> Iterator[int]:
 def write(path: Path, data: bytes) -> None:
     """The one way documents are written: atomically, durably (see loop_engine.atomic)."""
     atomic_write_bytes(path, data)
-
-
-def create_once(path: Path, data: bytes) -> bool:
-    """Create ``path`` with ``data`` atomically and durably unless it exists: False if it did.
-
-    No lock: the written temp file is hard-linked into place, and ``link``
-    fails when the name is taken, so of two writers racing for one name
-    exactly one wins, in any process. The webhook's path takes one fsync of
-    its own file and no lock that every other delivery would queue behind.
-    """
-    if path.exists():
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")  # dot: never listed
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.link(temp, path)
-    except FileExistsError:
-        return False
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            temp.unlink()
-    fsync_directory(path.parent)
-    return True
 
 
 def remove(path: Path) -> bool:

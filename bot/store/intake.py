@@ -14,6 +14,7 @@ import hashlib
 import logging
 import os
 import re
+from functools import cached_property
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
@@ -23,7 +24,7 @@ from loop_engine.atomic import fsync_directory
 
 from .base import CorruptDocumentError, Request, StoreError
 from .collection import number
-from .documents import DocumentWriter, create_once, encode, file_name, locked, read_document, remove
+from .documents import DocumentWriter, file_name, locked, read_document, remove
 from .journal import DeliveryJournal, journal_for
 
 __all__ = ["IntakeFiles", "DOC_FORMAT"]
@@ -146,12 +147,10 @@ class IntakeFiles(DocumentWriter):
         digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
         return self.root / "deliveries" / digest[:2] / f"{digest}.json"
 
+    @cached_property
     def _journal(self) -> DeliveryJournal:
-        journal: DeliveryJournal | None = getattr(self, "_delivery_journal", None)
-        if journal is None:  # looked up once: resolving the path on every delivery cost more than its fsync
-            journal = journal_for(self.root / "deliveries" / JOURNAL, lambda key: self._done_path(key).exists())
-            self._delivery_journal = journal
-        return journal
+        """Looked up once: resolving the path on every delivery cost more than its fsync."""
+        return journal_for(self.root / "deliveries" / JOURNAL, lambda key: self._done_path(key).exists())
 
     def record_delivery(self, key: str, work: list[dict[str, Any]] | None = None) -> bool:
         """True the first time ``key`` (a webhook delivery id, a Slack event id) is seen, False after.
@@ -164,23 +163,25 @@ class IntakeFiles(DocumentWriter):
         done = self._done_path(key)
         if done.exists():
             return False
-        journal = self._journal()
         if work is not None:
-            return journal.add(key, self._clock().isoformat(), work)
-        if journal.has(key):
+            return self._journal.add(key, self._clock().isoformat(), work)
+        if self._journal.has(key):
             return False
-        return create_once(done, encode({"format": DOC_FORMAT, "key": key, "at": self._clock().isoformat()}))
+        with locked(self.root / "deliveries"):
+            if done.exists():
+                return False
+            self._write(done, {"format": DOC_FORMAT, "key": key, "at": self._clock().isoformat()})
+        return True
 
     def pending_deliveries(self) -> list[tuple[str, list[dict[str, Any]]]]:
         """Deliveries whose work is not done, oldest first."""
-        return self._journal().pending()
+        return self._journal.pending()
 
     def finish_delivery(self, key: str) -> None:
         """Record the delivery as done (a redelivery is still refused), then let the journal forget it."""
-        journal = self._journal()
-        if not journal.has(key):
+        if not self._journal.has(key):
             return
         done = self._done_path(key)
         if not done.exists():
             self._write(done, {"format": DOC_FORMAT, "key": key, "at": self._clock().isoformat()})
-        journal.finish(key)
+        self._journal.finish(key)

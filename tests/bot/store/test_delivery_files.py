@@ -1,4 +1,4 @@
-"""The directory store's delivery files: created once without a lock, a damaged queued one set aside."""
+"""The directory store's delivery records: each key once, and the journal of deliveries accepted with work."""
 
 from __future__ import annotations
 
@@ -8,25 +8,23 @@ from pathlib import Path
 import pytest
 
 from bot.store import FileStore
-from bot.store.documents import create_once
 
 
-def test_of_many_writers_racing_for_one_name_exactly_one_wins(tmp_path: Path) -> None:
-    path = tmp_path / "deliveries" / "pending" / "abc.json"
-    start = threading.Barrier(8)
+def test_racing_plain_deliveries_of_one_key_are_recorded_once(tmp_path: Path) -> None:
+    stores = [FileStore(tmp_path) for _ in range(8)]  # as if eight processes
+    start = threading.Barrier(len(stores))
     won: list[bool] = []
 
-    def race(n: int) -> None:
+    def deliver(store: FileStore) -> None:
         start.wait()
-        won.append(create_once(path, f'{{"writer": {n}}}'.encode()))
+        won.append(store.record_delivery("slack:event:Ev1"))
 
-    threads = [threading.Thread(target=race, args=(n,)) for n in range(8)]
+    threads = [threading.Thread(target=deliver, args=(store,)) for store in stores]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     assert sorted(won) == [False] * 7 + [True]
-    assert [p.name for p in path.parent.iterdir()] == ["abc.json"], "no temp file left behind"
 
 
 def test_racing_deliveries_of_one_key_are_recorded_once(tmp_path: Path) -> None:

@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 
 import bot.store.documents as documents_module
-import bot.store.intake as intake_module
 from bot.reviews import Review, ReviewPolicy, Vote, cast_vote
 from bot.store import (
     CorruptDocumentError,
@@ -313,25 +312,20 @@ def test_newer_format_is_refused_naming_file_and_versions(tmp_path: Path) -> Non
     assert str(path) in str(info.value) and "version 7" in str(info.value) and "up to 1" in str(info.value)
 
 
-def test_every_write_goes_through_the_atomic_helpers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Replace-or-create (temp + fsync + rename) or create-once (temp + fsync + link), nothing else.
+def test_every_write_goes_through_the_atomic_helper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Temp + fsync + rename, nothing else.
 
     The one file appended to - the journal of accepted webhook deliveries - has tests of its own
     (test_delivery_files.py): a line cut short is dropped, an fsync covers every line it answers for.
     """
     written: list[str] = []
-    real, real_once = documents_module.atomic_write_bytes, intake_module.create_once
+    real = documents_module.atomic_write_bytes
 
     def recording(path: Any, data: bytes, **kw: Any) -> Path:
         written.append(Path(path).relative_to(tmp_path).as_posix())
         return real(path, data, **kw)
 
-    def recording_once(path: Path, data: bytes) -> bool:
-        written.append(path.relative_to(tmp_path).as_posix())
-        return real_once(path, data)
-
     monkeypatch.setattr(documents_module, "atomic_write_bytes", recording)
-    monkeypatch.setattr(intake_module, "create_once", recording_once)
     store = FileStore(tmp_path)
     store.put_run(make_run())
     store.update_run("demo-run-1", lambda r: setattr(r, "status", "waiting"))
