@@ -316,10 +316,13 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
         """Change a review under the lock; one that becomes applied or failed is archived by the same call."""
         return self._reviews.update(review_id, mutate, self._unknown_review)
 
-    def _reviews_with(self, status: str, limit: int | None = None) -> list[Review]:
+    def _stems_with(self, status: str) -> list[str]:
+        """The hot reviews of ``status`` in creation order, from the index (no file read)."""
         self._reviews.upkeep()
-        stems = self._reviews.view(status, lambda live: _ordered(live, lambda s: s.status == status))
-        return self._reviews.fetch(stems, keep=lambda r: r.status == status, limit=limit)
+        return self._reviews.view(status, lambda live: _ordered(live, lambda s: s.status == status))
+
+    def _reviews_with(self, status: str, limit: int | None = None) -> list[Review]:
+        return self._reviews.fetch(self._stems_with(status), keep=lambda r: r.status == status, limit=limit)
 
     def open_reviews(self, limit: int | None = None) -> list[Review]:
         """Reviews waiting for people, in creation order (the first ``limit``: reads only those)."""
@@ -327,10 +330,10 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
 
     def open_reviews_posted_at(self, channel: str, context: Mapping[str, Any]) -> list[Review]:
         """Reads only the open reviews whose summary names every item of ``context`` on ``channel``."""
-        self._reviews.upkeep()
         wanted = {_place(channel, key, value) for key, value in context.items()}
+        open_stems = self._stems_with("open")
         live = self._reviews.live()
-        stems = [stem for stem in self._reviews.view("open", lambda live: _ordered(live, lambda s: s.status == "open"))
+        stems = [stem for stem in open_stems
                  if stem in live and all(place in live[stem].summary.posted for place in wanted)]
         return self._reviews.fetch(stems, keep=lambda r: r.status == "open" and posted_at(r, channel, context))
 
