@@ -1,7 +1,9 @@
-"""PostgreSQL fixtures shared by the store's and the replicas' tests: the throwaway cluster, a schema, stores."""
+"""Fixtures shared across tests/bot: the log stream of setup_logging, and PostgreSQL (cluster, schema, stores)."""
 
 from __future__ import annotations
 
+import io
+import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -10,6 +12,16 @@ import pytest
 from bot.store.sql import PostgresStore
 
 from .store import pg_cluster
+
+
+@pytest.fixture
+def stream() -> Iterator[io.StringIO]:
+    """Where ``setup_logging(stream=...)`` writes; its handlers are taken off the root logger afterwards."""
+    buffer = io.StringIO()
+    yield buffer
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if getattr(h, "_loopbot", False)]:
+        root.removeHandler(handler)
 
 
 @pytest.fixture(scope="session", autouse=True)

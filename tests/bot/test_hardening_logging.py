@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Iterator
 
-import pytest
 
 from bot.logging import REDACTED, RepeatFilter, setup_logging
 
@@ -17,15 +15,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-def stream() -> Iterator[io.StringIO]:
-    buffer = io.StringIO()
-    yield buffer
-    root = logging.getLogger()
-    for handler in [h for h in root.handlers if getattr(h, "_loopbot", False)]:
-        root.removeHandler(handler)
 
 
 def lines(stream: io.StringIO) -> list[str]:

@@ -4,20 +4,10 @@ from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Iterator
 
 import pytest
 
 from bot.logging import REDACTED, RedactingFilter, setup_logging
-
-
-@pytest.fixture
-def stream() -> Iterator[io.StringIO]:
-    buffer = io.StringIO()
-    yield buffer
-    root = logging.getLogger()
-    for handler in [h for h in root.handlers if getattr(h, "_loopbot", False)]:
-        root.removeHandler(handler)
 
 
 def test_configured_secrets_and_token_shapes_are_redacted(stream: io.StringIO) -> None:
