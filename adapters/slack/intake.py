@@ -3,9 +3,10 @@
 Four ways in, one way on: the slash command (``/loopbot approve triage-17``,
 also ``status`` and ``help``), the review's buttons, the Reject / Modify
 modals, and ``@loopbot approve`` in a review's thread. Each becomes a
-``Reply`` handed to the bot's ``VoteHandler`` (sync, so it runs in a worker
-thread and never blocks the event loop); the ``Answer`` it returns goes back
-to the sender as an ephemeral message. This module never decides anything.
+``Reply`` handed to the bot's handler (sync: it runs on a worker thread, in
+batches of the replies that arrived together, see ``VoteBatches``); the
+``Answer`` it returns goes back to the sender as an ephemeral message. This
+module never decides anything.
 
 Acknowledgements: Slack wants one within 3 s. A slash command is acked with
 the answer itself when the handler is done within ``answer_wait`` seconds,
@@ -37,8 +38,9 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from adapters.channel import Answer, AnswerKind, Identity, Reply, VoteHandler
+from adapters.channel import Answer, AnswerKind, Identity, Reply
 from adapters.commands import Command, CommandError, parse_command
+from adapters.vote_batches import VoteBatches, VotesHandler
 from loop_engine.checkpoint import HumanDecision
 
 from .client import DEFAULT_API_BASE_URL
@@ -120,14 +122,14 @@ class SeenEvents:
 class _Intake:
     """The listeners, sharing the handler, the ack budget, the click keys and the seen event ids."""
 
-    def __init__(self, handler: VoteHandler, answer_wait: float, clicks: ClickKeys) -> None:
-        self.handler = handler
+    def __init__(self, handler: VotesHandler, answer_wait: float, clicks: ClickKeys) -> None:
+        self.batches = VoteBatches(handler)
         self.answer_wait = answer_wait
         self.clicks = clicks
         self.events = SeenEvents()
 
     async def _vote(self, reply: Reply) -> Answer:
-        return await asyncio.to_thread(self.handler, reply)
+        return await self.batches.vote(reply)
 
     @staticmethod
     async def _tell(client: AsyncWebClient, respond: Mapping[str, Any], answer: Answer) -> None:
@@ -262,7 +264,7 @@ class _Intake:
 def build_app(
     *,
     signing_secret: str,
-    handler: VoteHandler,
+    handler: VotesHandler,
     bot_token: str = "",
     api_base_url: str = DEFAULT_API_BASE_URL,
     command: str = "/loopbot",

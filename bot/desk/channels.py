@@ -105,7 +105,7 @@ class Channels:
         """``POST /slack/events`` and ``POST /github/webhook`` for the channels that take requests over HTTP."""
         routes: list[BaseRoute] = []
         if self.slack is not None:
-            routes += self.slack.routes(votes.handle)
+            routes += self.slack.routes(votes.handle_many)
         if self.github is not None:
             routes += self.github.routes(self._github_intake(votes, desk).accept)
         return routes
@@ -113,7 +113,7 @@ class Channels:
     def start(self, votes: VotePath, desk: ReviewDesk) -> None:
         """Socket Mode, GitHub polling and the webhook's queue (votes accepted before a restart first)."""
         if self.slack is not None:
-            self.slack.start(votes.handle)
+            self.slack.start(votes.handle_many)
         if self.github is not None:
             from .github_wiring import open_review_watches
 

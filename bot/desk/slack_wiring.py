@@ -14,8 +14,8 @@ import secrets
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from adapters.channel import VoteHandler
 from adapters.slack import SlackChannel, SlackClient, SlackDirectory, check_connection
+from adapters.vote_batches import VotesHandler
 
 from bot.config_blocks import SlackConfig
 from bot.reviews import Reviewers
@@ -53,7 +53,7 @@ class SlackKit:
     def socket_mode(self) -> bool:
         return self._config.app_token is not None
 
-    def _app(self, handler: VoteHandler) -> AsyncApp:
+    def _app(self, handler: VotesHandler) -> AsyncApp:
         from adapters.slack.intake import build_app
 
         signing = self._config.signing_secret
@@ -63,7 +63,7 @@ class SlackKit:
         return build_app(signing_secret=secret, handler=handler, bot_token=self._config.bot_token.get_secret_value(),
                          api_base_url=self._config.api_base_url, command=self._config.command)
 
-    def routes(self, handler: VoteHandler) -> Sequence[BaseRoute]:
+    def routes(self, handler: VotesHandler) -> Sequence[BaseRoute]:
         """``POST /slack/events``, unless Socket Mode carries the requests."""
         if self.socket_mode:
             return []
@@ -71,7 +71,7 @@ class SlackKit:
 
         return [slack_route(self._app(handler))]
 
-    def start(self, handler: VoteHandler) -> None:
+    def start(self, handler: VotesHandler) -> None:
         if not self.socket_mode:
             return
         from adapters.slack.socket import SocketModeRunner

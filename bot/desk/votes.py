@@ -8,17 +8,19 @@ ask an API), casts the vote under the lock with the pure rules of
 ``bot.reviews``, and answers with exactly one ``Answer`` worded for a
 person. A vote that decides the review is handed to ``apply`` at once -
 the process holding the runner resumes the run without waiting for a tick.
+Replies that arrive together (``handle_many``: Slack's, batched by
+``adapters.vote_batches``) cost one read and one write per review, not per vote.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 from adapters.channel import Answer, AnswerKind, Identity, MessageRef, Reply
-from adapters.commands import HELP_TEXT, Command, CommandError, identity_problem
+from adapters.commands import HELP_TEXT, CommandError, identity_problem
 
 from bot.reviews import (
     ALREADY_DECIDED,
@@ -38,6 +40,9 @@ from .people import People
 __all__ = ["VotePath"]
 
 log = logging.getLogger(__name__)
+
+#: A vote ready to cast: the review as read, the vote, and why its voter may not answer (None: they may).
+_Cast = tuple[Review, Vote, "str | None"]
 
 _KINDS = {
     DECIDED: AnswerKind.DECIDED,
@@ -66,6 +71,45 @@ class VotePath:
         self._apply = apply
 
     def handle(self, reply: Reply) -> Answer:
+        answer = self.handle_many([reply])[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def handle_many(self, replies: Sequence[Reply]) -> list[Answer | Exception]:
+        """One answer per reply, in order; the votes on one review are cast in one write of it.
+
+        Each review is read once for all its replies (to find it and check
+        the voters) and written once for all its votes, which are cast in
+        the order they came. A review that cannot be written fails its own
+        replies (an exception in place of their answers), not the others'.
+        """
+        answers: dict[int, Answer | Exception] = {}
+        found: dict[str, Review | UnknownReviewError] = {}
+        casts: dict[str, list[tuple[int, Vote, str | None]]] = {}
+        for index, reply in enumerate(replies):
+            try:
+                prepared = self._prepare(reply, found)
+            except Exception as err:  # noqa: BLE001 - that reply's answer: its sender is told, the others go on
+                answers[index] = err
+                continue
+            if isinstance(prepared, Answer):
+                answers[index] = prepared
+            else:
+                review, vote, refusal = prepared
+                casts.setdefault(review.id, []).append((index, vote, refusal))
+        for review_id, group in casts.items():
+            results: list[Answer | Exception]
+            try:
+                results = [*self._cast(review_id, group)]
+            except Exception as err:  # noqa: BLE001 - as above, for this review's replies
+                results = [err] * len(group)
+            for (index, _, _), result in zip(group, results, strict=True):
+                answers[index] = result
+        return [answers[index] for index in range(len(replies))]
+
+    def _prepare(self, reply: Reply, found: dict[str, Review | UnknownReviewError]) -> Answer | _Cast:
+        """The answer that needs no vote (help, status, refusals), or the vote to cast."""
         command = reply.command
         if isinstance(command, CommandError):
             return Answer(AnswerKind.INVALID, str(command), reply.review_id)
@@ -76,19 +120,40 @@ class VotePath:
             return Answer(AnswerKind.INFO, HELP_TEXT)
         if command.verb == "status":
             return Answer(AnswerKind.INFO, self._status(reply.voter, command.review_id))
-        found = self._review(reply)
-        if isinstance(found, Answer):
-            return found
-        return self._cast(found, reply, command)
+        review = self._review(reply, found)
+        if isinstance(review, Answer):
+            return review
+        decision = command.decision
+        assert decision is not None  # status and help were answered above
+        voter = reply.voter.qualified
+        # may ask an API (a GitHub permission): outside the store lock
+        refusal = self._authorizer.refusal(review.policy.reviewers, voter, _where(review, reply))
+        if refusal is None and review.outcome is None and "plan" in command.modifications:
+            problem = plan_changes_problem(self._store, review.run_id, command.modifications["plan"])
+            if problem is not None:  # refused now, not when the run resumes and fails with it
+                log.info("review %s: %s modify refused: %s", review.id, voter, problem)
+                return Answer(AnswerKind.REFUSED, f"vote refused: {problem}", review.id)
+        vote = Vote(
+            voter=voter, decision=decision, feedback=command.argument, modifications=dict(command.modifications),
+            at=self._clock(), source=reply.via or reply.voter.channel, delivery_key=reply.dedupe_key,
+            person=self._people.person_of(voter),
+        )
+        return review, vote, refusal
 
     # -- which review ----------------------------------------------------------------
 
-    def _review(self, reply: Reply) -> Review | Answer:
+    def _review(self, reply: Reply, found: dict[str, Review | UnknownReviewError]) -> Review | Answer:
         if reply.review_id:
-            try:
-                return self._store.get_review(reply.review_id)
-            except UnknownReviewError as err:
-                return Answer(AnswerKind.UNKNOWN_REVIEW, str(err), reply.review_id)
+            review = found.get(reply.review_id)
+            if review is None:
+                try:
+                    review = self._store.get_review(reply.review_id)
+                except UnknownReviewError as err:
+                    review = err
+                found[reply.review_id] = review
+            if isinstance(review, UnknownReviewError):
+                return Answer(AnswerKind.UNKNOWN_REVIEW, str(review), reply.review_id)
+            return review
         if reply.context:
             here = self._store.open_reviews_posted_at(reply.voter.channel, reply.context)
             if len(here) == 1:
@@ -104,34 +169,28 @@ class VotePath:
 
     # -- casting -------------------------------------------------------------------
 
-    def _cast(self, review: Review, reply: Reply, command: Command) -> Answer:
-        decision = command.decision
-        assert decision is not None  # status and help were answered above
-        voter = reply.voter.qualified
-        # may ask an API (a GitHub permission): outside the store lock
-        refusal = self._authorizer.refusal(review.policy.reviewers, voter, _where(review, reply))
-        if refusal is None and review.outcome is None and "plan" in command.modifications:
-            problem = plan_changes_problem(self._store, review.run_id, command.modifications["plan"])
-            if problem is not None:  # refused now, not when the run resumes and fails with it
-                log.info("review %s: %s modify refused: %s", review.id, voter, problem)
-                return Answer(AnswerKind.REFUSED, f"vote refused: {problem}", review.id)
-        now = self._clock()
-        vote = Vote(
-            voter=voter, decision=decision, feedback=command.argument, modifications=dict(command.modifications),
-            at=now, source=reply.via or reply.voter.channel, delivery_key=reply.dedupe_key,
-            person=self._people.person_of(voter),
-        )
-        result: VoteResult = self._store.update_review(
-            review.id, lambda r: cast_vote(r, vote, now=now, authorize_with=lambda _who, _voter: refusal)
-        )
-        kind = _KINDS.get(result.kind, AnswerKind.COUNTED)
-        log.info("review %s: %s %s via %s: %s", review.id, voter, decision.name.lower(), vote.source, result.message)
-        if result.outcome is not None and self._apply is not None:
+    def _cast(self, review_id: str, group: list[tuple[int, Vote, str | None]]) -> list[Answer]:
+        """Cast the group's votes on the review, in order, in one write; apply it if one decided it."""
+
+        def cast_all(review: Review) -> list[VoteResult]:
+            results = []
+            for _, vote, refusal in group:
+                assert vote.at is not None  # stamped when it was prepared
+                results.append(cast_vote(review, vote, now=vote.at, authorize_with=_refusing(refusal)))
+            return results
+
+        results = self._store.update_review(review_id, cast_all)
+        answers: list[Answer] = []
+        for (_, vote, _), result in zip(group, results, strict=True):
+            log.info("review %s: %s %s via %s: %s", review_id, vote.voter, vote.decision.name.lower(), vote.source,
+                     result.message)
+            answers.append(Answer(_KINDS.get(result.kind, AnswerKind.COUNTED), result.message, review_id))
+        if self._apply is not None and any(result.outcome is not None for result in results):
             try:
-                self._apply(review.id)
+                self._apply(review_id)
             except Exception:  # the vote is recorded; the tick applies it if this attempt could not
-                log.exception("review %s is decided but could not be applied now; the tick retries", review.id)
-        return Answer(kind, result.message, review.id)
+                log.exception("review %s is decided but could not be applied now; the tick retries", review_id)
+        return answers
 
     # -- status --------------------------------------------------------------------
 
@@ -186,6 +245,11 @@ def plan_changes_problem(store: Store, run_id: str, changes: Any) -> str | None:
                     f"its steps: {', '.join(map(str, ids))}")
         ids.append(spec.get("id"))
     return None
+
+
+def _refusing(refusal: str | None) -> Callable[[Any, str], str | None]:
+    """The authorisation ``cast_vote`` asks under the lock: the one made before it, outside the lock."""
+    return lambda _reviewers, _voter: refusal
 
 
 def _where(review: Review, reply: Reply) -> dict[str, Any]:

@@ -33,7 +33,8 @@ from loop_engine.jsonvalue import gc_paused
 from .base import CorruptDocumentError, StoreError
 from .documents import ARCHIVE_SEP, Quarantine, check_name, file_name, locked, parse, read_bytes, remove
 from .index import ArchiveIndex, ArchiveNames, Changes, DirIndex, Entry, FileKey, file_key
-from .watch import Watch, bump_count
+from .recent import RecentWrites
+from .watch import Watch, bump_count, count_in
 
 __all__ = ["Collection", "Spec", "creation_order", "number"]
 
@@ -127,6 +128,7 @@ class Collection(Generic[R]):
         hot, archive = (Watch(d, lock_file, wall=wall, settle=settle) for d in (self.hot_dir, self.archive_dir))
         self.hot: DirIndex[R, Any] = DirIndex(hot, self._writes, partial(decode, spec), spec.summarize)
         self.archive = ArchiveIndex(archive, self._writes)
+        self._recent: RecentWrites[R] = RecentWrites()
         self._views: dict[str, tuple[tuple[int, int], Any]] = {}
         self._views_lock = threading.Lock()
 
@@ -260,15 +262,18 @@ class Collection(Generic[R]):
         """
         with self._writes, locked(self.hot_dir) as fd:
             tokens = self.hot.mark(), (self.archive.mark() if self.spec.ended is not None else None)
+            self._recent.begin(count_in(fd))
             changes: Changes[R] = Changes()
             try:
                 yield changes
             except BaseException:
                 if changes.started:
                     bump_count(fd)
+                    self._recent.end(None)
                 raise
             if changes.started:
                 count = bump_count(fd)
+                self._recent.end(count)
                 self.hot.own(tokens[0], count, changes.hot)
                 self.archive.own(tokens[1], count, changes.added, changes.removed)
 
@@ -276,8 +281,9 @@ class Collection(Generic[R]):
         changes.started = True
         write = self._write()
         assert write is not None, "a store outlives its collections"
-        write(path, document)
         stem = path.name[: -len(".json")]
+        self._recent.forget(stem)
+        write(path, document)
         if path.parent == self.hot_dir:
             key = file_key(path)
             changes.hot[stem] = None if key is None else (key, record)
@@ -286,6 +292,7 @@ class Collection(Generic[R]):
 
     def _gone(self, changes: Changes[R], path: Path) -> None:
         stem = path.name[: -len(".json")]
+        self._recent.forget(stem)
         if path.parent == self.hot_dir:
             changes.hot[stem] = None
         else:
@@ -320,11 +327,18 @@ class Collection(Generic[R]):
             self._remove_file(changes, self.hot_dir / f"{stem}.json")
 
     def update(self, doc_id: str, mutate: Callable[[R], T], unknown: Callable[[str], Exception]) -> T:
-        """Run ``mutate`` on a fresh load under the lock; write (and archive) only if it changed the record."""
-        if not self._on_disk(doc_id) and self.find(doc_id) is None:  # fail fast, before creating any lock file
+        """Run ``mutate`` on a fresh load under the lock; write (and archive) only if it changed the record.
+
+        Fresh: read from the file, or the record this process wrote there
+        last if nothing has written the file since (``RecentWrites``).
+        """
+        stem = self.spec.name_of(doc_id)
+        if stem is None or not self._on_disk(doc_id) and self.find(doc_id) is None:  # before making a lock file
             raise unknown(doc_id)
         with self.writing() as changes:
-            found = self.find(doc_id)
+            hot = self.hot_dir / f"{stem}.json"
+            kept = self._recent.take(stem, file_key(hot))
+            found = (hot, kept) if kept is not None else self.find(doc_id)
             if found is None:
                 raise unknown(doc_id)
             path, record = found
@@ -332,9 +346,14 @@ class Collection(Generic[R]):
             result = mutate(record)
             after = record.to_dict()
             if after != before:
-                if self.spec.name_of(record.id) != self.spec.name_of(doc_id):
+                if self.spec.name_of(record.id) != stem:
                     raise StoreError(f"{self.spec.noun} {doc_id}: an update may not change its id to {record.id!r}")
                 self._store(changes, path, record, after)
+                written = changes.hot.get(stem) if path == hot else None
+                if written is not None:
+                    self._recent.keep(stem, written[0], record)
+            elif path == hot:
+                self._recent.keep(stem, file_key(hot), record)
         return result
 
     def _on_disk(self, doc_id: str) -> bool:

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SETTLE_SECONDS", "FINE_SETTLE_SECONDS", "Seen", "Watch", "bump_count", "read_count"]
+__all__ = ["SETTLE_SECONDS", "FINE_SETTLE_SECONDS", "Seen", "Watch", "bump_count", "count_in", "read_count"]
 
 #: How old a directory mtime must be before an unchanged one is trusted, on a file system that keeps
 #: whole seconds (ext3, HFS+, some network file systems: a write within the same second keeps the mtime).
@@ -67,10 +67,15 @@ def read_count(lock_file: Path) -> int:
     return _COUNT.unpack(data)[0] if len(data) == _COUNT.size else 0
 
 
+def count_in(fd: int) -> int:
+    """The write count in the lock file open as ``fd``."""
+    data = os.pread(fd, _COUNT.size, 0)
+    return _COUNT.unpack(data)[0] if len(data) == _COUNT.size else 0
+
+
 def bump_count(fd: int) -> int:
     """Count one more write in the lock file open as ``fd`` (the caller holds its lock); the new count."""
-    data = os.pread(fd, _COUNT.size, 0)
-    count = (_COUNT.unpack(data)[0] if len(data) == _COUNT.size else 0) + 1
+    count = count_in(fd) + 1
     os.pwrite(fd, _COUNT.pack(count), 0)
     return count
 

@@ -17,6 +17,7 @@ from starlette.applications import Starlette
 from adapters.channel import Answer, AnswerKind, Reply
 from adapters.commands import Command, CommandError
 from adapters.slack.intake import WORKING_TEXT, ClickKeys, SeenEvents, build_app
+from adapters.vote_batches import one_by_one
 from adapters.slack.route import slack_route
 from loop_engine.checkpoint import HumanDecision
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlackApi, signed_headers
@@ -45,7 +46,8 @@ class Recorder:
 
 
 def make_server(slack: FakeSlackApi, recorder: Recorder, **options: float) -> Starlette:
-    app = build_app(signing_secret=SECRET, handler=recorder, bot_token=BOT_TOKEN, api_base_url=slack.base_url,
+    app = build_app(signing_secret=SECRET, handler=one_by_one(recorder), bot_token=BOT_TOKEN,
+                    api_base_url=slack.base_url,
                     **options)  # type: ignore[arg-type]
     return Starlette(routes=[slack_route(app)])
 
@@ -310,7 +312,8 @@ async def test_a_mention_whose_handling_failed_is_handled_on_retry(slack: FakeSl
             raise RuntimeError("store unavailable")
         return Answer(AnswerKind.COUNTED, "counted", None)
 
-    app = build_app(signing_secret=SECRET, handler=flaky, bot_token=BOT_TOKEN, api_base_url=slack.base_url)
+    app = build_app(signing_secret=SECRET, handler=one_by_one(flaky), bot_token=BOT_TOKEN,
+                    api_base_url=slack.base_url)
     server = Starlette(routes=[slack_route(app)])
     await send(server, mention("<@U0BOT> approve"), json_body=True)
     await eventually(lambda: len(calls) == 1)

@@ -11,6 +11,7 @@ import pytest
 
 from adapters.commands import Command
 from adapters.slack.intake import build_app
+from adapters.vote_batches import one_by_one
 from adapters.slack.socket import SocketModeError, SocketModeRunner
 from loop_engine.checkpoint import HumanDecision
 from tests.adapters.slack.test_intake import SECRET, Recorder, click
@@ -29,7 +30,8 @@ def test_a_slash_command_envelope_reaches_the_handler_and_is_acked(
     slack: FakeSlackApi, socket_mode: FakeSocketMode
 ) -> None:
     recorder = Recorder()
-    app = build_app(signing_secret=SECRET, handler=recorder, bot_token=BOT_TOKEN, api_base_url=slack.base_url)
+    app = build_app(signing_secret=SECRET, handler=one_by_one(recorder), bot_token=BOT_TOKEN,
+                    api_base_url=slack.base_url)
     runner = SocketModeRunner(app, APP_TOKEN)
     runner.start(timeout=10)
     try:
@@ -60,7 +62,8 @@ def test_a_slash_command_envelope_reaches_the_handler_and_is_acked(
 
 
 def test_a_bad_app_token_fails_start(slack: FakeSlackApi) -> None:
-    app = build_app(signing_secret=SECRET, handler=Recorder(), bot_token=BOT_TOKEN, api_base_url=slack.base_url)
+    app = build_app(signing_secret=SECRET, handler=one_by_one(Recorder()), bot_token=BOT_TOKEN,
+                    api_base_url=slack.base_url)
     runner = SocketModeRunner(app, APP_TOKEN)
     with pytest.raises(SocketModeError, match="socket_mode_not_enabled"):
         runner.start(timeout=10)

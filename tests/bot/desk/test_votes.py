@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.channel import AnswerKind, Identity, Reply
+from adapters.channel import Answer, AnswerKind, Identity, Reply
 from adapters.commands import parse_command
 from bot.desk import Authorizer, ListMembership, People, VotePath
 from bot.reviews import Reviewers
@@ -143,3 +143,54 @@ def test_every_decision_walks_the_same_path(tmp_path: Path, text: str) -> None:
     votes, store, _ = path_for(tmp_path)
     assert votes.handle(reply(text)).counted
     assert len(store.get_review("demo-1").votes) == 1
+
+
+def test_votes_that_arrive_together_are_cast_in_order_in_one_write_per_review(tmp_path: Path) -> None:
+    votes, store, applied = path_for(tmp_path, required=2, local=["alice", "bob", "carol"])
+    other = make_review(local=["alice"])
+    other.id, other.run_id = "demo-2", "run-2"
+    store.put_review(other)
+    writes: list[str] = []
+    update = store.update_review
+
+    def counting(review_id, mutate):  # type: ignore[no-untyped-def]
+        writes.append(review_id)
+        return update(review_id, mutate)
+
+    store.update_review = counting  # type: ignore[method-assign]
+    carol = Identity("local", "carol")
+    answers = votes.handle_many([
+        reply("approve demo-1", dedupe_key="k1"),
+        reply("help"),
+        reply("approve demo-2"),
+        reply("approve demo-9"),
+        reply("approve demo-1", BOB, dedupe_key="k2"),
+        reply("reject demo-1 too late", carol),
+        reply("approve demo-1", BOB, dedupe_key="k2"),
+    ])
+    assert sorted(writes) == ["demo-1", "demo-2"]  # one write each, however many votes it got
+    kinds = [a.kind if isinstance(a, Answer) else a for a in answers]
+    assert kinds == [AnswerKind.COUNTED, AnswerKind.INFO, AnswerKind.DECIDED, AnswerKind.UNKNOWN_REVIEW,
+                     AnswerKind.DECIDED, AnswerKind.ALREADY_DECIDED, AnswerKind.DUPLICATE]
+    assert sorted(applied) == ["demo-1", "demo-2"]
+    assert [v.voter for v in store.get_review("demo-1").votes] == ["local:alice", "local:bob"]
+
+
+def test_a_review_that_cannot_be_written_fails_its_own_replies_only(tmp_path: Path) -> None:
+    votes, store, _ = path_for(tmp_path, local=["alice"])
+    other = make_review(local=["alice"])
+    other.id, other.run_id = "demo-2", "run-2"
+    store.put_review(other)
+    update = store.update_review
+
+    def failing(review_id, mutate):  # type: ignore[no-untyped-def]
+        if review_id == "demo-1":
+            raise OSError("No space left on device")
+        return update(review_id, mutate)
+
+    store.update_review = failing  # type: ignore[method-assign]
+    first, second = votes.handle_many([reply("approve demo-1"), reply("approve demo-2")])
+    assert isinstance(first, OSError)
+    assert isinstance(second, Answer) and second.kind is AnswerKind.DECIDED
+    with pytest.raises(OSError, match="No space left"):
+        votes.handle(reply("approve demo-1"))

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from bot.reviews import Vote, cast_vote, mark_applied
-from bot.store import FileStore, UnknownReviewError, collection, documents, files, index
+from bot.store import FileStore, UnknownReviewError
 from bot.store.documents import locked
 from bot.store.watch import bump_count
 from loop_engine.checkpoint import HumanDecision
@@ -62,25 +62,6 @@ def tick(store: FileStore) -> Any:
         store.next_task_at("slack"),
         store.problems(),
     )
-
-
-@pytest.fixture
-def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every document read (the store reads them through ``documents.read_bytes``/``read_stat``), by name."""
-    seen: list[str] = []
-
-    def counting(path: str | Path) -> bytes:
-        seen.append(os.path.basename(path))
-        return documents.read_bytes(path)
-
-    def counting_stat(path: str | Path) -> tuple[os.stat_result, bytes]:
-        seen.append(os.path.basename(path))
-        return documents.read_stat(path)
-
-    for module in (collection, files, index):
-        monkeypatch.setattr(module, "read_bytes", counting)
-    monkeypatch.setattr(index, "read_stat", counting_stat)
-    return seen
 
 
 def scans(store: FileStore) -> list[int]:

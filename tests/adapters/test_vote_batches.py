@@ -1,0 +1,127 @@
+"""Replies that arrive together reach the sync handler together: one thread hop and one batch each."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+
+import pytest
+
+from adapters.channel import Answer, AnswerKind, Identity, Reply
+from adapters.commands import parse_command
+from adapters.vote_batches import VoteBatches, one_by_one
+
+
+def reply(n: int) -> Reply:
+    return Reply(Identity("slack", f"U{n}"), parse_command(f"approve demo-{n}"), review_id=f"demo-{n}")
+
+
+def counted(r: Reply) -> Answer:
+    return Answer(AnswerKind.COUNTED, f"counted {r.voter.id}", r.review_id)
+
+
+class Gate:
+    """A handler whose first ``held`` batches wait until released; records every batch's voters."""
+
+    def __init__(self, held: int = 1) -> None:
+        self.batches: list[list[str]] = []
+        self.started = threading.Semaphore(0)
+        self.release = threading.Event()
+        self._held = held
+        self._lock = threading.Lock()
+
+    def __call__(self, replies: Sequence[Reply]) -> list[Answer | Exception]:
+        with self._lock:
+            self.batches.append([r.voter.id for r in replies])
+            hold = len(self.batches) <= self._held
+        self.started.release()
+        if hold:
+            assert self.release.wait(10)
+        return [counted(r) for r in replies]
+
+
+async def started(gate: Gate, times: int = 1) -> None:
+    for _ in range(times):
+        assert await asyncio.to_thread(gate.started.acquire, True, 10)
+
+
+async def test_a_lone_reply_goes_at_once_and_those_that_come_meanwhile_go_together() -> None:
+    gate = Gate()
+    batches = VoteBatches(gate, lanes=1)
+    first = asyncio.ensure_future(batches.vote(reply(0)))
+    await started(gate)
+    rest = [asyncio.ensure_future(batches.vote(reply(n))) for n in range(1, 6)]
+    await asyncio.sleep(0)
+    gate.release.set()
+    answers = await asyncio.gather(first, *rest)
+    assert gate.batches == [["U0"], ["U1", "U2", "U3", "U4", "U5"]]
+    assert [a.text for a in answers] == [f"counted U{n}" for n in range(6)]  # each reply gets its own answer
+
+
+async def test_a_held_up_batch_does_not_hold_up_the_next_lane() -> None:
+    gate = Gate(held=1)
+    batches = VoteBatches(gate, lanes=2)
+    slow = asyncio.ensure_future(batches.vote(reply(0)))
+    await started(gate)
+    quick = await asyncio.wait_for(batches.vote(reply(1)), 10)  # answered while the first batch still waits
+    assert quick.text == "counted U1" and not slow.done()
+    gate.release.set()
+    assert (await slow).text == "counted U0"
+
+
+async def test_an_exception_fails_its_own_reply_only() -> None:
+    def handle_many(replies: Sequence[Reply]) -> list[Answer | Exception]:
+        return [OSError("disk full") if r.voter.id == "U1" else counted(r) for r in replies]
+
+    batches = VoteBatches(handle_many)
+    results = await asyncio.gather(*(batches.vote(reply(n)) for n in range(3)), return_exceptions=True)
+    assert isinstance(results[1], OSError) and str(results[1]) == "disk full"
+    assert [r.text for r in results if isinstance(r, Answer)] == ["counted U0", "counted U2"]
+
+
+async def test_a_handler_that_raises_or_miscounts_fails_its_batch_and_the_next_batch_still_runs() -> None:
+    calls: list[int] = []
+
+    def handle_many(replies: Sequence[Reply]) -> list[Answer | Exception]:
+        calls.append(len(replies))
+        if len(calls) == 1:
+            raise RuntimeError("store gone")
+        if len(calls) == 2:
+            return []
+        return [counted(r) for r in replies]
+
+    batches = VoteBatches(handle_many, lanes=1)
+    with pytest.raises(RuntimeError, match="store gone"):
+        await batches.vote(reply(0))
+    with pytest.raises(RuntimeError, match="gave 0 answers to 1 replies"):
+        await batches.vote(reply(1))
+    assert (await batches.vote(reply(2))).text == "counted U2"
+
+
+async def test_a_sender_that_went_away_does_not_break_the_batch() -> None:
+    gate = Gate()
+    batches = VoteBatches(gate, lanes=1)
+    gone = asyncio.ensure_future(batches.vote(reply(0)))
+    await started(gate)
+    gone.cancel()
+    stays = asyncio.ensure_future(batches.vote(reply(1)))
+    await asyncio.sleep(0)
+    gate.release.set()
+    assert (await stays).text == "counted U1"
+    assert gone.cancelled()
+
+
+def test_one_by_one_calls_a_single_handler_per_reply_and_keeps_its_errors() -> None:
+    def handler(r: Reply) -> Answer:
+        if r.voter.id == "U1":
+            raise ValueError("no")
+        return counted(r)
+
+    answers = one_by_one(handler)([reply(0), reply(1), reply(2)])
+    assert [type(a).__name__ for a in answers] == ["Answer", "ValueError", "Answer"]
+
+
+def test_lanes_and_batch_size_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        VoteBatches(one_by_one(counted), lanes=0)
