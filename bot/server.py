@@ -126,9 +126,15 @@ def create_app(
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
-    """Bind before serving so port 0 becomes a known port we can log and publish."""
+    """Bind before serving so port 0 becomes a known port we can log and publish.
+
+    The protocol is named: asyncio turns Nagle's algorithm off only on
+    sockets whose ``proto`` says TCP, and a connection accepted from a
+    ``proto`` 0 socket kept it on - every keep-alive answer in two segments
+    then waited for the client's delayed ACK, 40 ms a request.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))

@@ -29,8 +29,6 @@ from bot.reviews import (
     REFUSED,
     Review,
     Vote,
-    VoteResult,
-    cast_vote,
 )
 from bot.store.base import Store, StoreError, UnknownReviewError
 
@@ -98,14 +96,8 @@ class VotePath:
             else:
                 review, vote, refusal = prepared
                 casts.setdefault(review.id, []).append((index, vote, refusal))
-        for review_id, group in casts.items():
-            results: list[Answer | Exception]
-            try:
-                results = [*self._cast(review_id, group)]
-            except Exception as err:  # noqa: BLE001 - as above, for this review's replies
-                results = [err] * len(group)
-            for (index, _, _), result in zip(group, results, strict=True):
-                answers[index] = result
+        if casts:
+            answers.update(self._cast(casts))
         return [answers[index] for index in range(len(replies))]
 
     def _prepare(self, reply: Reply, found: dict[str, Review | UnknownReviewError]) -> Answer | _Cast:
@@ -147,7 +139,7 @@ class VotePath:
             review = found.get(reply.review_id)
             if review is None:
                 try:
-                    review = self._store.get_review(reply.review_id)
+                    review = self._store.peek_review(reply.review_id)  # read-only: cast_votes looks again
                 except UnknownReviewError as err:
                     review = err
                 found[reply.review_id] = review
@@ -169,27 +161,25 @@ class VotePath:
 
     # -- casting -------------------------------------------------------------------
 
-    def _cast(self, review_id: str, group: list[tuple[int, Vote, str | None]]) -> list[Answer]:
-        """Cast the group's votes on the review, in order, in one write; apply it if one decided it."""
-
-        def cast_all(review: Review) -> list[VoteResult]:
-            results = []
-            for _, vote, refusal in group:
-                assert vote.at is not None  # stamped when it was prepared
-                results.append(cast_vote(review, vote, now=vote.at, authorize_with=_refusing(refusal)))
-            return results
-
-        results = self._store.update_review(review_id, cast_all)
-        answers: list[Answer] = []
-        for (_, vote, _), result in zip(group, results, strict=True):
-            log.info("review %s: %s %s via %s: %s", review_id, vote.voter, vote.decision.name.lower(), vote.source,
-                     result.message)
-            answers.append(Answer(_KINDS.get(result.kind, AnswerKind.COUNTED), result.message, review_id))
-        if self._apply is not None and any(result.outcome is not None for result in results):
-            try:
-                self._apply(review_id)
-            except Exception:  # the vote is recorded; the tick applies it if this attempt could not
-                log.exception("review %s is decided but could not be applied now; the tick retries", review_id)
+    def _cast(self, casts: dict[str, list[tuple[int, Vote, str | None]]]) -> dict[int, Answer | Exception]:
+        """Cast every review's votes (one store call for the batch); apply the reviews they decided."""
+        cast = self._store.cast_votes({review_id: [(vote, refusal) for _, vote, refusal in group]
+                                       for review_id, group in casts.items()})
+        answers: dict[int, Answer | Exception] = {}
+        for review_id, group in casts.items():
+            results = cast[review_id]
+            if isinstance(results, Exception):
+                answers.update((index, results) for index, _, _ in group)
+                continue
+            for (index, vote, _), result in zip(group, results, strict=True):
+                log.info("review %s: %s %s via %s: %s", review_id, vote.voter, vote.decision.name.lower(),
+                         vote.source, result.message)
+                answers[index] = Answer(_KINDS.get(result.kind, AnswerKind.COUNTED), result.message, review_id)
+            if self._apply is not None and any(result.outcome is not None for result in results):
+                try:
+                    self._apply(review_id)
+                except Exception:  # the vote is recorded; the tick applies it if this attempt could not
+                    log.exception("review %s is decided but could not be applied now; the tick retries", review_id)
         return answers
 
     # -- status --------------------------------------------------------------------
@@ -245,11 +235,6 @@ def plan_changes_problem(store: Store, run_id: str, changes: Any) -> str | None:
                     f"its steps: {', '.join(map(str, ids))}")
         ids.append(spec.get("id"))
     return None
-
-
-def _refusing(refusal: str | None) -> Callable[[Any, str], str | None]:
-    """The authorisation ``cast_vote`` asks under the lock: the one made before it, outside the lock."""
-    return lambda _reviewers, _voter: refusal
 
 
 def _where(review: Review, reply: Reply) -> dict[str, Any]:

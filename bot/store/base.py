@@ -9,19 +9,21 @@ this Protocol and these records.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from ..reviews import Review
+from ..reviews import Cast, Review, VoteResult, cast_votes
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only: listing runs and reviews needs no engine state
     from loop_engine.types import LoopState
 
 __all__ = [
     "RUN_FORMAT",
+    "cast_each",
     "RUN_STATUSES",
     "StoreError",
     "UnknownRunError",
@@ -221,6 +223,21 @@ class OutboxTask:
         )
 
 
+def _results(review: Review, casts: Sequence[Cast]) -> list[VoteResult]:
+    return cast_votes(review, casts)[0]
+
+
+def cast_each(store: Store, batch: Mapping[str, Sequence[Cast]]) -> dict[str, list[VoteResult] | Exception]:
+    """``Store.cast_votes`` as one ``update_review`` per review."""
+    results: dict[str, list[VoteResult] | Exception] = {}
+    for review_id, casts in batch.items():
+        try:
+            results[review_id] = store.update_review(review_id, partial(_results, casts=casts))
+        except Exception as err:  # noqa: BLE001 - that review's failure, handed to its voters
+            results[review_id] = err
+    return results
+
+
 def posted_at(review: Review, channel: str, context: Mapping[str, Any]) -> bool:
     """Does ``review`` have a post on ``channel`` whose message lives where ``context`` points?"""
     from adapters.channel import MessageRef  # here: it loads the engine's review types, which status does without
@@ -320,9 +337,26 @@ class Store(Protocol):
 
     def get_review(self, review_id: str) -> Review: ...
 
+    def peek_review(self, review_id: str) -> Review:
+        """``get_review`` for looking only, maybe as this process last wrote it (no read): do not change it.
+
+        For checks that are made again under the lock (the vote path's
+        look-up of who may answer), where reading the review again for every
+        batch of votes cost more than casting them.
+        """
+        ...
+
     def list_reviews(self, *, archived: bool = False) -> list[Review]: ...
 
     def update_review(self, review_id: str, mutate: Callable[[Review], T]) -> T: ...
+
+    def cast_votes(self, batch: Mapping[str, Sequence[Cast]]) -> dict[str, list[VoteResult] | Exception]:
+        """Cast each review's votes in order (``bot.reviews.cast_votes``), each review's in one write.
+
+        A review that cannot be found or written fails alone: its exception
+        stands in place of its results.
+        """
+        ...
 
     def open_reviews(self, limit: int | None = None) -> list[Review]:
         """Reviews waiting for people, in creation order; only the first ``limit`` if given."""

@@ -17,6 +17,7 @@ process's indexes what changed (``watch``), so a write costs no listing.
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 import weakref
@@ -34,9 +35,9 @@ from .base import CorruptDocumentError, StoreError
 from .documents import ARCHIVE_SEP, Quarantine, check_name, file_name, locked, parse, read_bytes, remove
 from .index import ArchiveIndex, ArchiveNames, Changes, DirIndex, Entry, FileKey, file_key
 from .recent import RecentWrites
-from .watch import Watch, bump_count, count_in
+from .watch import Watch, bump_count, count_in, read_count
 
-__all__ = ["Collection", "Spec", "creation_order", "number"]
+__all__ = ["Collection", "R", "Spec", "creation_order", "number"]
 
 T = TypeVar("T")
 V = TypeVar("V")
@@ -80,6 +81,7 @@ class Spec(Generic[R]):
     ended: Callable[[R], bool] | None = None  # None: never archived
     archive_prefix: Callable[[R], str] | None = None
     name_of: Callable[[str], str | None] = file_name  # id -> file stem, None for an id that is refused
+    fold: Callable[[R, list[dict[str, Any]]], None] | None = None  # a journal's lines into a record (reviews)
 
 
 _NO_ARCHIVE = ArchiveNames({}, [])
@@ -123,7 +125,7 @@ class Collection(Generic[R]):
         self._hot_prefix = os.path.join(self.hot_dir, "")
         self.archive_dir = root / "archive" / spec.kind
         self._quarantine = quarantine
-        lock_file = self.hot_dir / ".lock"  # the archive is written under the hot directory's lock too
+        lock_file = self._lock_file = self.hot_dir / ".lock"  # the archive is written under its lock too
         self._writes = threading.RLock()  # this process's writes: the indexes' listings wait for them
         hot, archive = (Watch(d, lock_file, wall=wall, settle=settle) for d in (self.hot_dir, self.archive_dir))
         self.hot: DirIndex[R, Any] = DirIndex(hot, self._writes, partial(decode, spec), spec.summarize)
@@ -225,9 +227,14 @@ class Collection(Generic[R]):
                     except StoreError:
                         self.hot.forget()
                         continue
+                record = self._folded(stem, record)
                 if keep is None or keep(record):
                     records.append(record)
         return records
+
+    def _folded(self, stem: str, record: R) -> R:
+        """A hot record as it is, from its document as read (``JournaledCollection`` adds its journal lines)."""
+        return record
 
     def find(self, doc_id: str) -> tuple[Path, R] | None:
         """Where the record is and what it holds (archive first: it wins over a leftover hot copy).
@@ -246,7 +253,8 @@ class Collection(Generic[R]):
                 raw = read_bytes(path)
             except FileNotFoundError:
                 continue
-            return path, self.decode(path, raw)
+            record = self.decode(path, raw)
+            return path, (record if archived else self._folded(stem, record))
         self._quarantine.raise_if_quarantined(self.spec.kind, stem)
         return None
 
@@ -336,25 +344,50 @@ class Collection(Generic[R]):
         if stem is None or not self._on_disk(doc_id) and self.find(doc_id) is None:  # before making a lock file
             raise unknown(doc_id)
         with self.writing() as changes:
-            hot = self.hot_dir / f"{stem}.json"
-            kept = self._recent.take(stem, file_key(hot))
-            found = (hot, kept) if kept is not None else self.find(doc_id)
-            if found is None:
-                raise unknown(doc_id)
-            path, record = found
+            path, record = self._fresh(doc_id, stem, unknown)
             before = record.to_dict()
             result = mutate(record)
-            after = record.to_dict()
-            if after != before:
-                if self.spec.name_of(record.id) != stem:
-                    raise StoreError(f"{self.spec.noun} {doc_id}: an update may not change its id to {record.id!r}")
-                self._store(changes, path, record, after)
-                written = changes.hot.get(stem) if path == hot else None
-                if written is not None:
-                    self._recent.keep(stem, written[0], record)
-            elif path == hot:
-                self._recent.keep(stem, file_key(hot), record)
+            self._write_changed(changes, doc_id, stem, path, record, before)
         return result
+
+    def peek(self, doc_id: str) -> R | None:
+        """A look at the record as this process last wrote it, if nothing has written it since; None otherwise.
+
+        A shallow copy of the kept record: its fields may share lists with
+        what the next update changes, so it is for looking only - for checks
+        that are made again under the lock (who may vote on a review).
+        """
+        stem = self.spec.name_of(doc_id)
+        if stem is None:
+            return None
+        with self._writes:
+            kept = self._recent.peek(stem, file_key(self.hot_dir / f"{stem}.json"), read_count(self._lock_file))
+            return copy.copy(kept) if kept is not None else None
+
+    def _fresh(self, doc_id: str, stem: str, unknown: Callable[[str], Exception]) -> tuple[Path, R]:
+        """Under the lock: where the record is and what it holds now - as this process last wrote it, or read."""
+        hot = self.hot_dir / f"{stem}.json"
+        kept = self._recent.take(stem, file_key(hot))
+        found = (hot, kept) if kept is not None else self.find(doc_id)
+        if found is None:
+            raise unknown(doc_id)
+        return found
+
+    def _write_changed(
+        self, changes: Changes[R], doc_id: str, stem: str, path: Path, record: R, before: dict[str, Any]
+    ) -> None:
+        """Under the lock: write the record if it differs from ``before``, and keep it for the next update."""
+        hot = self.hot_dir / f"{stem}.json"
+        after = record.to_dict()
+        if after != before:
+            if self.spec.name_of(record.id) != stem:
+                raise StoreError(f"{self.spec.noun} {doc_id}: an update may not change its id to {record.id!r}")
+            self._store(changes, path, record, after)
+            written = changes.hot.get(stem) if path == hot else None
+            if written is not None:
+                self._recent.keep(stem, written[0], record)
+        elif path == hot:
+            self._recent.keep(stem, file_key(hot), record)
 
     def _on_disk(self, doc_id: str) -> bool:
         """Is there a file for ``doc_id``? A stat, where ``find`` would read and decode it (once more per vote)."""

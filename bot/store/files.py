@@ -24,15 +24,16 @@ import hashlib
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from sys import intern  # summaries share their repeated strings: ten thousand runs, one "waiting"
 from typing import Any, NamedTuple, TypeVar
 
 from adapters.suggest import did_you_mean
 
-from ..reviews import REVIEW_FORMAT, Review, next_deadline
+from ..reviews import REVIEW_FORMAT, Cast, Review, VoteResult, cast_votes, next_deadline, replay_counted
 from .base import (
     ACTIVE_RUN_STATUSES,
     HOT_REVIEW_STATUSES,
@@ -48,6 +49,7 @@ from .collection import Collection, Spec, created_key, creation_order
 from .documents import Quarantine, file_name, read_bytes
 from .index import Entry
 from .intake import IntakeFiles
+from .journaled import JournaledCollection
 from .outbox import OUTBOX_SPEC, OutboxFiles
 from .snapshots import SnapshotFiles
 from .watch import SETTLE_SECONDS
@@ -133,6 +135,7 @@ REVIEW_SPEC: Spec[Review] = Spec(
     ),
     ended=_review_ended,
     archive_prefix=lambda r: _run_key(r.run_id),
+    fold=replay_counted,
 )
 
 
@@ -183,7 +186,7 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
         self._quarantine = Quarantine(self.root)
         q, w = self._quarantine, self._write  # the bound method: a subclass's override sees every write
         self._runs = Collection(self.root, RUN_SPEC, q, write=w, wall=wall, settle=settle)
-        self._reviews = Collection(self.root, REVIEW_SPEC, q, write=w, wall=wall, settle=settle)
+        self._reviews = JournaledCollection(self.root, REVIEW_SPEC, q, write=w, wall=wall, settle=settle)
         self._outbox = Collection(self.root, OUTBOX_SPEC, q, write=w, wall=wall, settle=settle)
 
     def __repr__(self) -> str:
@@ -304,6 +307,9 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
             raise self._unknown_review(review_id)
         return found[1]
 
+    def peek_review(self, review_id: str) -> Review:
+        return self._reviews.peek(review_id) or self.get_review(review_id)
+
     def list_reviews(self, *, archived: bool = False) -> list[Review]:
         """Open and decided reviews in creation order; with ``archived`` the applied and failed ones too."""
         loaded = self._reviews.sync()
@@ -315,6 +321,12 @@ class FileStore(SnapshotFiles, IntakeFiles, OutboxFiles):
     def update_review(self, review_id: str, mutate: Callable[[Review], T]) -> T:
         """Change a review under the lock; one that becomes applied or failed is archived by the same call."""
         return self._reviews.update(review_id, mutate, self._unknown_review)
+
+    def cast_votes(self, batch: Mapping[str, Sequence[Cast]]) -> dict[str, list[VoteResult] | Exception]:
+        """Votes that only count go to the reviews' journal, all in one append (``journaled``)."""
+        return self._reviews.update_many(
+            {review_id: partial(cast_votes, casts=casts) for review_id, casts in batch.items()}, self._unknown_review
+        )
 
     def _stems_with(self, status: str) -> list[str]:
         """The hot reviews of ``status`` in creation order, from the index (no file read)."""

@@ -11,8 +11,9 @@ wrote the kind), the file's stat key is the one the write left (no hand
 edit), and no other write of this process touched that file since.
 
 A record handed out is taken out: the update mutates it, and puts it back
-only once its write succeeded. All methods are called under the kind's
-lock (``Collection.writing``).
+only once its write succeeded. ``peek`` leaves it in place, for a reader
+that only looks (and checks again under the lock). All methods are called
+under this process's write lock of the kind.
 """
 
 from __future__ import annotations
@@ -50,6 +51,13 @@ class RecentWrites(Generic[R]):
         """The record last written as ``stem`` if its file still has ``key``; it is no longer kept either way."""
         kept = self._records.pop(stem, None)
         if kept is None or key is None or kept[0] != key:
+            return None
+        return kept[1]
+
+    def peek(self, stem: str, key: FileKey | None, count: int) -> R | None:
+        """The record kept for ``stem``, left in place, if the kind was last written by this process (``count``)."""
+        kept = self._records.get(stem)
+        if kept is None or key is None or kept[0] != key or count != self._count:
             return None
         return kept[1]
 

@@ -29,7 +29,7 @@ import json
 import os
 import socket
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -41,7 +41,7 @@ from loop_engine.errors import CorruptStateError
 from loop_engine.serialization import encode_state, state_from_dict
 from loop_engine.types import LoopState
 
-from ..reviews import REVIEW_FORMAT, Review, next_deadline
+from ..reviews import REVIEW_FORMAT, Cast, Review, VoteResult, next_deadline
 from .base import (
     ACTIVE_RUN_STATUSES,
     HOT_REVIEW_STATUSES,
@@ -56,6 +56,7 @@ from .base import (
     UnknownReviewError,
     UnknownRunError,
     UnknownTaskError,
+    cast_each,
     posted_at,
 )
 from .collection import number
@@ -490,6 +491,12 @@ class PostgresStore:
 
     def list_reviews(self, *, archived: bool = False) -> list[Review]:
         return self._reviews_where("true" if archived else "NOT archived")
+
+    def peek_review(self, review_id: str) -> Review:
+        return self.get_review(review_id)
+
+    def cast_votes(self, batch: Mapping[str, Sequence[Cast]]) -> dict[str, list[VoteResult] | Exception]:
+        return cast_each(self, batch)
 
     def update_review(self, review_id: str, mutate: Callable[[Review], T]) -> T:
         """Change a review under its row lock; one that becomes applied or failed is archived by the same write."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import socket
 import shutil
 from pathlib import Path
 
@@ -123,3 +125,24 @@ def test_bind_socket_with_port_zero_reports_the_real_port() -> None:
         assert sock.getsockname()[0] == "127.0.0.1" and sock.getsockname()[1] > 0
     finally:
         sock.close()
+
+
+async def test_connections_accepted_from_the_bound_socket_send_without_waiting_for_acks() -> None:
+    """Nagle's algorithm off: a keep-alive answer written in two parts is not held for the client's delayed ACK."""
+    sock = bind_socket("127.0.0.1", 0)
+    sock.listen()
+    accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    class Probe(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            accepted.set_result(transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            transport.close()
+
+    server = await asyncio.get_running_loop().create_server(Probe, sock=sock)
+    try:
+        _reader, writer = await asyncio.open_connection("127.0.0.1", sock.getsockname()[1])
+        assert await asyncio.wait_for(accepted, 10) != 0
+        writer.close()
+    finally:
+        server.close()
+        await server.wait_closed()
