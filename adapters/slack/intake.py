@@ -12,6 +12,10 @@ Acknowledgements: Slack wants one within 3 s. A slash command is acked with
 the answer itself when the handler is done within ``answer_wait`` seconds,
 else with "working on it" and the answer follows through the response_url.
 Buttons, modal submissions and events are acked first and answered after.
+Bolt sends the acknowledgement as soon as a listener returns
+(``process_before_response``): whatever follows the ack runs on as a task of
+its own (``_after_ack``). Without it Bolt ran every listener as a task and
+polled for its ack every 10 ms, which cost each vote a tick and a timer.
 
 Duplicates: Events API retries carry the first delivery's ``event_id``, so
 ``slack:event:<event_id>`` makes a retry count once (and its answer is not
@@ -30,7 +34,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from slack_bolt.app.async_app import AsyncApp
@@ -127,9 +131,21 @@ class _Intake:
         self.answer_wait = answer_wait
         self.clicks = clicks
         self.events = SeenEvents()
+        self._after: set[asyncio.Future[None]] = set()  # held, so a running follow-up is not collected
 
     async def _vote(self, reply: Reply) -> Answer:
         return await self.batches.vote(reply)
+
+    def _after_ack(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` once the listener has returned and Bolt has sent the acknowledgement."""
+        task = asyncio.ensure_future(work)
+        self._after.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Future[None]) -> None:
+        self._after.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("slack: what follows an acknowledgement failed", exc_info=task.exception())
 
     @staticmethod
     async def _tell(client: AsyncWebClient, respond: Mapping[str, Any], answer: Answer) -> None:
@@ -163,6 +179,10 @@ class _Intake:
             await ack(text=render_answer(vote.result()), response_type="ephemeral")
             return
         await ack(text=WORKING_TEXT, response_type="ephemeral")
+        self._after_ack(self._respond_when_done(vote, respond))
+
+    @staticmethod
+    async def _respond_when_done(vote: asyncio.Future[Answer], respond: Any) -> None:
         answer = await vote
         await respond(text=render_answer(answer), response_type="ephemeral", replace_original=False)
 
@@ -180,7 +200,7 @@ class _Intake:
             decision = HumanDecision.REJECT if verb == "reject" else HumanDecision.MODIFY
             context = ModalContext(review_id, channel, message_ts, thread_ts, str(body.get("response_url") or ""))
             await ack()
-            await client.views_open(trigger_id=body["trigger_id"], view=build_modal(decision, context))
+            self._after_ack(self._open_modal(client, body["trigger_id"], build_modal(decision, context)))
             return
         await ack()
         respond = {"channel": channel, "user": voter.id, "thread_ts": thread_ts,
@@ -194,6 +214,13 @@ class _Intake:
             via="button",
             respond=respond,
         )
+        self._after_ack(self._vote_and_tell(client, respond, reply))
+
+    @staticmethod
+    async def _open_modal(client: AsyncWebClient, trigger_id: str, view: dict[str, Any]) -> None:
+        await client.views_open(trigger_id=trigger_id, view=view)
+
+    async def _vote_and_tell(self, client: AsyncWebClient, respond: Mapping[str, Any], reply: Reply) -> None:
         await self._tell(client, respond, await self._vote(reply))
 
     # --- modals ------------------------------------------------------------------------
@@ -221,9 +248,12 @@ class _Intake:
             await ack(response_action="errors", errors={FIELD_BLOCK[decision]: error})
             return
         await ack()
-        answer = await vote
         if context.channel:
-            await self._tell(client, respond, answer)
+            self._after_ack(self._tell_when_done(client, respond, vote))
+
+    async def _tell_when_done(self, client: AsyncWebClient, respond: Mapping[str, Any],
+                              vote: asyncio.Future[Answer]) -> None:
+        await self._tell(client, respond, await vote)
 
     # --- @-mentions ----------------------------------------------------------------------
     async def mention(self, body: dict[str, Any], event: dict[str, Any], client: AsyncWebClient) -> None:
@@ -231,6 +261,10 @@ class _Intake:
         if event_id and not self.events.claim(event_id):
             log.info("slack event %s arrived again (a retry): already taken in", event_id)
             return
+        self._after_ack(self._handle_mention(event_id, body, event, client))
+
+    async def _handle_mention(self, event_id: str, body: dict[str, Any], event: dict[str, Any],
+                              client: AsyncWebClient) -> None:
         try:
             await self._mention(body, event, client)
         except BaseException:
@@ -281,7 +315,8 @@ def build_app(
             raise ValueError("slack.bot_token (xoxb-...) is required")
         client = AsyncWebClient(token=bot_token, base_url=api_base_url if api_base_url.endswith("/")
                                 else api_base_url + "/")
-    app = AsyncApp(signing_secret=signing_secret, client=client, name="loopbot", logger=logger or log)
+    app = AsyncApp(signing_secret=signing_secret, client=client, name="loopbot", logger=logger or log,
+                   process_before_response=True)
     intake = _Intake(handler, answer_wait, clicks or ClickKeys())
     app.command(command)(intake.command)
     app.action(_ACTION_PATTERN)(intake.button)
