@@ -16,6 +16,7 @@ SIGTERM/SIGINT stop accepting, let each running step finish and be saved
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -261,6 +262,27 @@ class HttpServer:
         self._server.run(sockets=[self._sock])
 
 
+#: Allocations between two collections of the youngest generation (Python's default: 700).
+YOUNG_COLLECTION_EVERY = 10_000
+
+
+def settle_collector() -> None:
+    """Leave what start-up loaded out of the cycle collector's walks, and walk less often.
+
+    Serving a request allocates thousands of short-lived objects, nearly
+    all freed by reference counting; the default threshold still ran a young
+    collection several times per request, and every tenth of those walked
+    the older generations: the modules, the config, the indexes and caches
+    start-up built, which live as long as the process. Frozen, they are not
+    walked again; the older collections that remain then pause a request for
+    far less (the Slack vote bench's p99 went from about 100 ms to 60 ms).
+    """
+    gc.collect()
+    gc.freeze()
+    _young, middle, old = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_EVERY, middle, old)
+
+
 #: Seconds SIGTERM may take before the process exits: the platform's grace period is 10.
 STOP_BUDGET = 9.0
 
@@ -351,6 +373,7 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
                     if loop.run_on_start:
                         runner.request_run(loop.name, trigger="start")
             service.start(config.scheduler.poll_interval)
+            settle_collector()
             http.run()
         finally:
             deadline = time.monotonic() + STOP_BUDGET

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,10 @@ def serve_once(config_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, 
     """Run serve()'s whole start and stop; instead of serving, look at who holds the lock."""
     config = load_config(config_path, environ={})
     seen: list[dict[str, Any] | None] = []
-    monkeypatch.setattr(HttpServer, "run", lambda self: seen.append(ServeLock.holder(config.state_dir)))
+    settled: list[bool] = []
+    monkeypatch.setattr(server_module, "settle_collector", lambda: settled.append(True))  # not this process's
+    monkeypatch.setattr(HttpServer, "run", lambda self: seen.append(ServeLock.holder(config.state_dir)
+                                                                     if settled else {"role": "collector not settled"}))
     monkeypatch.setattr(HttpServer, "install_signal_handlers", lambda self: None)  # keep pytest's Ctrl-C
     assert serve(config) == 0
     return seen[0]
@@ -75,3 +79,14 @@ def test_at_restart_the_waiting_reviews_are_named_with_the_line_that_answers_the
     [line] = [r.getMessage() for r in caplog.records if "wait for a decision" in r.getMessage()]
     assert line.startswith("2 review(s) wait for a decision: demo-1, nightly-1; answer with `")
     assert "decide demo-1 approve --as NAME` (NAME: one of the local reviewers alice, bob)" in line
+
+
+def test_settle_collector_freezes_what_start_up_loaded_and_collects_the_young_less_often() -> None:
+    before = gc.get_threshold()
+    try:
+        server_module.settle_collector()
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == (server_module.YOUNG_COLLECTION_EVERY, *before[1:])
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
