@@ -330,7 +330,8 @@ def cast_votes(review: Review, casts: Sequence[Cast]) -> tuple[list[VoteResult],
     The second item lists the votes that changed the review, as stored,
     when each of them only counted (no outcome, no pause) and names its
     delivery: then ``replay_counted`` of them on the review as it was gives
-    the review as it is now. None when a vote changed more than that.
+    the review as it is now ([]: none changed it). None when a vote changed
+    more than that.
     """
     results: list[VoteResult] = []
     counted: list[dict[str, Any]] | None = []

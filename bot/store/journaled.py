@@ -25,7 +25,8 @@ __all__ = ["JournaledCollection", "JournalLines"]
 
 T = TypeVar("T")
 
-#: What a mutation of ``update_many`` returns: its result, and the lines that carry its change (None: write it).
+#: What a mutation of ``update_many`` returns with its result: the lines that carry its change ([]: it changed
+#: nothing), or None when the journal cannot carry it and the record is written.
 JournalLines = list[dict[str, Any]] | None
 
 
@@ -86,13 +87,14 @@ class JournaledCollection(Collection[R]):
                     if stem is None:
                         raise unknown(doc_id)
                     path, record = self._fresh(doc_id, stem, unknown)
-                    before = record.to_dict()
                     results[doc_id], lines = mutate(record)
-                    if lines is not None and path == self.hot_dir / f"{stem}.json":
+                    if lines is None or path != self.hot_dir / f"{stem}.json":
+                        self._write_changed(changes, doc_id, stem, path, record, before={})
+                    elif lines:
                         appended += [(stem, line) for line in lines]
                         carried[stem] = (doc_id, record)
-                    else:
-                        self._write_changed(changes, doc_id, stem, path, record, before)
+                    else:  # unchanged: kept as it is
+                        self._recent.keep(stem, file_key(path), record)
                 except Exception as err:  # noqa: BLE001 - that record's failure, handed to its caller
                     results[doc_id] = err
             if appended:

@@ -42,7 +42,7 @@ __all__ = ["COMPACT_AT", "VoteJournal"]
 log = logging.getLogger("bot.store.files")
 
 #: Lines after which the writer folds them into their documents and starts afresh.
-COMPACT_AT = 500
+COMPACT_AT = 2000
 
 
 class VoteJournal:
@@ -110,7 +110,10 @@ class VoteJournal:
                 found = os.fstat(fd)
             finally:
                 os.close(fd)
-            self._take(data)
+            for stem, vote in entries:  # as written: no need to parse them back
+                self._lines.setdefault(stem, []).append(vote)
+            self._count += len(entries)
+            self._line_no += len(entries)
             self._offset = found.st_size
             self._identity = (found.st_ino, found.st_size)
 
