@@ -87,9 +87,11 @@ class JournaledCollection(Collection[R]):
                     if stem is None:
                         raise unknown(doc_id)
                     path, record = self._fresh(doc_id, stem, unknown)
+                    hot = path == self.hot_dir / f"{stem}.json"
+                    before = {} if hot else record.to_dict()  # archived (rare): written only if it changed
                     results[doc_id], lines = mutate(record)
-                    if lines is None or path != self.hot_dir / f"{stem}.json":
-                        self._write_changed(changes, doc_id, stem, path, record, before={})
+                    if lines is None or not hot:
+                        self._write_changed(changes, doc_id, stem, path, record, before)
                     elif lines:
                         appended += [(stem, line) for line in lines]
                         carried[stem] = (doc_id, record)

@@ -177,7 +177,8 @@ async def test_approve_button_votes_once_per_double_click(slack: FakeSlackApi) -
     ephemeral = slack.calls_to("chat.postEphemeral")[0].params
     assert ephemeral["channel"] == "C0REVIEW" and ephemeral["user"] == "U0AAA"
     assert ephemeral["thread_ts"] == "1700000001.000100"
-    assert [c.params["text"] for c in slack.calls_to("chat.postEphemeral")][1] == "Already counted."
+    texts = [c.params["text"] for c in slack.calls_to("chat.postEphemeral")]
+    assert texts.count("Already counted.") == 1, texts  # the answers are sent concurrently: either may land first
 
 
 def test_click_keys_share_a_key_only_within_the_window() -> None:

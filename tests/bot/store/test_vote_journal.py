@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.reviews import Reviewers, Vote, cast_votes
+from bot.reviews import Reviewers, Vote, cast_votes, mark_applied
 from bot.store import FileStore
 from bot.store.base import cast_each
 from bot.store.vote_journal import VoteJournal
@@ -213,3 +213,13 @@ def test_kill9_while_casting_loses_no_acknowledged_vote_and_counts_none_twice(tm
     assert set(acknowledged) <= set(keys), f"lost: {sorted(set(acknowledged) - set(keys))[:5]}"
     for review in reviews:
         assert [v.delivery_key for v in review.history] == review.delivery_keys
+
+
+def test_a_late_vote_on_an_archived_review_writes_nothing(tmp_path: Path) -> None:
+    store = new_store(tmp_path / "state", required=1)
+    store.cast_votes({"demo-1": [(approve("local:v0", "k0"), None)]})
+    store.update_review("demo-1", lambda r: mark_applied(r, now=T0))  # applied: archived
+    files = {p: p.read_bytes() for p in store.root.rglob("*") if p.is_file()}
+    late = store.cast_votes({"demo-1": [(approve("local:v1", "k1"), None)]})["demo-1"]
+    assert [r.kind for r in late] == ["already_decided"]
+    assert {p: p.read_bytes() for p in store.root.rglob("*") if p.is_file()} == files
