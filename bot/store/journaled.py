@@ -6,8 +6,8 @@ wherever a hot record is read. ``update_many`` lets the mutations of a
 batch say "the journal can carry my change" - then the record is not
 rewritten, its change is appended with every other record's in one write -
 and otherwise writes the record as ``update`` does. When the journal is
-long the same lock hold folds every record into its document and starts
-the journal afresh.
+long the same lock hold folds the records with the most lines into their
+documents and drops their lines from the journal.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from .collection import Collection, R, Spec
 from .documents import Quarantine
 from .index import Changes, file_key
-from .vote_journal import COMPACT_AT, VoteJournal
+from .vote_journal import COMPACT_AT, FOLD_AT_ONCE, VoteJournal
 
 __all__ = ["JournaledCollection", "JournalLines"]
 
@@ -39,6 +39,7 @@ class JournaledCollection(Collection[R]):
         self._fold = spec.fold
         self.journal = VoteJournal(self.hot_dir / "votes.jsonl")
         self.compact_at = COMPACT_AT
+        self.fold_at_once = FOLD_AT_ONCE
 
     # -- reading: every hot record with its lines -------------------------------------
 
@@ -123,12 +124,14 @@ class JournaledCollection(Collection[R]):
             self._recent.keep(stem, file_key(self.hot_dir / f"{stem}.json"), record)
 
     def _compact(self, changes: Changes[R]) -> None:
-        """Write every hot record that has lines with them folded in, then start the journal afresh."""
-        for stem in self.journal.stems():
+        """Write the hot records with the most lines with them folded in; a new journal without their lines."""
+        stems = sorted(self.journal.stems(), key=lambda stem: len(self.journal.lines(stem)), reverse=True)
+        folded = stems[: self.fold_at_once]
+        for stem in folded:
             hot = self.hot_dir / f"{stem}.json"
             kept = self._recent.take(stem, file_key(hot))
             found = (hot, kept) if kept is not None else self.find(stem)
             if found is None or found[0] != hot:  # gone or archived: its document was written folded
                 continue
             self._write_changed(changes, stem, stem, hot, found[1], before={})
-        self.journal.clear()
+        self.journal.drop(folded)

@@ -13,9 +13,11 @@ idempotent - a vote whose delivery key the document has is skipped - so a
 document written with its votes folded in may leave them here: every
 writer of a review reads it folded first, under the lock, so a document
 always holds a prefix of its review's lines. When the file holds
-``COMPACT_AT`` lines the writer folds every review into its document and
-starts a new file (``clear``); a crash in between leaves lines that fold to
-nothing.
+``COMPACT_AT`` lines the writer folds the reviews with the most lines into
+their documents, a few per batch (``FOLD_AT_ONCE``: rewriting every
+document at once held one batch of votes up for tens of milliseconds), and
+starts a new file without their lines (``drop``); a crash in between
+leaves lines that fold to nothing.
 
 The first line names the file's generation, so a reader that kept an
 offset into an older file (same inode number, recycled) reads afresh. A
@@ -29,7 +31,7 @@ import logging
 import os
 import secrets
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +39,14 @@ import orjson
 
 from loop_engine.atomic import atomic_write_bytes
 
-__all__ = ["COMPACT_AT", "VoteJournal"]
+__all__ = ["COMPACT_AT", "FOLD_AT_ONCE", "VoteJournal"]
 
 log = logging.getLogger("bot.store.files")
 
-#: Lines after which the writer folds them into their documents and starts afresh.
+#: Lines after which the writer folds reviews into their documents and starts a new file without their lines.
 COMPACT_AT = 2000
+#: Reviews folded into their documents by one batch, the ones with the most lines first.
+FOLD_AT_ONCE = 2
 
 
 class VoteJournal:
@@ -117,17 +121,23 @@ class VoteJournal:
             self._offset = found.st_size
             self._identity = (found.st_ino, found.st_size)
 
-    def clear(self) -> None:
-        """Start a new, empty file; the caller holds the kind's lock and folded every line into its document."""
+    def drop(self, stems: Iterable[str]) -> None:
+        """Start a new file without the lines of ``stems``; the caller holds the kind's lock and folded them."""
         with self._lock:
-            self._start()
+            gone = set(stems)
+            self._start({stem: lines for stem, lines in self._lines.items() if stem not in gone})
 
-    def _start(self) -> None:
+    def _start(self, keep: dict[str, list[dict[str, Any]]] | None = None) -> None:
         header = orjson.dumps({"votes_journal": secrets.token_hex(8)}) + b"\n"
-        atomic_write_bytes(self.path, header)
+        kept = b"".join(orjson.dumps({"review": stem, "vote": vote}) + b"\n"
+                        for stem, votes in (keep or {}).items() for vote in votes)
+        atomic_write_bytes(self.path, header + kept)
         found = os.stat(self.path)
         self._reset((found.st_ino, found.st_size), header)
-        self._offset = len(header)
+        self._lines = keep or {}
+        self._count = self._line_no = sum(len(votes) for votes in self._lines.values())
+        self._line_no += 1
+        self._offset = found.st_size
 
     def _reset(self, identity: tuple[int, int] | None, generation: bytes) -> None:
         self._identity, self._generation, self._offset = identity, generation, 0

@@ -223,3 +223,20 @@ def test_a_late_vote_on_an_archived_review_writes_nothing(tmp_path: Path) -> Non
     late = store.cast_votes({"demo-1": [(approve("local:v1", "k1"), None)]})["demo-1"]
     assert [r.kind for r in late] == ["already_decided"]
     assert {p: p.read_bytes() for p in store.root.rglob("*") if p.is_file()} == files
+
+
+def test_a_long_journal_folds_a_few_reviews_at_a_time_the_busiest_first(tmp_path: Path) -> None:
+    store = new_store(tmp_path / "state", reviews=3, required=50)
+    store._reviews.compact_at, store._reviews.fold_at_once = 6, 1
+    counts = {"demo-1": 1, "demo-2": 3, "demo-3": 2}  # six lines: demo-2 has the most
+    n = 0
+    for review_id, count in counts.items():
+        for _ in range(count):
+            store.cast_votes({review_id: [(approve(f"local:v{n % 5}", f"k{n}", n), None)]})
+            n += 1
+    on_disk = FileStore(store.root)._reviews
+    on_disk.journal.refresh()
+    assert sorted(on_disk.journal.stems()) == ["demo-1", "demo-3"] and len(on_disk.journal) == 3
+    path = store.root / "reviews" / "demo-2.json"
+    assert len(on_disk.decode(path, path.read_bytes()).delivery_keys) == 3  # its lines are in its document
+    assert {r.id: len(r.delivery_keys) for r in FileStore(store.root).open_reviews()} == counts
