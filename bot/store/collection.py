@@ -213,6 +213,8 @@ class Collection(Generic[R]):
         removed) or unreadable is left out - the next listing sets that aside.
         """
         records: list[R] = []
+        if stems:  # nothing to return (an idle tick): nothing read, not even a journal's stat
+            self._reading()
         with gc_paused():  # as in a listing: many new acyclic records
             for stem in stems:
                 if limit is not None and len(records) >= limit:
@@ -232,6 +234,9 @@ class Collection(Generic[R]):
                     records.append(record)
         return records
 
+    def _reading(self) -> None:
+        """Hot records are about to be read (``JournaledCollection`` reads its journal's new lines)."""
+
     def _folded(self, stem: str, record: R) -> R:
         """A hot record as it is, from its document as read (``JournaledCollection`` adds its journal lines)."""
         return record
@@ -246,6 +251,7 @@ class Collection(Generic[R]):
         stem = self.spec.name_of(doc_id)
         if stem is None:
             return None
+        self._reading()
         for _ in range(2):
             archived = self.archived_path(stem) if self.spec.ended is not None else None
             path = archived or self.hot_dir / f"{stem}.json"

@@ -31,12 +31,25 @@ import orjson
 
 from loop_engine.atomic import fsync_directory
 
-__all__ = ["DeliveryJournal", "journal_for"]
+__all__ = ["DeliveryJournal", "journal_for", "line_fields"]
 
 log = logging.getLogger("bot.store.files")
 
 _journals: dict[Path, DeliveryJournal] = {}
 _journals_lock = threading.Lock()
+
+
+def line_fields(raw: bytes, **fields: type) -> tuple[Any, ...]:
+    """The named fields of one JSON line, each of its type; ValueError saying what is wrong otherwise."""
+    try:
+        entry = orjson.loads(raw)
+        values = tuple(entry[name] for name in fields)
+    except (orjson.JSONDecodeError, KeyError, TypeError) as err:
+        raise ValueError(f"{type(err).__name__}: {err}") from err
+    for (name, kind), value in zip(fields.items(), values, strict=True):
+        if not isinstance(value, kind):
+            raise ValueError(f"{name} must be a {kind.__name__}, not {type(value).__name__}")
+    return values
 
 
 def journal_for(path: Path, is_done: Callable[[str], bool]) -> DeliveryJournal:
@@ -181,11 +194,8 @@ class DeliveryJournal:
         self._good = data.rfind(b"\n") + 1
         for number, raw in enumerate(data[: self._good].splitlines(), start=1):
             try:
-                entry = orjson.loads(raw)
-                key, work = entry["key"], entry["work"]
-                if not isinstance(key, str) or not isinstance(work, list):
-                    raise TypeError("key must be a string and work a list")
-            except (orjson.JSONDecodeError, KeyError, TypeError) as err:
+                key, work = line_fields(raw, key=str, work=list)
+            except ValueError as err:
                 log.error("%s line %d: damaged accepted delivery (%s), skipped; the others go on",
                           self.path, number, err)
                 continue

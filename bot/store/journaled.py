@@ -12,16 +12,20 @@ documents and drops their lines from the journal.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import logging
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .base import StoreError
 from .collection import Collection, R, Spec
 from .documents import Quarantine
 from .index import Changes, file_key
 from .vote_journal import COMPACT_AT, FOLD_AT_ONCE, VoteJournal
 
 __all__ = ["JournaledCollection", "JournalLines"]
+
+log = logging.getLogger("bot.store.files")
 
 T = TypeVar("T")
 
@@ -49,20 +53,8 @@ class JournaledCollection(Collection[R]):
             self._fold(record, lines)
         return record
 
-    def find(self, doc_id: str) -> tuple[Path, R] | None:
+    def _reading(self) -> None:
         self.journal.refresh()
-        return super().find(doc_id)
-
-    def fetch(
-        self,
-        stems: Iterable[str],
-        keep: Callable[[R], bool] | None = None,
-        loaded: Mapping[str, R] | None = None,
-        limit: int | None = None,
-    ) -> list[R]:
-        if stems:  # nothing to return (an idle tick): not even a stat
-            self.journal.refresh()
-        return super().fetch(stems, keep, loaded, limit)
 
     # -- writing ------------------------------------------------------------------------
 
@@ -103,7 +95,11 @@ class JournaledCollection(Collection[R]):
             if appended:
                 self._append(changes, appended, carried, results)
             if len(self.journal) >= self.compact_at:
-                self._compact(changes)
+                try:
+                    self._compact(changes)
+                except (OSError, StoreError) as err:  # the votes are recorded; the next batch folds again
+                    log.warning("%s: could not fold vote lines into their reviews (%s); trying again later",
+                                self.journal.path, err)
         return results
 
     def _append(

@@ -27,6 +27,7 @@ complete line is logged naming the file and line, and skipped.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -38,6 +39,8 @@ from typing import Any
 import orjson
 
 from loop_engine.atomic import atomic_write_bytes
+
+from .journal import line_fields
 
 __all__ = ["COMPACT_AT", "FOLD_AT_ONCE", "VoteJournal"]
 
@@ -112,6 +115,10 @@ class VoteJournal:
                     view = view[os.write(fd, view):]
                 os.fsync(fd)
                 found = os.fstat(fd)
+            except OSError:
+                with contextlib.suppress(OSError):  # none of it was acknowledged: no reader may fold any of it
+                    os.ftruncate(fd, self._offset)
+                raise
             finally:
                 os.close(fd)
             for stem, vote in entries:  # as written: no need to parse them back
@@ -147,11 +154,8 @@ class VoteJournal:
         for raw in data.splitlines():
             self._line_no += 1
             try:
-                entry = orjson.loads(raw)
-                stem, vote = entry["review"], entry["vote"]
-                if not isinstance(stem, str) or not isinstance(vote, dict):
-                    raise TypeError("review must be a string and vote an object")
-            except (orjson.JSONDecodeError, KeyError, TypeError) as err:
+                stem, vote = line_fields(raw, review=str, vote=dict)
+            except ValueError as err:
                 log.error("%s line %d: damaged vote line (%s), skipped; the others go on",
                           self.path, self._line_no, err)
                 continue

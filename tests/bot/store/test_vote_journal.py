@@ -240,3 +240,24 @@ def test_a_long_journal_folds_a_few_reviews_at_a_time_the_busiest_first(tmp_path
     path = store.root / "reviews" / "demo-2.json"
     assert len(on_disk.decode(path, path.read_bytes()).delivery_keys) == 3  # its lines are in its document
     assert {r.id: len(r.delivery_keys) for r in FileStore(store.root).open_reviews()} == counts
+
+
+def test_a_fold_that_fails_leaves_the_votes_recorded_and_is_tried_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = new_store(tmp_path / "state", required=50)
+    store._reviews.compact_at = 2
+    real = VoteJournal.drop
+
+    def full(self: VoteJournal, stems: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(VoteJournal, "drop", full)
+    with caplog.at_level(logging.WARNING, logger="bot.store.files"):
+        results = store.cast_votes({"demo-1": [(approve("local:v0", "k0"), None), (approve("local:v1", "k1"), None)]})
+    assert [r.accepted for r in results["demo-1"]] == [True, True]  # told: the lines are durable
+    assert "could not fold vote lines" in caplog.text
+    monkeypatch.setattr(VoteJournal, "drop", real)
+    store.cast_votes({"demo-1": [(approve("local:v2", "k2"), None)]})
+    assert len(journal_of(store).read_bytes().splitlines()) == 1  # folded now: the header alone
+    assert FileStore(store.root).get_review("demo-1").delivery_keys == ["k0", "k1", "k2"]
