@@ -82,8 +82,9 @@ class Workspace:
             cwd=self.root,
         )
 
-    def status(self) -> dict[str, Any]:
-        done = self.cli("status", "--json")
+    def status(self, *, everything: bool = False) -> dict[str, Any]:
+        """``status --json``: the hot set and the latest ended runs, or ``everything`` ever stored (``--all``)."""
+        done = self.cli("status", "--json", *(["--all"] if everything else []))
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 

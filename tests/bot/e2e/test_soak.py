@@ -88,7 +88,7 @@ def act(ws: Workspace, rng: random.Random, ledger: Ledger) -> str:
 
 def settled(ws: Workspace, ledger: Ledger) -> dict[str, Any] | None:
     """The status once no run is running, no review waits to be applied and every request has its run."""
-    status = ws.status()
+    status = ws.status(everything=True)  # every run: the default shows the latest ended ones only
     triggers = {run["trigger"] for run in status["runs"]}
     if any(run["status"] == "running" for run in status["runs"]):
         return None
@@ -124,8 +124,9 @@ def violations(ws: Workspace, status: dict[str, Any], ledger: Ledger) -> list[st
             problems.append(f"{review_id}: the outcome was posted more than once")
         if review["status"] == "applied" and outcome is not None:
             problems += applied_once(ws, review, runs[review["run"]])
+    snapshots = FileStore(ws.state_dir)
     for path in sorted((ws.state_dir / "snapshots").glob("*.json")):
-        decisions = json.loads(path.read_text(encoding="utf-8"))["snapshot"]["decisions"]
+        decisions = (snapshots.load_snapshot(path.stem) or {})["decisions"]
         twice = [c for c, n in Counter(d["checkpoint_id"] for d in decisions).items() if n > 1]
         if twice:
             problems.append(f"snapshot {path.name} has more than one decision for {twice}")
@@ -140,7 +141,7 @@ def violations(ws: Workspace, status: dict[str, Any], ledger: Ledger) -> list[st
 def applied_once(ws: Workspace, review: dict[str, Any], run: dict[str, Any]) -> list[str]:
     """The review's run moved past its checkpoint once, the way the outcome said."""
     problems = []
-    snapshot = json.loads((ws.state_dir / "snapshots" / f"{run['id']}.json").read_text())["snapshot"]
+    snapshot = FileStore(ws.state_dir).load_snapshot(run["id"]) or {}  # the engine's state, as the run saved it
     decisions = [d["decision"] for d in snapshot["decisions"] if d["checkpoint_id"] == review["checkpoint"]]
     if decisions != [review["outcome"]["decision"].upper()]:
         problems.append(f"{review['id']} applied to run {run['id']} as {decisions}")
