@@ -261,3 +261,16 @@ def test_a_fold_that_fails_leaves_the_votes_recorded_and_is_tried_again(
     store.cast_votes({"demo-1": [(approve("local:v2", "k2"), None)]})
     assert len(journal_of(store).read_bytes().splitlines()) == 1  # folded now: the header alone
     assert FileStore(store.root).get_review("demo-1").delivery_keys == ["k0", "k1", "k2"]
+
+
+def test_serve_and_a_cli_process_take_turns_on_one_review(tmp_path: Path) -> None:
+    """Slack votes journaled by serve, a `loopbot decide` from another process in between: all count, in order."""
+    serve = new_store(tmp_path / "state", required=4)
+    cli = FileStore(serve.root)
+    serve.cast_votes({"demo-1": [(approve("local:v0", "k0", 1), None)]})
+    assert cli.cast_votes({"demo-1": [(approve("local:v1", None, 2), None)]})["demo-1"][0].accepted  # written
+    serve.cast_votes({"demo-1": [(approve("local:v2", "k2", 3), None)]})
+    last = cli.cast_votes({"demo-1": [(approve("local:v3", "k3", 4), None)]})["demo-1"][0]
+    assert last.outcome is not None and last.message.startswith("decided: approve by local:v0, local:v1, local:v2")
+    for reader in (serve, cli, FileStore(serve.root)):
+        assert [v.voter for v in reader.get_review("demo-1").history] == [f"local:v{n}" for n in range(4)]
