@@ -248,12 +248,13 @@ class _Intake:
             await ack(response_action="errors", errors={FIELD_BLOCK[decision]: error})
             return
         await ack()
-        if context.channel:
-            self._after_ack(self._tell_when_done(client, respond, vote))
+        self._after_ack(self._tell_when_done(client, respond, vote))
 
     async def _tell_when_done(self, client: AsyncWebClient, respond: Mapping[str, Any],
                               vote: asyncio.Future[Answer]) -> None:
-        await self._tell(client, respond, await vote)
+        answer = await vote  # awaited even when nobody can be told: its failure is logged, not lost
+        if respond["channel"]:
+            await self._tell(client, respond, answer)
 
     # --- @-mentions ----------------------------------------------------------------------
     async def mention(self, body: dict[str, Any], event: dict[str, Any], client: AsyncWebClient) -> None:
