@@ -55,7 +55,7 @@ class SnapshotFiles(DocumentWriter):
         path = self._snapshot_path(run_id)
         engine = encode_state(state)
         head = b'{"format":%d,"run_id":%b,"engine":' % (SNAPSHOT_FORMAT, orjson.dumps(run_id))
-        self._write(path, head + engine + b"}\n")
+        self._write(path, b"".join((head, engine, b"}\n")))  # one copy of a large state, not two
 
     def _snapshot_document(self, run_id: str) -> tuple[Path, dict[str, Any]] | None:
         path = self._snapshot_path(run_id)
