@@ -20,6 +20,7 @@ the same directory in that process share one journal (``journal_for``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -31,12 +32,33 @@ import orjson
 
 from loop_engine.atomic import fsync_directory
 
-__all__ = ["DeliveryJournal", "journal_for", "line_fields"]
+__all__ = ["DeliveryJournal", "append_after", "journal_for", "line_fields"]
 
 log = logging.getLogger("bot.store.files")
 
 _journals: dict[Path, DeliveryJournal] = {}
 _journals_lock = threading.Lock()
+
+
+def append_after(fd: int, good: int, data: bytes) -> os.stat_result:
+    """Append ``data`` durably to the file open as ``fd`` after its first ``good`` bytes (its complete lines).
+
+    Whatever follows them - a line a crash or a failed write cut short - is
+    cut off first; and if this write fails, what it wrote is cut off too:
+    none of it was acknowledged, so no reader may take any of it.
+    """
+    try:
+        if os.fstat(fd).st_size != good:
+            os.ftruncate(fd, good)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+        return os.fstat(fd)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, good)
+        raise
 
 
 def line_fields(raw: bytes, **fields: type) -> tuple[Any, ...]:
@@ -148,13 +170,7 @@ class DeliveryJournal:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
                 fsync_directory(self.path.parent)
-            if os.fstat(self._fd).st_size != self._good:  # a line cut short (a crash, a failed write): drop it
-                os.ftruncate(self._fd, self._good)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self._fd, view):]
-            os.fsync(self._fd)
-            found = os.fstat(self._fd)
+            found = append_after(self._fd, self._good, data)
             self._seen, self._good = (found.st_ino, found.st_size), found.st_size
         except OSError as err:
             log.error("%s: could not record accepted deliveries (%s); their senders get an error", self.path, err)

@@ -27,7 +27,6 @@ complete line is logged naming the file and line, and skipped.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import secrets
@@ -40,7 +39,7 @@ import orjson
 
 from loop_engine.atomic import atomic_write_bytes
 
-from .journal import line_fields
+from .journal import append_after, line_fields
 
 __all__ = ["COMPACT_AT", "FOLD_AT_ONCE", "VoteJournal"]
 
@@ -108,17 +107,7 @@ class VoteJournal:
                 self._start()
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
             try:
-                if os.fstat(fd).st_size != self._offset:  # a line cut short (a crash, a failed write): drop it
-                    os.ftruncate(fd, self._offset)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
-                found = os.fstat(fd)
-            except OSError:
-                with contextlib.suppress(OSError):  # none of it was acknowledged: no reader may fold any of it
-                    os.ftruncate(fd, self._offset)
-                raise
+                found = append_after(fd, self._offset, data)
             finally:
                 os.close(fd)
             for stem, vote in entries:  # as written: no need to parse them back
