@@ -5,8 +5,9 @@ their own modules and are imported where configured, so their SDKs load only
 when used.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .lazy import lazy_getattr
 
 if TYPE_CHECKING:  # pragma: no cover - what type checkers and editors see
     from .channel import Channel, ChannelError, MessageRef, ReviewPost
@@ -35,10 +36,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # later lookups do not come here
-    return value
+__getattr__ = lazy_getattr(__name__, _WHERE)

@@ -7,8 +7,9 @@ neither should load the whole desk (the posting desk, the local channel).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from adapters.lazy import lazy_getattr
 
 if TYPE_CHECKING:  # pragma: no cover - what type checkers and editors see
     from .authorize import Authorizer, ListMembership, Membership
@@ -44,10 +45,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # later lookups do not come here
-    return value
+__getattr__ = lazy_getattr(__name__, _WHERE)
