@@ -34,7 +34,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from slack_bolt.app.async_app import AsyncApp
@@ -131,18 +131,18 @@ class _Intake:
         self.answer_wait = answer_wait
         self.clicks = clicks
         self.events = SeenEvents()
-        self._after: set[asyncio.Future[None]] = set()  # held, so a running follow-up is not collected
+        self._after: set[asyncio.Future[Any]] = set()  # held, so a running follow-up is not collected
 
     async def _vote(self, reply: Reply) -> Answer:
         return await self.batches.vote(reply)
 
-    def _after_ack(self, work: Coroutine[Any, Any, None]) -> None:
+    def _after_ack(self, work: Awaitable[Any]) -> None:
         """Run ``work`` once the listener has returned and Bolt has sent the acknowledgement."""
         task = asyncio.ensure_future(work)
         self._after.add(task)
         task.add_done_callback(self._finished)
 
-    def _finished(self, task: asyncio.Future[None]) -> None:
+    def _finished(self, task: asyncio.Future[Any]) -> None:
         self._after.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("slack: what follows an acknowledgement failed", exc_info=task.exception())
@@ -200,7 +200,7 @@ class _Intake:
             decision = HumanDecision.REJECT if verb == "reject" else HumanDecision.MODIFY
             context = ModalContext(review_id, channel, message_ts, thread_ts, str(body.get("response_url") or ""))
             await ack()
-            self._after_ack(self._open_modal(client, body["trigger_id"], build_modal(decision, context)))
+            self._after_ack(client.views_open(trigger_id=body["trigger_id"], view=build_modal(decision, context)))
             return
         await ack()
         respond = {"channel": channel, "user": voter.id, "thread_ts": thread_ts,
@@ -215,10 +215,6 @@ class _Intake:
             respond=respond,
         )
         self._after_ack(self._vote_and_tell(client, respond, reply))
-
-    @staticmethod
-    async def _open_modal(client: AsyncWebClient, trigger_id: str, view: dict[str, Any]) -> None:
-        await client.views_open(trigger_id=trigger_id, view=view)
 
     async def _vote_and_tell(self, client: AsyncWebClient, respond: Mapping[str, Any], reply: Reply) -> None:
         await self._tell(client, respond, await self._vote(reply))

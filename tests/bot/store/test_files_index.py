@@ -64,6 +64,16 @@ def tick(store: FileStore) -> Any:
     )
 
 
+def listed_at_old_mtimes(root: Path) -> FileStore:
+    """A filled store whose index listed its directories after they aged: no second look is due."""
+    store = FileStore(root)
+    fill(store)
+    tick(store)
+    age(root)
+    tick(store)
+    return store
+
+
 def scans(store: FileStore) -> list[int]:
     """How often each directory was listed (hot and archive of reviews and runs, the outbox)."""
     return [store._reviews.hot.scans, store._runs.hot.scans, store._outbox.hot.scans,
@@ -99,11 +109,7 @@ def test_an_idle_tick_reads_no_file_and_lists_no_directory(tmp_path: Path, reads
 
 
 def test_a_query_reads_the_documents_it_returns_and_no_other(tmp_path: Path, reads: list[str]) -> None:
-    store = FileStore(tmp_path)
-    fill(store)
-    tick(store)
-    age(tmp_path)
-    tick(store)
+    store = listed_at_old_mtimes(tmp_path)
     before = scans(store)
     reads.clear()
     assert [r.id for r in store.open_reviews()] == ["demo-2", "demo-3", "demo-4", "demo-5"]
@@ -126,11 +132,7 @@ def test_a_first_listing_reads_each_document_once(tmp_path: Path, reads: list[st
 
 
 def test_an_own_write_is_seen_without_listing_or_reading(tmp_path: Path, reads: list[str]) -> None:
-    store = FileStore(tmp_path)
-    fill(store)
-    tick(store)
-    age(tmp_path)
-    tick(store)  # listed at old mtimes: no second look is due
+    store = listed_at_old_mtimes(tmp_path)
     before = scans(store)
     store.update_review("demo-2", lambda r: cast_vote(r, Vote("local:a", HumanDecision.APPROVE), now=T0))
     reads.clear()  # the update itself reads the document it changes
@@ -147,11 +149,7 @@ def test_an_own_write_is_seen_without_listing_or_reading(tmp_path: Path, reads: 
 
 
 def test_own_writes_leave_the_index_as_a_listing_would(tmp_path: Path) -> None:
-    store = FileStore(tmp_path)
-    fill(store)
-    tick(store)
-    age(tmp_path)
-    tick(store)
+    store = listed_at_old_mtimes(tmp_path)
     before = scans(store)
     approve = Vote("local:a", HumanDecision.APPROVE)
     store.update_review("demo-4", lambda r: cast_vote(r, approve, now=T0))
