@@ -308,6 +308,19 @@ def _replicas_view(store: Store, me: str) -> dict[str, Any]:
     return replicas_view(store, me)
 
 
+#: ``serve``'s exit status when its state dir was deleted or replaced under it (the CLI's "unusable state_dir").
+EXIT_STATE_LOST = 1
+
+
+def _exit_at_once(_reason: str) -> None:
+    """Leave without the orderly stop: saving running steps would write into a state dir that is not ours.
+
+    What the process had committed is safe as after a kill -9, which the store is built for.
+    """
+    logging.shutdown()
+    os._exit(EXIT_STATE_LOST)
+
+
 def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
     """Run the bot until SIGTERM/SIGINT; raises AlreadyRunningError if another serve holds the state dir."""
     state_dir = Path(config.state_dir)
@@ -331,7 +344,7 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
             runner.request_run(name, trigger="schedule")
 
         leadership = _leadership(config, store, runner, fire, port)
-        service = Service(store, runner, leader=leadership)
+        service = Service(store, runner, leader=leadership, lost=lock.lost, on_lost=_exit_at_once)
         view = None if leadership is None else partial(_replicas_view, store, leadership.name)
         app = create_app(store, state_dir, channels.routes(votes, desk), service=service, desk=desk, replicas=view)
         http = HttpServer(app, sock)

@@ -42,13 +42,20 @@ class Service:
     """Runs ticks on a thread until stopped; ``tick()`` is also callable directly (tests)."""
 
     def __init__(self, store: Store, runner: Runner, *, clock: Callable[[], datetime] = utcnow,
-                 leader: Any = None) -> None:
+                 leader: Any = None, lost: Callable[[], str | None] | None = None,
+                 on_lost: Callable[[str], None] | None = None) -> None:
         """``leader``: on a store shared by replicas, the ``bot.replicas.Leadership`` of this one - only
-        while it leads does the tick fire deadlines (and sweep for runs to restart). None: always."""
+        while it leads does the tick fire deadlines (and sweep for runs to restart). None: always.
+
+        ``lost`` says, before every tick, whether what this process holds has gone (the serve lock's
+        ``lost``: its state dir deleted or replaced); then ``on_lost(reason)`` runs once and ticking ends,
+        since every further write would land beside another process's state."""
         self._store = store
         self._runner = runner
         self._clock = clock
         self._leader = leader
+        self._lost = lost
+        self._on_lost = on_lost
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._interval = 1.0
@@ -140,12 +147,25 @@ class Service:
     def _loop(self, interval: float) -> None:
         try:
             while not self._stop.is_set():
+                if self.held_gone():
+                    return
                 if self._guarded("tick", f"tick failed (next in {interval:.1f}s)", self.tick):
                     self._last_tick = self._clock()
                 self._stop.wait(interval)
         except BaseException as err:  # the thread's boundary: /healthz reports the death instead of hiding it
             self._died = f"{type(err).__name__}: {err}"
             log.critical("the tick thread stopped: %s", self._died, exc_info=err)
+
+    def held_gone(self) -> bool:
+        """True (after logging one ERROR and calling ``on_lost``) when what this process holds has gone."""
+        reason = self._lost() if self._lost is not None else None
+        if reason is None:
+            return False
+        log.error("%s while this serve held it: stopping, so no second process shares its state "
+                  "(a supervisor restarts serve on the directory as it is now)", reason)
+        if self._on_lost is not None:
+            self._on_lost(reason)
+        return True
 
     def start(self, interval: float) -> None:
         self._interval = interval

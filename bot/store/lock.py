@@ -112,6 +112,10 @@ def _open_lock(path: Path, flags: int) -> int:
     return fd
 
 
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
 def _read_info(fd: int) -> dict[str, Any]:
     """The holder's info; a torn or empty file (holder mid-write) reads as {}."""
     os.lseek(fd, 0, os.SEEK_SET)
@@ -129,6 +133,7 @@ class ServeLock:
     def __init__(self, state_dir: str | os.PathLike[str]) -> None:
         self.path = Path(state_dir) / LOCK_NAME
         self._fd: int | None = None
+        self._taken: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))
         self.info: dict[str, Any] = {}
 
     @property
@@ -154,9 +159,35 @@ class ServeLock:
                 os.close(fd)
                 raise AlreadyRunningError(self.path, info) from None
         self._fd = fd
+        self._taken = (_identity(os.fstat(fd)), _identity(os.stat(self.path.parent)))
         self.info = {"pid": os.getpid(), "role": role, "port": port, "started_at": datetime.now(UTC).isoformat()}
         self._write_info()
         return self.info
+
+    def lost(self) -> str | None:
+        """What changed since ``acquire()``, when the lock or its state dir is no longer the one taken.
+
+        A state dir deleted or replaced under a holder leaves it holding a lock
+        nobody else can see: another ``serve`` or ``run`` would start on the new
+        directory beside it and reuse ids already posted. Two ``stat`` calls.
+        """
+        if self._fd is None:
+            return None
+        lock_taken, dir_taken = self._taken
+        state_dir = self.path.parent
+        try:
+            now_dir = _identity(os.stat(state_dir))
+        except FileNotFoundError:
+            return f"state_dir {state_dir} was removed"
+        if now_dir != dir_taken:
+            return f"state_dir {state_dir} was replaced by another directory"
+        try:
+            now_lock = _identity(os.lstat(self.path))
+        except FileNotFoundError:
+            return f"the lock file {self.path} was removed"
+        if now_lock != lock_taken:
+            return f"the lock file {self.path} was replaced by another file"
+        return None
 
     def update(self, **info: Any) -> None:
         """Add to the holder's info (e.g. the port uvicorn bound when asked for port 0)."""
