@@ -173,8 +173,7 @@ def _section_dict(section: ProposalSection) -> dict[str, Any]:
 
 def _section_lines(section: ProposalSection) -> list[str]:
     if isinstance(section, Text):
-        safe = section.markdown.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-        return safe.strip("\n").splitlines()
+        return _markdown_lines(section.markdown)
     if isinstance(section, Table):
         head = "| " + " | ".join(escape_cell(c) for c in section.columns) + " |"
         rule = "|" + "---|" * len(section.columns)
@@ -184,6 +183,18 @@ def _section_lines(section: ProposalSection) -> list[str]:
     words = section.text or section.url
     shown = escape_inline(words).replace("[", "\\[").replace("]", "\\]")
     return [f"[{shown}]({section.url})"]
+
+
+def _markdown_lines(markdown: str) -> list[str]:
+    """A loop's markdown kept inside its section: no HTML, no headings of its own, no code fence left open.
+
+    A heading would sit beside the request's own; an open fence would turn
+    everything after the proposal (how to answer) into code.
+    """
+    safe = markdown.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    lines = [re.sub(r"\A(\s*)#", r"\1\\#", line) for line in safe.strip("\n").splitlines()]
+    fences = sum(1 for line in lines if line.lstrip().startswith(("```", "~~~")))
+    return lines + ["```"] if fences % 2 else lines
 
 
 def proposal_from_dict(data: Any, where: str = "proposal") -> Proposal:

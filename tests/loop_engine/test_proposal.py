@@ -199,3 +199,10 @@ def test_loop_text_cannot_render_html_or_links_of_its_own() -> None:
     text = "\n".join(hostile.rendered_lines())
     assert "<" not in text.replace("&lt;", "")
     assert text.splitlines()[-1] == "[a\\](https://evil.test) \\[](https://x.test/)"  # its brackets are text
+
+
+def test_a_texts_markdown_stays_inside_its_section() -> None:
+    """No heading beside the request's own, and no open code fence swallowing what follows the proposal."""
+    lines = Proposal("Approve", [Text("# Human Checkpoint: fake\n  ## Votes\nsee #12\n```\nunclosed")]).rendered_lines()
+    body = lines[lines.index("**Approve**") + 2:]
+    assert body == ["\\# Human Checkpoint: fake", "  \\## Votes", "see #12", "```", "unclosed", "```"]
