@@ -240,7 +240,7 @@ class LoopCatalog:
         fails or returns no text is logged and ignored: the run's end is still told.
         """
         try:
-            summarize = self._resolve(name).spec.summarize
+            summarize = getattr(self._resolve(name).spec, "summarize", None)  # a factory's own spec type may lack it
         except (UnknownLoopError, LoopBuildError):
             return None
         if summarize is None:

@@ -10,7 +10,8 @@ show it whole.
 Every class is frozen and checked on construction: a mistake in a loop's
 code fails where the loop builds the proposal, with the field named, not
 later in a renderer. Lists given for the sequence fields are kept as
-tuples, so two equal proposals compare equal after a JSON round trip
+tuples (hashable, and never changed behind the check), so two equal
+proposals compare equal after a JSON round trip
 (``to_dict``/``proposal_from_dict``); ``rendered_lines`` gives the markdown
 ``ReviewRequest.to_markdown`` appends.
 """
@@ -66,8 +67,8 @@ class Text:
 class Table:
     """Columns and rows of plain-text cells; every row has one cell per column."""
 
-    columns: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
+    columns: Sequence[str]
+    rows: Sequence[Sequence[str]]
     title: str = ""
 
     def __post_init__(self) -> None:
@@ -89,7 +90,7 @@ class Table:
 class ChangeList:
     """What approving changes, one line per item ("#12: add P1")."""
 
-    items: tuple[str, ...]
+    items: Sequence[str]
     title: str = ""
 
     def __post_init__(self) -> None:
@@ -126,7 +127,7 @@ class Proposal:
     """What approving does, in one line ("Approve to apply 91 label changes to octo/ops"), then its sections."""
 
     summary: str
-    sections: tuple[ProposalSection, ...] = ()
+    sections: Sequence[ProposalSection] = ()
 
     def __post_init__(self) -> None:
         _text(self.summary, "Proposal.summary", one_line=True, empty=False)
