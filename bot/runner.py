@@ -55,7 +55,11 @@ _DONE_STEPS = ("completed", "verified_completed", "skipped")
 
 
 def result_text(result: dict[str, Any] | None) -> str:
-    """A run's result in one line: "4 iterations; 4 of 4 steps done; output: {...}" ("" when there is none)."""
+    """A run's result in one line: "4 iterations; 4 of 4 steps done; output: {...}" ("" when there is none).
+
+    The loop's own ``summary`` (``LoopSpec.summarize``, kept in the result at
+    the run's end) is shown in place of its output.
+    """
     if not result:
         return ""
     parts = []
@@ -67,8 +71,10 @@ def result_text(result: dict[str, Any] | None) -> str:
         left = ", ".join(f"{step} {status}" for step, status in steps.items() if status not in _DONE_STEPS)
         parts.append(f"{done} of {len(steps)} steps done" + (f" ({left})" if left else ""))
     output = result.get("output")
-    summary = output.get("summary") if isinstance(output, dict) else None
-    if isinstance(summary, str) and summary.strip():  # a loop that words its own result (daily triage's report)
+    summary = result.get("summary")
+    if not isinstance(summary, str) or not summary.strip():
+        summary = output.get("summary") if isinstance(output, dict) else None
+    if isinstance(summary, str) and summary.strip():  # a loop that words its own result
         parts.append(" ".join(summary.split()))
     elif output is not None:
         shown = json.dumps(output, ensure_ascii=False, default=str)
@@ -337,6 +343,8 @@ class Runner:
             status, reason = "rejected", state.decisions[-1].feedback or result.reason
         else:
             status, reason = "failed", result.reason or state.stop_reason
+        if words := self._catalog.summary(self._store.get_run(run_id).loop, result):
+            summary["summary"] = words
         self._store.update_run(run_id, lambda run: self._finish(run, status, reason, summary))
         log.info("run %s %s%s", run_id, status, f": {reason}" if reason else "")
         self._tell_end(run_id, status, reason, (d.checkpoint_id for d in state.decisions))

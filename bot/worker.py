@@ -233,6 +233,28 @@ class LoopCatalog:
         reason = getattr(self._resolve(name).spec, "inactive", None)
         return str(reason) if reason else None
 
+    def summary(self, name: str, result: LoopResult) -> str | None:
+        """The loop's own words for how ``result`` ended (``LoopSpec.summarize``), or None.
+
+        None when the loop has no hook or is gone from the config; a hook that
+        fails or returns no text is logged and ignored: the run's end is still told.
+        """
+        try:
+            summarize = getattr(self._resolve(name).spec, "summarize", None)  # a factory's own spec type may lack it
+        except (UnknownLoopError, LoopBuildError):
+            return None
+        if summarize is None:
+            return None
+        try:
+            text = summarize(result)
+        except Exception:  # the loop's own code: its failure must not lose the run's end
+            log.exception("loop %s: summarize(result) failed; the run's end shows its output instead", name)
+            return None
+        if not isinstance(text, str) or not text.strip():
+            log.warning("loop %s: summarize(result) returned %r, not text; showing the output instead", name, text)
+            return None
+        return text.strip()
+
     def new_engine(self, name: str, run_id: str, store: Store, stop_requested: Callable[[], bool],
                    claim_held: Callable[[], bool] = lambda: True) -> LoopEngine:
         """A fresh engine (components registered anew) that saves into ``run_id``'s snapshot while it may."""

@@ -14,8 +14,11 @@ The pieces, top to bottom:
   in another process, which must build the same engine again.
 - ``NotesPlanner``, ``NotesActor``, ``NotesEvaluator`` - the components. The
   actor does each step's work; after drafting it calls
-  ``checkpoint.request_review(...)``, so the run stops before ``publish``
-  and waits for ``loopbot decide``.
+  ``checkpoint.request_review(reason, details=Proposal(...))``, so the run
+  stops before ``publish`` and waits for ``loopbot decide``; the proposal
+  says, as data, what approving does and shows the draft.
+- ``summarize(result)`` - the line people read when a run ends, instead of
+  its raw output.
 - Everything a step needs from earlier steps is read back from the
   observations (the engine saves them with the run), never from attributes
   on these objects: a resumed run gets brand-new objects.
@@ -30,9 +33,10 @@ from loop_engine.checkpoint import HumanCheckpoint
 from loop_engine.components import ListPlanner, PassThroughObserver
 from loop_engine.config import LoopConfig
 from loop_engine.engine import LoopEngine
-from loop_engine.types import ComponentType, Evaluation, LoopContext, Observation, Plan, Step
+from loop_engine.proposal import ChangeList, Proposal, Text
+from loop_engine.types import ComponentType, Evaluation, LoopContext, LoopResult, Observation, Plan, Step
 
-__all__ = ["build", "NotesPlanner", "NotesActor", "NotesEvaluator", "STEPS"]
+__all__ = ["build", "summarize", "NotesPlanner", "NotesActor", "NotesEvaluator", "STEPS"]
 
 #: (step id, description), in order.
 STEPS: tuple[tuple[str, str], ...] = (
@@ -97,8 +101,14 @@ class NotesActor:
             changes = output_of("collect", observations)["changes"]
             text = "\n".join([f"# {inputs['project']}: what's new", ""] + [f"- {change}" for change in changes])
             if self.ask_before_publish and self.checkpoint is not None:
-                # The run stops after this step, before "publish", until someone decides.
-                self.checkpoint.request_review(f"publish the notes for {inputs['project']}: {'; '.join(changes)}?")
+                # The run stops after this step, before "publish", until someone decides. The proposal
+                # says what approving does, then shows it: the reviewer reads the draft, not a summary.
+                proposal = Proposal(
+                    f"Approve to publish the release notes for {inputs['project']}",
+                    [Text(text, title="The draft"), ChangeList(changes, title="Changes it lists")],
+                )
+                self.checkpoint.request_review(f"publish the notes for {inputs['project']}: {'; '.join(changes)}?",
+                                               details=proposal)
             return {"notes": text}
         if kind == "publish":
             notes = output_of("draft", observations)["notes"]
@@ -119,6 +129,14 @@ class NotesEvaluator:
         return Evaluation(score=1.0, passed=True, step_id=latest.step_id)
 
 
+def summarize(result: LoopResult) -> str:
+    """How a run ended, in a line (``LoopSpec(summarize=...)``): loopbot shows it instead of the raw output."""
+    published = next((v for v in (result.output or {}).values() if isinstance(v, dict) and "published" in v), None)
+    if published is not None:
+        return f"published the notes ({published['lines']} lines)"
+    return "the notes were not published"
+
+
 def _options(options: dict[str, Any]) -> dict[str, Any]:
     """The options with defaults filled in; PatternError (shown by `loopbot check` as loops[i].options) if wrong."""
     unknown = sorted(set(options) - set(DEFAULTS))
@@ -126,8 +144,10 @@ def _options(options: dict[str, Any]) -> dict[str, Any]:
         raise PatternError(f"myloops: unknown option(s) {', '.join(unknown)}; known: {', '.join(DEFAULTS)}")
     merged = {**DEFAULTS, **options}
     changes = merged["changes"]
-    if not isinstance(changes, list) or not changes or not all(isinstance(c, str) for c in changes):
+    if not isinstance(changes, list) or not changes or not all(isinstance(c, str) and c.strip() for c in changes):
         raise PatternError(f"myloops: option changes must be a non-empty list of strings, got {changes!r}")
+    if any("\n" in c or "\r" in c for c in changes):
+        raise PatternError("myloops: option changes: each change must be one line")
     if not isinstance(merged["ask_before_publish"], bool):
         raise PatternError("myloops: option ask_before_publish must be true or false")
     return merged
@@ -154,4 +174,4 @@ def build(options: dict[str, Any]) -> LoopSpec:
             initial_context={"project": settings["project"], "changes": settings["changes"]},
         )
 
-    return LoopSpec(engine_factory=engine_factory, context_factory=context_factory)
+    return LoopSpec(engine_factory=engine_factory, context_factory=context_factory, summarize=summarize)

@@ -61,6 +61,7 @@ if TYPE_CHECKING:  # pragma: no cover - what type checkers and editors see
         TypeCheckGate,
     )
     from .persistence import LoopStatePersistence, PersistenceConfig
+    from .proposal import ChangeList, Link, Proposal, Table, Text
     from .recovery import (
         BackoffHandler,
         CircuitBreakHandler,
@@ -107,6 +108,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
     "gates": ("BudgetGate", "DeterministicGate", "GateContext", "GateResult", "GateRunner", "LintGate", "SchemaGate",
         "SecurityGate", "StandardGates", "SyntaxGate", "TestGate", "TypeCheckGate"),
     "persistence": ("LoopStatePersistence", "PersistenceConfig"),
+    "proposal": ("ChangeList", "Link", "Proposal", "Table", "Text"),
     "recovery": ("BackoffHandler", "CircuitBreakHandler", "DefaultRecoveryPolicy", "GracefulDegradationHandler",
         "RecoveryRegistry", "ReplanStepHandler", "RequestHumanHandler", "RetryHandler"),
     "review": ("CheckpointTrigger", "HumanDecision", "ReviewRequest", "ReviewResponse"),
@@ -121,20 +123,20 @@ _WHERE = {name: module for module, names in _SOURCES.items() for name in names}
 __version__ = "0.1.0"
 
 __all__ = [
-    "Actor", "Budget", "BudgetGate", "BackoffHandler", "CallableActor", "CheckpointConfig",
+    "Actor", "Budget", "BudgetGate", "BackoffHandler", "CallableActor", "ChangeList", "CheckpointConfig",
     "CheckpointError", "CheckpointPresets", "CheckpointTrigger", "CircuitBreakHandler",
     "ComponentRegistrationError", "ComponentType", "ConfigurationError", "CorruptStateError",
     "DefaultRecoveryPolicy", "DeterministicGate", "Evaluation", "Evaluator", "ExecutionState",
     "Failure", "FailureStatus", "FailureType", "GateContext", "GateResult", "GateRunner",
     "GracefulDegradationHandler", "HumanCheckpoint", "HumanDecision", "InvalidTransitionError",
-    "LintGate", "ListPlanner", "LoopConfig", "LoopContext", "LoopEngine", "LoopEngineError",
+    "LintGate", "Link", "ListPlanner", "LoopConfig", "LoopContext", "LoopEngine", "LoopEngineError",
     "LoopResult", "LoopState", "LoopStatePersistence", "LoopStatus", "MaxIterationsTerminator",
     "NoDecisionHandlerError", "Observation", "Observer", "PassThroughObserver", "PersistenceConfig",
-    "PersistenceError", "Plan", "PlanValidationError", "Planner", "PredicateEvaluator",
+    "PersistenceError", "Plan", "PlanValidationError", "Planner", "PredicateEvaluator", "Proposal",
     "Recovery", "RecoveryAction", "RecoveryRegistry", "RecoveryStrategy", "ReplanStepHandler",
     "RequestHumanHandler", "RetryHandler", "ReviewRequest", "ReviewResponse", "RunInterrupted",
     "SCHEMA_VERSION", "SchemaGate", "SchemaVersionError", "SecurityGate", "StandardGates", "Step", "StepStatus",
-    "SyntaxGate", "Terminator", "TestGate", "TypeCheckGate", "Verifier", "derive_result_status",
+    "SyntaxGate", "Table", "Terminator", "TestGate", "Text", "TypeCheckGate", "Verifier", "derive_result_status",
     "state_from_dict", "state_to_dict",
 ]
 

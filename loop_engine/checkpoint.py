@@ -27,6 +27,7 @@ from .atomic import atomic_write_text
 from .checkpoint_config import CheckpointConfig, CheckpointPresets
 from .errors import CheckpointError, NoDecisionHandlerError
 from .persistence import validate_trace_id
+from .proposal import Proposal
 from .review import CheckpointTrigger, HumanDecision, ReviewRequest, ReviewResponse
 from .types import Failure, FailureStatus, LoopState
 
@@ -82,19 +83,28 @@ class HumanCheckpoint:
         self.decision_handler = decision_handler
         self._now = now
         self._external: list[tuple[str, str]] = []  # (cause key, reason), oldest first
+        self._details: dict[str, Proposal] = {}  # cause key -> what the loop proposes, until presented
         self._anonymous_prefix = f"run-{uuid.uuid4().hex[:12]}"
         self._record_bases: dict[str, Path] = {}  # checkpoint id -> where its record was written
 
     # --- when -----------------------------------------------------------------
 
-    def request_review(self, reason: str) -> str:
+    def request_review(self, reason: str, details: Proposal | None = None) -> str:
         """Ask for a review at the next check; returns the cause key it will settle.
 
+        ``details`` is what approving does, as data (``loop_engine.proposal``):
+        it travels in the ``ReviewRequest`` (and its snapshots) as ``proposal``.
         The request is an in-process signal kept on this object until it is
         presented; once presented, its cause is in the state like any other.
         """
+        if details is not None and not isinstance(details, Proposal):
+            raise TypeError(
+                f"request_review(details=...) takes a loop_engine.proposal.Proposal, got {type(details).__name__}"
+            )
         cause = f"external:{uuid.uuid4().hex}"
         self._external.append((cause, reason))
+        if details is not None:
+            self._details[cause] = details
         return cause
 
     def should_pause(self, state: LoopState) -> CheckpointTrigger | None:
@@ -177,6 +187,7 @@ class HumanCheckpoint:
             context={"goal": state.context.goal, **context} if state.context else context,
             timestamp=self._now(),
             cause=cause,
+            proposal=self._details.get(cause),
         )
         if base is not None:
             self._record_bases[checkpoint_id] = base
@@ -189,6 +200,7 @@ class HumanCheckpoint:
                 if plain not in state.reviewed_causes:
                     state.reviewed_causes.append(plain)
             self._external = [(c, r) for c, r in self._external if c != cause]
+            self._details.pop(cause, None)
         state.pending_review = request
         return request
 

@@ -5,6 +5,8 @@ disk and posted to Slack or GitHub, and the response may arrive days later
 in another process. Both therefore round-trip through plain JSON
 (``to_dict``/``from_dict``, ``to_json``/``from_json``), enums by name and
 times as ISO-8601. ``loop_engine.checkpoint`` re-exports everything here.
+A request may carry the loop's ``Proposal`` (``loop_engine.proposal``):
+what approving does, as data; a request without one is stored as before.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, cast
 
 from .jsonvalue import decode_datetime, decode_enum, iso_datetime, json_copy
 from .markdown import escape_inline, render_table, show_value
+from .proposal import Proposal, proposal_from_dict
 
 __all__ = ["CheckpointTrigger", "HumanDecision", "ReviewRequest", "ReviewResponse"]
 
@@ -77,7 +80,11 @@ _SUMMARY_HEAD = ("iteration", "status", "failures")
 
 @dataclass
 class ReviewRequest:
-    """One question put to a human; ``cause`` is the reviewed-cause key it settles."""
+    """One question put to a human; ``cause`` is the reviewed-cause key it settles.
+
+    ``proposal`` is what approving does, when the loop said so
+    (``HumanCheckpoint.request_review(reason, details=Proposal(...))``).
+    """
 
     checkpoint_id: str
     trigger: CheckpointTrigger
@@ -86,10 +93,11 @@ class ReviewRequest:
     context: dict[str, Any] = field(default_factory=dict)
     timestamp: datetime = field(default_factory=datetime.now)
     cause: str = ""
+    proposal: Proposal | None = None
 
     def to_dict(self) -> dict[str, Any]:
         where = f"review request {self.checkpoint_id!r}"
-        return {
+        data: dict[str, Any] = {
             "checkpoint_id": self.checkpoint_id,
             "trigger": self.trigger.name,
             "state_summary": json_copy(self.state_summary, f"{where} state_summary"),
@@ -98,10 +106,14 @@ class ReviewRequest:
             "timestamp": iso_datetime(self.timestamp),
             "cause": self.cause,
         }
+        if self.proposal is not None:  # absent, not null: a request without one reads as it always did
+            data["proposal"] = self.proposal.to_dict()
+        return data
 
     @classmethod
     def from_dict(cls, data: Any) -> ReviewRequest:
         record = "review request"
+        proposal = data.get("proposal") if isinstance(data, dict) else None
         return cls(
             checkpoint_id=_require(data, "checkpoint_id", str, record),
             trigger=decode_enum(CheckpointTrigger, _require(data, "trigger", str, record), f"{record}.trigger"),
@@ -110,6 +122,7 @@ class ReviewRequest:
             context=dict(_require(data, "context", dict, record)),
             timestamp=_timestamp(data, record),
             cause=_require(data, "cause", str, record) if "cause" in data else "",
+            proposal=None if proposal is None else proposal_from_dict(proposal, f"{record}.proposal"),
         )
 
     def to_json(self) -> str:
@@ -124,6 +137,7 @@ class ReviewRequest:
 
         All text that came from the loop is escaped, so a failure message can
         neither break the layout nor smuggle in HTML (e.g. a fake review marker).
+        The proposal, if any, comes after the sections every request has.
         """
         lines = [
             f"# Human Checkpoint: {escape_inline(self.checkpoint_id)}",
@@ -153,6 +167,8 @@ class ReviewRequest:
             lines += ["", f"## {_label(key)}", "", *table]
         if self.context:
             lines += ["", "## Context", "", *render_table(["Key", "Value"], [[k, v] for k, v in self.context.items()])]
+        if self.proposal is not None:
+            lines += ["", *self.proposal.rendered_lines()]
         return "\n".join(lines) + "\n"
 
 

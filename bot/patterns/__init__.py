@@ -4,7 +4,8 @@ A builder takes the loop's ``options`` and returns a ``LoopSpec``: two
 factories rather than one engine, because a run is resumed in whatever
 process is alive when its decision arrives, and that process must build a
 fresh engine with the same components. The runner passes each new engine
-its ``checkpoint`` and ``persistence`` by keyword.
+its ``checkpoint`` and ``persistence`` by keyword. A spec may also word
+how a run ended (``summarize``), which the bot shows instead of the output.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from loop_engine.types import LoopContext
+from loop_engine.types import LoopContext, LoopResult
 
 from adapters.suggest import did_you_mean
 
@@ -45,10 +46,16 @@ class EngineFactory(Protocol):
 
 @dataclass(frozen=True)
 class LoopSpec:
-    """How to build a loop: a fresh engine each time, and the context a new run starts from."""
+    """How to build a loop: a fresh engine each time, and the context a new run starts from.
+
+    ``summarize(result)``, if given, is the one line a person reads when a
+    run ends ("labelled 3 issues: bug 1, ...") - in the review thread, the
+    run's file and ``status`` - instead of its raw output.
+    """
 
     engine_factory: EngineFactory
     context_factory: Callable[[], LoopContext]
+    summarize: Callable[[LoopResult], str] | None = None
 
 
 PatternBuilder = Callable[[dict[str, Any]], LoopSpec]

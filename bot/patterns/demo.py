@@ -5,9 +5,12 @@ options give the same plan, outputs and review. Four steps run in order -
 ``collect`` the issues, ``propose`` labels, ``apply`` them, ``report`` -
 and once the proposal is made the actor asks the run's checkpoint for a
 review (ON_EXTERNAL_REQUEST), so the run pauses exactly once, before
-anything is applied. APPROVE applies and completes the run; REJECT ends it
-failed with the reviewer's reason; RETRY proposes again and asks again.
-A checkpoint that is disabled (``preset: disabled``) lets it run straight through.
+anything is applied. The review carries the proposal as data (a table of
+the labels each issue would get, and the list of changes), and the run's
+end is worded by ``summarize``. APPROVE applies and completes the run;
+REJECT ends it failed with the reviewer's reason; RETRY proposes again and
+asks again. A checkpoint that is disabled (``preset: disabled``) lets it run
+straight through.
 
 Options: ``items`` (1-100, default 3), the number of issues.
 """
@@ -21,11 +24,12 @@ from loop_engine.checkpoint import CheckpointConfig, HumanCheckpoint
 from loop_engine.components import ListPlanner, PassThroughObserver
 from loop_engine.config import LoopConfig
 from loop_engine.engine import LoopEngine
-from loop_engine.types import ComponentType, LoopContext, Observation, Plan, Step
+from loop_engine.proposal import ChangeList, Proposal, Table
+from loop_engine.types import ComponentType, LoopContext, LoopResult, Observation, Plan, Step
 
 from . import LoopSpec, PatternError
 
-__all__ = ["build", "DemoActor", "STEPS"]
+__all__ = ["build", "proposal_of", "summarize", "DemoActor", "STEPS"]
 
 #: (step id, description), in order.
 STEPS: tuple[tuple[str, str], ...] = (
@@ -56,6 +60,34 @@ def _labels_for(title: str) -> list[str]:
     return sorted(set(labels)) or ["needs-triage"]
 
 
+def proposal_of(issues: list[dict[str, Any]], proposals: list[dict[str, Any]]) -> Proposal:
+    """What approving does: "Approve to apply 3 labels to 3 issues", the table of changes and their list."""
+    titles = {issue["number"]: issue["title"] for issue in issues}
+    total = sum(len(p["labels"]) for p in proposals)
+    rows = [[f"#{p['number']}", titles.get(p["number"], ""), ", ".join(p["labels"])] for p in proposals]
+    return Proposal(
+        f"Approve to apply {total} labels to {len(proposals)} issues",
+        [Table(["Issue", "Title", "Labels to add"], rows, title="Proposed labels"),
+         ChangeList([f"#{p['number']}: add {', '.join(p['labels'])}" for p in proposals], title="Changes")],
+    )
+
+
+def summarize(result: LoopResult) -> str:
+    """The run's end in words (``LoopSpec.summarize``): what was labelled, or that nothing was."""
+    output = result.output if isinstance(result.output, dict) else {}
+
+    def done(kind: str) -> Any:  # the output of step ``kind`` (or of its re-planned copy ``<kind>_r<n>``)
+        return next((v for k, v in output.items() if k.split("_r")[0] == kind and isinstance(v, dict)), None)
+
+    report, proposed = done("report"), done("propose")
+    if report is not None:
+        counts = ", ".join(f"{label} {n}" for label, n in report.get("labels", {}).items())
+        return f"{report['summary']}" + (f": {counts}" if counts else "")
+    if proposed is not None:
+        return f"proposed labels for {len(proposed.get('proposals', []))} issues; none applied"
+    return "no labels proposed"
+
+
 def _output_of(step_id: str, observations: list[Observation]) -> Any:
     """The latest output of ``step_id`` (observations carry step outputs, and survive a restart)."""
     for observation in reversed(observations):
@@ -80,7 +112,8 @@ class DemoActor:
             proposals = [{"number": i["number"], "labels": _labels_for(i["title"])} for i in issues]
             if self.checkpoint is not None:
                 total = sum(len(p["labels"]) for p in proposals)
-                self.checkpoint.request_review(f"apply {total} labels to {len(proposals)} issues")
+                self.checkpoint.request_review(f"apply {total} labels to {len(proposals)} issues",
+                                               details=proposal_of(issues, proposals))
             return {"proposals": proposals}
         if kind == "apply":
             proposals = _output_of("propose", observations)["proposals"]
@@ -138,4 +171,4 @@ def build(options: dict[str, Any]) -> LoopSpec:
     def context_factory() -> LoopContext:
         return LoopContext(goal=f"Label {items} demo issues", initial_context={"items": items})
 
-    return LoopSpec(engine_factory=engine_factory, context_factory=context_factory)
+    return LoopSpec(engine_factory=engine_factory, context_factory=context_factory, summarize=summarize)

@@ -138,6 +138,10 @@ def test_the_guides_commands_run_the_example_loop_from_check_to_completed(sessio
                 "decide": "decided: approve by local:alice",
             }[args[0]]
             assert expected in done.stdout, (words, done.stdout)
+            if args[0] == "run":  # the review file shows what approving does, as the guide says
+                review = (session.cwd / "state" / "local-reviews" / "notes-1.md").read_text(encoding="utf-8")
+                assert "**Approve to publish the release notes for loopbot**" in review, review
+                assert "### The draft" in review and "- Faster start-up" in review, review
         else:
             raise AssertionError(f"the test does not know how to run {words} from the guide; teach it")
     assert session.cwd == session.home / "notes-bot"
@@ -276,6 +280,8 @@ def test_what_each_answer_does_as_the_guide_says(tmp_path: Path, decision: str, 
     paused = asyncio.run(engine.run(spec.context_factory(), trace_id="notes-run-1"))
     assert paused.status is LoopStatus.PAUSED and paused.review_request is not None
     assert "publish the notes for my project" in paused.review_request.context["reason"]
+    proposal = paused.review_request.proposal
+    assert proposal is not None and proposal.summary == "Approve to publish the release notes for my project"
     fresh = spec.engine_factory(checkpoint=HumanCheckpoint(checkpoint_config_for_none(tmp_path)))
     response = ReviewResponse(checkpoint_id=paused.review_request.checkpoint_id, decision=HumanDecision(decision),
                               reviewer="local:alice", feedback="no" if decision == "reject" else "")
@@ -284,6 +290,9 @@ def test_what_each_answer_does_as_the_guide_says(tmp_path: Path, decision: str, 
     assert sum(1 for o in fresh.state.observations if (o.step_id or "").startswith("draft")) == drafts
     published = [o for o in fresh.state.observations if o.step_id == "publish"]
     assert bool(published) is (decision == "approve")
+    assert spec.summarize is not None
+    assert spec.summarize(result) == {"approve": "published the notes (5 lines)"}.get(
+        decision, "the notes were not published")
 
 
 def checkpoint_config_for_none(tmp_path: Path) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -11,7 +12,7 @@ import pytest
 
 import bot.store.documents as store_documents
 
-from bot.patterns import LoopSpec
+from bot.patterns import LoopSpec, get_pattern
 from bot.reviews import Review, Vote, cast_vote
 from bot.store import FileStore
 from bot.runner import result_text
@@ -86,7 +87,9 @@ def test_approve_resumes_to_completion_and_marks_the_review_applied(tmp_path: Pa
     assert b.channel.calls[-2][0] == "update" and "APPROVE by local:alice" in b.channel.calls[-2][2]
     kind, rid, text = b.channel.calls[-1]  # one line when the run ends, with a summary of its result
     assert (kind, rid) == ("update", review_id) and "\n" not in text
-    assert text.startswith(f"Run {run_id} completed. Result: 4 iteration(s); 4 of 4 steps done; output: {{")
+    assert text == (f"Run {run_id} completed. Result: 4 iteration(s); 4 of 4 steps done; "
+                    "labelled 3 issues: bug 1, documentation 1, enhancement 1")  # the demo's summarize, not JSON
+    assert run.result["summary"] == "labelled 3 issues: bug 1, documentation 1, enhancement 1"
 
 
 def test_reject_ends_the_run_rejected_with_the_reason(tmp_path: Path) -> None:
@@ -520,3 +523,34 @@ def test_a_waiting_run_whose_review_was_set_aside_fails_and_frees_its_loop(tmp_p
     assert any(f"{review_id}.json" in problem for problem in restarted.store.problems())
     assert restarted.runner.request_run("demo", trigger="schedule") is not None  # overlap: skip no longer blocks
     assert restarted.runner.join(10)
+
+
+def demo_with_a_broken_summary(options: dict[str, Any]) -> LoopSpec:
+    """The demo loop whose summarize hook fails: a bug in user code at the run's very end."""
+
+    def summarize(result: Any) -> str:
+        raise KeyError("report")
+
+    return replace(get_pattern("demo")(options), summarize=summarize)
+
+
+def test_a_failing_summarize_hook_still_tells_the_runs_end_with_its_output(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    loop = demo()
+    del loop["pattern"]
+    b = bench(tmp_path, [{**loop, "factory": f"{__name__}:demo_with_a_broken_summary"}])
+    run_id, review_id = "demo-run-1", "demo-1"
+    assert b.runner.run_foreground("demo") is not None
+    vote(b, review_id, HumanDecision.APPROVE)
+    b.runner.apply_outcome(review_id)
+    run = b.store.get_run(run_id)
+    assert run.status == "completed" and "summary" not in (run.result or {})
+    assert b.channel.calls[-1][2].startswith(f"Run {run_id} completed. Result: 4 iteration(s); 4 of 4 steps done; "
+                                             "output: {")
+    assert "loop demo: summarize(result) failed" in caplog.text
+
+
+def test_the_loops_own_summary_is_shown_instead_of_its_output() -> None:
+    result = {"iterations": 2, "summary": "labelled 3 issues", "output": {"report": {"x": 1}}}
+    assert result_text(result) == "2 iteration(s); labelled 3 issues"

@@ -7,7 +7,9 @@ refuses any action but adding labels from the configured set and
 commenting; the actor asks one human review for the whole proposal, then
 re-checks each change against the issue as it is now before applying it,
 paced to GitHub's content-creation limits; the evaluator holds every change
-to what was approved; a report is saved in ``state_dir/triage/``.
+to what was approved; a report is saved in ``state_dir/triage/``. The
+review's proposal is data (``report.proposal_of``); a run's end is the
+report's line (``summarize``).
 
 Options (``loops[].options``)::
 
@@ -22,7 +24,7 @@ Options (``loops[].options``)::
     max_changes: 500                # per run; the rest is proposed next run
     writes_per_minute: 80           # GitHub's content-creation limits
     writes_per_hour: 500
-    review_chars: 6000              # the review's summary fits in this many characters
+    review_chars: 6000              # unused since the review carries the whole proposal; accepted for old configs
     report_issue: null              # an issue number to post the report on
     apply_without_review: false     # with checkpoint: {preset: disabled}, apply anyway
     recheck_every: 60               # seconds between re-reads while applying
@@ -45,14 +47,14 @@ from loop_engine.checkpoint import CheckpointConfig, HumanCheckpoint
 from loop_engine.components import PassThroughObserver
 from loop_engine.config import LoopConfig
 from loop_engine.engine import LoopEngine
-from loop_engine.types import ComponentType, LoopContext
+from loop_engine.types import ComponentType, LoopContext, LoopResult
 
 from .. import LoopSpec, PatternError
 from .components import AllowedActionsGate, TriageActor, TriageEvaluator, TriagePlanner
 from .github import Pacer, TriageGitHub
 from .rules import DEFAULT_KEYWORDS, DEFAULT_LABELS, Rules
 
-__all__ = ["DEFAULTS", "TriageSpec", "build", "settings_from"]
+__all__ = ["DEFAULTS", "TriageSpec", "build", "settings_from", "summarize"]
 
 DEFAULTS: dict[str, Any] = {
     "repository": "",
@@ -135,6 +137,19 @@ def settings_from(options: dict[str, Any]) -> dict[str, Any]:
     return s
 
 
+def summarize(result: LoopResult, repository: str) -> str:
+    """How a run ended, in the report's words (``LoopSpec.summarize``), or what was proposed when nothing ran."""
+    outputs = [v for v in (result.output or {}).values() if isinstance(v, dict)]
+    report = next((v for v in outputs if v.get("kind") == "report"), None)
+    if report is not None and isinstance(report.get("summary"), str):
+        return str(report["summary"])
+    proposed = next((v for v in outputs if v.get("kind") == "propose"), None)
+    if proposed is None:
+        return f"triage of {repository}: nothing proposed"
+    n = int(proposed.get("proposed", 0))
+    return f"triage of {repository}: " + (f"proposed {n:,} change(s), applied none" if n else "nothing to change")
+
+
 def _inactive(settings: dict[str, Any], environ: Any) -> str | None:
     missing = []
     if not environ.get(settings["token_env"]):
@@ -202,4 +217,5 @@ def build(options: dict[str, Any], *, environ: Any = None, clock: Callable[[], d
         return LoopContext(goal=f"Triage the open issues and pull requests of {repository}",
                            initial_context={"repository": settings["repository"], "skip": [], "label": {}})
 
-    return TriageSpec(engine_factory=engine_factory, context_factory=context_factory, inactive=inactive)
+    return TriageSpec(engine_factory=engine_factory, context_factory=context_factory,
+                      summarize=lambda result: summarize(result, settings["repository"]), inactive=inactive)

@@ -5,7 +5,8 @@ The plan (made by ``TriagePlanner`` after discovery)::
     propose -> recheck -> change-<N> (one per proposed change) ... -> report
 
 - ``propose`` writes the full table, remembers what was seen (so the next
-  run skips what nothing changed since) and asks one human review.
+  run skips what nothing changed since) and asks one human review, whose
+  proposal (``report.proposal_of``) holds every proposed change.
 - ``recheck`` (after the decision) reads what changed on GitHub since the
   proposal; each ``change-<N>`` applies its labels unless the reviewer
   skipped it, the issue was closed, or someone labelled it since - those are
@@ -32,7 +33,7 @@ from loop_engine.gates.base import DeterministicGate, GateContext, GateResult
 from loop_engine.types import Evaluation, LoopContext, Observation, Plan, Step
 
 from .github import TriageGitHub
-from .report import proposal_markdown, proposal_summary, report_line, report_markdown, write_pair
+from .report import proposal_markdown, proposal_of, report_line, report_markdown, write_pair
 from .rules import Item, Rules, parse_time
 from .state import load_seen, save_seen
 
@@ -243,9 +244,8 @@ class TriageActor:
         enabled = self.checkpoint is not None and getattr(getattr(self.checkpoint, "config", None), "enabled", True)
         asked = False
         if table and enabled:
-            limit = int(self.settings["review_chars"])
-            summary = proposal_summary(repository, table, overview, files["markdown"], limit)
-            self.checkpoint.request_review(summary)
+            proposal = proposal_of(repository, table, overview)
+            self.checkpoint.request_review(proposal.summary, details=proposal)
             asked = True
         log.info("triage %s: proposed %d change(s)%s; full table %s", repository, len(table),
                  ", review requested" if asked else "", files["markdown"])

@@ -1,10 +1,10 @@
-"""What people read: the proposal table (whole, and summarised to fit a review), the report, the files.
+"""What people read: the review's proposal (as data), the report, and the files kept beside them.
 
-A review has to fit where it is posted - a GitHub comment holds 65,536
-characters, Slack far fewer - so the review shows the counts and the first
-rows (highest priority first) within ``limit`` characters, and names the
-files holding the full table: ``<run>-proposal.md`` and ``.json`` in the
-loop's folder under ``state_dir/triage/``.
+The review carries the whole proposal - counts, every proposed change as a
+table, what each answer does - as a ``loop_engine.proposal.Proposal``, so
+each channel lays it out within its own limits. The same table is kept as
+``<run>-proposal.md`` and ``.json`` in the loop's folder under
+``state_dir/triage/``, for the record.
 """
 
 from __future__ import annotations
@@ -15,14 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from loop_engine.atomic import atomic_write_text
+from loop_engine.proposal import ChangeList, Proposal, ProposalSection, Table, Text
 
-__all__ = ["MODIFY_HELP", "cell", "proposal_markdown", "proposal_summary", "report_markdown", "report_line",
-           "write_pair"]
+__all__ = ["ANSWERS", "cell", "proposal_markdown", "proposal_of", "report_markdown", "report_line", "write_pair"]
 
-MODIFY_HELP = (
-    "approve applies every change above; "
-    "modify context.skip=#12,#15 context.label.#12=P1 applies them without #12 and #15 ... "
-    "(skip drops changes, label.#N=L1,L2 replaces #N's labels); reject applies nothing."
+#: What each answer does to a triage proposal, one line each.
+ANSWERS = (
+    "approve applies every change above",
+    "modify context.skip=#12,#15 context.label.#12=P1 applies them without #12 and #15, and #12 as P1 "
+    "(skip drops changes, label.#N=L1,L2 replaces #N's labels)",
+    "reject applies nothing",
 )
 HEADER = "| Issue | Title | Proposed labels | Why |\n| --- | --- | --- | --- |"
 
@@ -51,30 +53,30 @@ def proposal_markdown(repository: str, rows: Sequence[Mapping[str, Any]], overvi
     return "\n".join(lines) + "\n"
 
 
-def proposal_summary(repository: str, rows: Sequence[Mapping[str, Any]], overview: Mapping[str, Any],
-                     table_path: str, limit: int) -> str:
-    """The review's text: counts, then as many rows as fit in ``limit`` characters, then where the rest is."""
-    head = [
-        f"Triage of {repository}: {overview.get('open_issues', 0):,} open issues and "
-        f"{overview.get('open_prs', 0):,} open pull requests, {overview.get('changed', 0):,} changed since the "
-        f"last run. Proposed: {len(rows):,} change(s) - {_counts_line(overview.get('proposed_labels', {}))}.",
-        "",
-        f"Full table: {table_path} (and .json).",
-        "",
-        HEADER,
-    ]
-    tail = ["", MODIFY_HELP]
-    used = sum(len(line) + 1 for line in head + tail) + 80
-    shown: list[str] = []
-    for row in rows:
-        line = _row(row)
-        if used + len(line) + 1 > limit:
-            break
-        shown.append(line)
-        used += len(line) + 1
-    rest = len(rows) - len(shown)
-    more = [f"… and {rest:,} more row(s) in the full table."] if rest else []
-    return "\n".join(head + shown + more + tail)
+def proposal_of(repository: str, rows: Sequence[Mapping[str, Any]], overview: Mapping[str, Any]) -> Proposal:
+    """The review's proposal, as data: what approving does, the counts, every proposed change, the answers.
+
+    The whole table travels in the review (each channel lays it out and
+    splits it to fit); no path on the server is named, since a reader in
+    chat could not open it. Triage only ever adds labels, so the table has
+    no column for labels removed.
+    """
+    n = len(rows)
+    counts = overview.get("proposed_labels", {})
+    left = int(overview.get("left_for_next_run", 0))
+    text = (f"{overview.get('open_issues', 0):,} open issues and {overview.get('open_prs', 0):,} open pull requests, "
+            f"{overview.get('changed', 0):,} changed since the last run; {n:,} change(s) proposed, "
+            "highest priority first." + (f" {left:,} more are left for the next run." if left else ""))
+    table = Table(["Issue", "Title", "Labels to add", "Why"],
+                  [[f"{'PR ' if row.get('is_pr') else ''}#{row['number']}", str(row.get("title", "")),
+                    ", ".join(row["labels"]), "; ".join(row.get("why", []))] for row in rows],
+                  title="Proposed changes")
+    sections: list[ProposalSection] = [Text(text, title="Overview"), table]
+    if any(counts.values()):
+        sections.append(ChangeList([f"{label}: {k:,} issue(s)" for label, k in counts.items() if k],
+                                   title="Labels to add"))
+    sections.append(ChangeList(list(ANSWERS), title="What each answer does"))
+    return Proposal(f"Approve to apply {n:,} label change{'' if n == 1 else 's'} to {repository}", sections)
 
 
 def report_line(report: Mapping[str, Any]) -> str:

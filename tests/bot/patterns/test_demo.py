@@ -17,6 +17,7 @@ from loop_engine.checkpoint import (
     HumanDecision,
     ReviewResponse,
 )
+from loop_engine.proposal import ChangeList, Table
 from loop_engine.serialization import state_from_dict, state_to_dict
 from loop_engine.types import LoopResult, LoopState, LoopStatus, StepStatus
 
@@ -177,3 +178,28 @@ def test_default_options() -> None:
 )
 def test_labels_match_whole_words(title: str, labels: list[str]) -> None:
     assert _labels_for(title) == labels
+
+
+async def test_the_review_carries_the_proposal_as_data(tmp_path: Path) -> None:
+    """Issue 18.1: which labels on which issue, as a table and a list, not only a reason."""
+    result, state = await run_until_pause(demo(), tmp_path)
+    request = result.review_request
+    assert request is not None and request.proposal is not None
+    assert request.proposal.summary == "Approve to apply 3 labels to 3 issues"
+    table, changes = request.proposal.sections
+    assert isinstance(table, Table) and table.columns == ("Issue", "Title", "Labels to add")
+    assert table.rows[0] == ("#1", "Crash when saving a file with a long name", "bug")
+    assert isinstance(changes, ChangeList) and changes.items[1] == "#2: add enhancement"
+    assert through_json(state).pending_review == request  # the snapshot keeps it
+    text = request.to_markdown()
+    assert text.index("## Context") < text.index("## Proposal") and "| #3 | Docs: the install guide" in text
+
+
+async def test_the_runs_end_is_worded_by_its_summarize_hook(tmp_path: Path) -> None:
+    spec = demo()
+    assert spec.summarize is not None
+    result, state = await run_until_pause(spec, tmp_path)
+    approved = await decide(spec, state, HumanDecision.APPROVE, tmp_path)
+    assert spec.summarize(approved) == "labelled 3 issues: bug 1, documentation 1, enhancement 1"
+    rejected = await decide(spec, state, HumanDecision.REJECT, tmp_path, feedback="no")
+    assert spec.summarize(rejected) == "proposed labels for 3 issues; none applied"

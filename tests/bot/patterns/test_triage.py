@@ -18,6 +18,7 @@ from bot.patterns.triage.components import AllowedActionsGate
 from bot.patterns.triage.rules import Item, Rules
 from loop_engine.checkpoint import CheckpointConfig, HumanCheckpoint, HumanDecision, ReviewResponse
 from loop_engine.gates.base import GateContext
+from loop_engine.proposal import ChangeList, Table, Text
 from loop_engine.serialization import state_from_dict, state_to_dict
 from loop_engine.types import LoopResult, LoopState, LoopStatus
 from tests.fakes.github_triage import TriageGitHub, days_ago
@@ -181,8 +182,13 @@ async def test_approve_applies_exactly_the_proposed_labels(gh: TriageGitHub, tmp
     assert result.plan is not None
     changes = [s for s in result.plan.steps if s.metadata.get("kind") == "change"]
     assert len(changes) == len(expected) > 800  # one plan step per proposed change
-    reason = result.review_request.context["reason"] if result.review_request else ""
-    assert len(reason) <= 6_000 and "more row(s) in the full table" in reason
+    request = result.review_request
+    assert request is not None and request.proposal is not None  # the whole proposal, as data (issue 18.1)
+    n = len(expected)
+    assert request.proposal.summary == request.context["reason"] == f"Approve to apply {n:,} label changes to {REPO}"
+    rows = next(s for s in request.proposal.sections if isinstance(s, Table)).rows
+    assert {int(row[0].removeprefix("PR ").lstrip("#")): row[2].split(", ") for row in rows} == expected
+    assert "/triage/" not in request.to_markdown()  # no path on the server
     files = result.plan.get_step("propose").output["files"]  # type: ignore[union-attr]
     assert files["json"].startswith(str(tmp_path / "state/triage/octo__ops/"))
     table = json.loads(Path(files["json"]).read_text())
@@ -198,6 +204,8 @@ async def test_approve_applies_exactly_the_proposed_labels(gh: TriageGitHub, tmp
     assert report["applied"] == len(expected) and report["skipped"] == 0
     assert report["priorities"]["P0"] > 0 and report["stale"] > 0 and report["prs_needing_reviewers"] == 53
     assert Path(report["files"]["markdown"]).read_text().startswith("# Triage report for octo/ops")
+    assert spec.summarize is not None and spec.summarize(result) == result.output["report"]["summary"]
+    assert spec.summarize(result).startswith(f"triage of {REPO}: applied {len(expected):,} change(s)")
 
 
 async def test_reject_applies_nothing(gh: TriageGitHub, tmp_path: Path) -> None:
@@ -206,6 +214,9 @@ async def test_reject_applies_nothing(gh: TriageGitHub, tmp_path: Path) -> None:
     result, _ = await decide(spec, state, HumanDecision.REJECT, tmp_path, feedback="not today")
     assert result.status is LoopStatus.FAILED and result.reason == "not today"
     assert not label_posts(gh)
+    assert spec.summarize is not None and result.plan is not None
+    proposed = sum(1 for step in result.plan.steps if step.metadata.get("kind") == "change")
+    assert spec.summarize(result) == f"triage of {REPO}: proposed {proposed:,} change(s), applied none"
 
 
 async def test_modify_skips_and_overrides(gh: TriageGitHub, tmp_path: Path) -> None:
@@ -333,10 +344,19 @@ def test_bad_options_are_refused(options: dict[str, Any], message: str) -> None:
         build(options)
 
 
-def test_review_stays_readable_for_hundreds_of_changes() -> None:
-    from bot.patterns.triage.report import proposal_summary
+def test_the_proposal_holds_every_change_whole_with_what_each_answer_does() -> None:
+    """Issue 18.1: not a table flattened into one cell and cut; every row, every cell as it is."""
+    from bot.patterns.triage.report import ANSWERS, proposal_of
 
-    rows = [{"number": n, "title": "x | y " * 30, "labels": ["P1"], "why": ['"crash" in the title']}
-            for n in range(2_000)]
-    text = proposal_summary(REPO, rows, {"open_issues": 2_000}, "/state/p.md", 6_000)
-    assert len(text) <= 6_000 and "1,9" in text.split("… and ")[1] and "/state/p.md" in text
+    rows = [{"number": n, "title": "x | y\n" * 30, "labels": ["P1", "stale"], "why": ['"crash" in the title'],
+             "is_pr": n % 2 == 1} for n in range(2_000)]
+    proposal = proposal_of(REPO, rows, {"open_issues": 2_000, "proposed_labels": {"P1": 2_000, "P2": 0}})
+    assert proposal.summary == f"Approve to apply 2,000 label changes to {REPO}"
+    overview, table, counts, answers = proposal.sections
+    assert isinstance(overview, Text) and "2,000 change(s) proposed" in overview.markdown
+    assert isinstance(table, Table) and table.columns == ("Issue", "Title", "Labels to add", "Why")
+    assert len(table.rows) == 2_000 and table.rows[1] == ("PR #1", "x | y\n" * 30, "P1, stale", '"crash" in the title')
+    assert isinstance(counts, ChangeList) and counts.items == ("P1: 2,000 issue(s)",)
+    assert isinstance(answers, ChangeList) and answers.items == ANSWERS
+    one = proposal_of(REPO, rows[:1], {})
+    assert one.summary == f"Approve to apply 1 label change to {REPO}" and len(one.sections) == 3

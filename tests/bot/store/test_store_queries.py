@@ -12,7 +12,8 @@ import pytest
 
 from bot.reviews import Review, ReviewPolicy, Vote, cast_vote, decide_by_timeout, mark_applied, mark_failed
 from bot.store import OutboxTask, RunRecord, Store, StoreError, UnknownReviewError, UnknownTaskError
-from loop_engine.checkpoint import HumanDecision
+from loop_engine.checkpoint import CheckpointTrigger, HumanDecision, ReviewRequest
+from loop_engine.proposal import ChangeList, Proposal, Table
 from loop_engine.types import LoopState, LoopStatus, Plan, Step
 
 from .test_store_contract import IMPLS, T0, Impl, make_review, make_run, make_task
@@ -274,3 +275,24 @@ def test_states_round_trip_and_the_dict_api_reads_them(store: Store) -> None:
     store.save_snapshot("demo-run-2", snapshot)  # the dict API's documents load as states too
     again = store.load_state("demo-run-2")
     assert again is not None and again.current_iteration == 2
+
+
+def test_a_review_request_with_a_5000_row_proposal_round_trips_through_the_store(store: Store) -> None:
+    """Issue 18.1: the proposal travels in the snapshot and in the review record, equal, on every store."""
+    rows = [[f"#{n}", f"title {n} | ü\nsecond line", "P1, stale", '"crash" in the title'] for n in range(5_000)]
+    proposal = Proposal("Approve to apply 5000 label changes to octo/ops",
+                        [Table(["Issue", "Title", "Labels to add", "Why"], rows, title="Proposed changes"),
+                         ChangeList(["approve applies every change above"])])
+    request = ReviewRequest("checkpoint_0001", CheckpointTrigger.ON_EXTERNAL_REQUEST, {"iteration": 1},
+                            "Continue", {"reason": "apply"}, timestamp=T0, cause="external:x", proposal=proposal)
+    state = big_state(2)
+    state.pending_review = request
+    store.save_state("demo-run-1", state)
+    loaded = store.load_state("demo-run-1")
+    assert loaded == state and loaded is not None and loaded.pending_review is not None
+    assert loaded.pending_review.proposal == proposal
+    record = make_review("demo-1")
+    record.request = request.to_dict()
+    store.put_review(record)
+    again = store.get_review("demo-1")
+    assert again == record and ReviewRequest.from_dict(again.request) == request
