@@ -21,6 +21,7 @@ from typing import Any
 
 from adapters.channel import Answer, AnswerKind, Identity, MessageRef, Reply
 from adapters.commands import HELP_TEXT, CommandError, identity_problem
+from adapters.suggest import did_you_mean
 
 from bot.reviews import (
     ALREADY_DECIDED,
@@ -144,7 +145,7 @@ class VotePath:
                     review = err
                 found[reply.review_id] = review
             if isinstance(review, UnknownReviewError):
-                return Answer(AnswerKind.UNKNOWN_REVIEW, str(review), reply.review_id)
+                return Answer(AnswerKind.UNKNOWN_REVIEW, self._unknown(reply.review_id, reply.voter), reply.review_id)
             return review
         if reply.context:
             here = self._store.open_reviews_posted_at(reply.voter.channel, reply.context)
@@ -158,6 +159,23 @@ class VotePath:
                           " (`status` lists the open reviews)")
         return Answer(AnswerKind.UNKNOWN_REVIEW, "which review? name it, e.g. `approve demo-3`"
                       " (`status` lists the open reviews)")
+
+    def _unknown(self, review_id: str, voter: Identity) -> str:
+        """"no review X", offering close ids only among the open reviews ``voter`` may answer.
+
+        The store's own hint names any close id; handed to whoever typed a
+        wrong id, it would tell outsiders which reviews exist. Only the few
+        close ones are checked against their reviewers (a check may ask an API).
+        """
+        import difflib  # here: only a mistyped id needs it
+
+        reviews = {review.id.casefold(): review for review in self._store.open_reviews()}
+        close = difflib.get_close_matches(review_id.strip().casefold(), list(reviews), n=5, cutoff=0.6)
+        mine = [reviews[key].id for key in close
+                if self._authorizer.refusal(reviews[key].policy.reviewers, voter.qualified,
+                                            _posted(reviews[key], voter.channel)) is None]
+        hint = did_you_mean(review_id, mine, n=3) or "; `status` lists the open reviews you may answer"
+        return f"no review {review_id!r}{hint}"
 
     # -- casting -------------------------------------------------------------------
 
@@ -188,7 +206,8 @@ class VotePath:
         reviews = self._store.open_reviews()
         if review_id:
             reviews = [r for r in reviews if r.id.casefold() == review_id.casefold()]
-        mine = [r for r in reviews if self._authorizer.refusal(r.policy.reviewers, voter.qualified) is None]
+        mine = [r for r in reviews
+                if self._authorizer.refusal(r.policy.reviewers, voter.qualified, _posted(r, voter.channel)) is None]
         if not mine:
             return "no open review is waiting for you" + (f" ({review_id} is not open)" if review_id else "")
         lines = [f"{len(mine)} open review(s) you may answer:"]
@@ -241,9 +260,14 @@ def _where(review: Review, reply: Reply) -> dict[str, Any]:
     """Where the answer was given, or else where the review was posted on the voter's channel."""
     if reply.context:
         return dict(reply.context)
+    return _posted(review, reply.voter.channel)
+
+
+def _posted(review: Review, channel: str) -> dict[str, Any]:
+    """Where ``review`` was posted on ``channel`` (its first message there), or {}."""
     for raw in review.posts:
         ref = MessageRef.from_dict(raw)
-        if ref.channel == reply.voter.channel:
+        if ref.channel == channel:
             return dict(ref.data)
     return {}
 
