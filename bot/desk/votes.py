@@ -68,6 +68,15 @@ class VotePath:
         self._clock = clock
         self._people = people or People()
         self._apply = apply
+        self._write_failure: str | None = None  # why the last vote could not be stored, until one is
+
+    def write_problem(self) -> str | None:
+        """Why the store could not take the last vote (a full disk), or None once a later one was stored.
+
+        /healthz reports it: a disk with a few kB left passes every cheap
+        check yet refuses a review's write, and that is what voters meet.
+        """
+        return self._write_failure
 
     def handle(self, reply: Reply) -> Answer:
         answer = self.handle_many([reply])[0]
@@ -181,14 +190,21 @@ class VotePath:
 
     def _cast(self, casts: dict[str, list[tuple[int, Vote, str | None]]]) -> dict[int, Answer | Exception]:
         """Cast every review's votes (one store call for the batch); apply the reviews they decided."""
-        cast = self._store.cast_votes({review_id: [(vote, refusal) for _, vote, refusal in group]
-                                       for review_id, group in casts.items()})
+        try:
+            cast = self._store.cast_votes({review_id: [(vote, refusal) for _, vote, refusal in group]
+                                           for review_id, group in casts.items()})
+        except OSError as err:
+            self._write_failure = f"votes could not be stored: {err}"
+            raise
         answers: dict[int, Answer | Exception] = {}
         for review_id, group in casts.items():
             results = cast[review_id]
             if isinstance(results, Exception):
+                if isinstance(results, OSError):
+                    self._write_failure = f"votes on review {review_id} could not be stored: {results}"
                 answers.update((index, results) for index, _, _ in group)
                 continue
+            self._write_failure = None
             for (index, vote, _), result in zip(group, results, strict=True):
                 log.info("review %s: %s %s via %s: %s", review_id, vote.voter, vote.decision.name.lower(),
                          vote.source, result.message)
