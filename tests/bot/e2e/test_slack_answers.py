@@ -146,6 +146,13 @@ def test_without_reviewers_only_the_review_channels_members_may_answer_and_bots_
     assert desk.send(json.dumps(bot_body), json_body=True).status_code == 200
     assert desk.votes(rid) == [] and desk.ws.review(rid)["status"] == "open"
 
+    forged = desk.submission_payload({"callback_id": "loopbot_reject", "private_metadata": "v2:opaque"}, "no",
+                                     user="U0BBB")  # a form whose details loopbot did not write
+    answered = desk.send(desk.interactive(forged))
+    assert answered.status_code == 200 and answered.json()["response_action"] == "errors", answered.text
+    assert "not opened by loopbot" in answered.json()["errors"]["reason"]
+    assert desk.bot is not None and "Traceback" not in desk.bot.log()
+
     assert desk.click("loopbot_approve", message, rid, user="U0BBB").status_code == 200
     desk.ws.wait_run(review["run"], "completed")
     assert [v["voter"] for v in desk.votes(rid)] == ["slack:U0BBB"]
