@@ -154,7 +154,8 @@ class VotePath:
                     review = err
                 found[reply.review_id] = review
             if isinstance(review, UnknownReviewError):
-                return Answer(AnswerKind.UNKNOWN_REVIEW, self._unknown(reply.review_id, reply.voter), reply.review_id)
+                return Answer(AnswerKind.UNKNOWN_REVIEW, self._unknown(review, reply.review_id, reply.voter),
+                              reply.review_id)
             return review
         if reply.context:
             here = self._store.open_reviews_posted_at(reply.voter.channel, reply.context)
@@ -169,20 +170,26 @@ class VotePath:
         return Answer(AnswerKind.UNKNOWN_REVIEW, "which review? name it, e.g. `approve demo-3`"
                       " (`status` lists the open reviews)")
 
-    def _unknown(self, review_id: str, voter: Identity) -> str:
-        """"no review X", offering close ids only among the open reviews ``voter`` may answer.
+    def _unknown(self, unknown: UnknownReviewError, review_id: str, voter: Identity) -> str:
+        """"no review X", offering close ids only among the reviews ``voter`` may answer.
 
         The store's own hint names any close id; handed to whoever typed a
-        wrong id, it would tell outsiders which reviews exist. Only the few
-        close ones are checked against their reviewers (a check may ask an API).
+        wrong id, it would tell outsiders which reviews exist. The store's
+        candidates cost an O(1) look-up each; only the few closest are read
+        and checked against their reviewers (a check may ask an API).
         """
         import difflib  # here: only a mistyped id needs it
 
-        reviews = {review.id.casefold(): review for review in self._store.open_reviews()}
-        close = difflib.get_close_matches(review_id.strip().casefold(), list(reviews), n=5, cutoff=0.6)
-        mine = [reviews[key].id for key in close
-                if self._authorizer.refusal(reviews[key].policy.reviewers, voter.qualified,
-                                            _posted(reviews[key], voter.channel)) is None]
+        candidates = {candidate.casefold(): candidate for candidate in unknown.close}
+        mine = []
+        for key in difflib.get_close_matches(review_id.strip().casefold(), list(candidates), n=5, cutoff=0.6):
+            try:
+                review = self._store.peek_review(candidates[key])
+            except UnknownReviewError:
+                continue
+            where = _posted(review, voter.channel)
+            if self._authorizer.refusal(review.policy.reviewers, voter.qualified, where) is None:
+                mine.append(review.id)
         hint = did_you_mean(review_id, mine, n=3) or "; `status` lists the open reviews you may answer"
         return f"no review {review_id!r}{hint}"
 
