@@ -256,6 +256,7 @@ class AnswerKind(StrEnum):
     ALREADY_DECIDED = "already_decided"  # too late: decided by whom, when
     INFO = "info"  # help or status, no vote
     INVALID = "invalid"  # the text was not a valid command (usage)
+    NOT_RECORDED = "not_recorded"  # the vote could not be stored (a full disk, the store down): try again
 
 
 @dataclass(frozen=True)

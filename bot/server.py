@@ -54,17 +54,28 @@ log = logging.getLogger(__name__)
 
 
 def _unwritable(state_dir: Path) -> str | None:
-    """Why the store cannot write, checked without writing (the probe runs on every request)."""
-    if os.statvfs(state_dir).f_flag & os.ST_RDONLY:
+    """Why the store cannot write, checked without writing (the probe runs on every request).
+
+    One ``statvfs``: a read-only mount, no block or no inode left for this
+    process (root may use the blocks reserved for it). Its cost does not
+    grow with the documents stored.
+    """
+    fs = os.statvfs(state_dir)
+    if fs.f_flag & os.ST_RDONLY:
         return f"state_dir {state_dir} is on a read-only file system"
     if not os.access(state_dir, os.W_OK | os.X_OK):
         return f"state_dir {state_dir} is not writable by this process"
+    root = os.geteuid() == 0
+    if (fs.f_bfree if root else fs.f_bavail) == 0:
+        return f"state_dir {state_dir} is on a full disk (no space left)"
+    if fs.f_files and (fs.f_ffree if root else fs.f_favail) == 0:
+        return f"state_dir {state_dir} is on a disk with no inodes left"
     return None
 
 
 def health(
     store: Store, state_dir: Path, service: Service | None = None, desk: ReviewDesk | None = None,
-    replicas: Callable[[], dict[str, Any]] | None = None,
+    replicas: Callable[[], dict[str, Any]] | None = None, votes: VotePath | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """(HTTP status, body) for /healthz: counts when the store reads and writes, 503 otherwise.
 
@@ -74,10 +85,14 @@ def health(
     ten reviews or ten thousand, and it writes nothing. Quarantined documents
     are listed under ``problems`` (the rest is served). On a store shared by
     replicas, ``replicas()`` adds which one leads and each one's heartbeat.
+    A store that cannot take writes is 503 too: read-only, a full disk, or
+    the last vote ``votes`` failed to store (until a later one is stored).
     """
     problem = service.problem() if service is not None else None
     if problem is None and desk is not None:
         problem = desk.problem()
+    if problem is None and votes is not None and (failed := votes.write_problem()) is not None:
+        problem = f"store cannot take writes: {failed}"
     if problem is not None:
         return 503, {"status": "unavailable", "error": problem}
     if not state_dir.is_dir():
@@ -113,6 +128,7 @@ def create_app(
     service: Service | None = None,
     desk: ReviewDesk | None = None,
     replicas: Callable[[], dict[str, Any]] | None = None,
+    votes: VotePath | None = None,
 ) -> Starlette:
     """The ASGI app; channel routes (Slack, GitHub) are the seam ``extra_routes``.
 
@@ -120,7 +136,7 @@ def create_app(
     """
 
     async def healthz(request: Request) -> JSONResponse:
-        code, body = await run_in_threadpool(health, store, Path(state_dir), service, desk, replicas)
+        code, body = await run_in_threadpool(health, store, Path(state_dir), service, desk, replicas, votes)
         return JSONResponse(body, status_code=code)
 
     return Starlette(routes=[Route("/healthz", healthz, methods=["GET"]), *extra_routes])
@@ -346,7 +362,8 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
         leadership = _leadership(config, store, runner, fire, port)
         service = Service(store, runner, leader=leadership, lost=lock.lost, on_lost=_exit_at_once)
         view = None if leadership is None else partial(_replicas_view, store, leadership.name)
-        app = create_app(store, state_dir, channels.routes(votes, desk), service=service, desk=desk, replicas=view)
+        app = create_app(store, state_dir, channels.routes(votes, desk), service=service, desk=desk, replicas=view,
+                         votes=votes)
         http = HttpServer(app, sock)
         http.install_signal_handlers()
         lock.update(port=http.port)

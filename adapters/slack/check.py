@@ -19,9 +19,11 @@ __all__ = ["REQUIRED_SCOPES", "CheckApi", "check_connection"]
 REQUIRED_SCOPES = (
     "app_mentions:read",
     "channels:history",
+    "channels:read",
     "chat:write",
     "commands",
     "groups:history",
+    "groups:read",
     "reactions:write",
     "usergroups:read",
 )

@@ -182,6 +182,11 @@ class SlackClient:
         return self._pages("conversations.replies", "messages", max_pages, channel=channel, ts=thread_ts,
                            limit=limit, include_all_metadata=True)
 
+    def channel_members(self, channel: str, *, max_pages: int = 100) -> list[str]:
+        """Every member of ``channel`` (``conversations.members``, 1,000 a page, followed by its cursor)."""
+        return [str(user) for user in self._pages("conversations.members", "members", max_pages, channel=channel,
+                                                  limit=1000)]
+
     def usergroup_members(self, usergroup: str) -> list[str]:
         data = self._data(self._call("usergroups.users.list", usergroup=usergroup))
         return [str(user) for user in data.get("users") or []]

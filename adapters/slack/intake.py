@@ -8,11 +8,16 @@ batches of the replies that arrived together, see ``VoteBatches``); the
 ``Answer`` it returns goes back to the sender as an ephemeral message. This
 module never decides anything.
 
-Acknowledgements: Slack wants one within 3 s. A slash command is acked with
-the answer itself when the handler is done within ``answer_wait`` seconds,
-else with "working on it" and the answer follows through the response_url.
-Buttons, modal submissions and events are acked first and answered after.
-Bolt sends the acknowledgement as soon as a listener returns
+Acknowledgements: Slack wants one within 3 s, and an acknowledged vote must
+not be lost. So every vote (slash command, button, modal, @-mention) is cast
+first and acked once it is stored, waiting up to ``answer_wait`` seconds: a
+slash command is acked with the answer itself, a click, a submission or an
+event with an empty 200 and the answer follows as an ephemeral message. Only
+a vote that takes longer than ``answer_wait`` is acked before it is stored
+(a slash command with "working on it"), so Slack does not show the voter a
+failure or retry the event; its answer still follows. A vote that could not
+be stored (a full disk) is answered "not recorded, try again", never a
+silent 200. Bolt sends the acknowledgement as soon as a listener returns
 (``process_before_response``): whatever follows the ack runs on as a task of
 its own (``_after_ack``). Without it Bolt ran every listener as a task and
 polled for its ack every 10 ms, which cost each vote a tick and a timer.
@@ -24,6 +29,10 @@ repeated). A double click sends two ``block_actions`` with different
 user, button) alone would swallow a deliberate second ``Pause`` an hour later.
 So clicks of the same button on the same message by the same person within
 ``click_window`` seconds share the first click's key (``ClickKeys``).
+
+Bots: an event written by a bot (``bot_id`` set, or a ``bot_message``) is
+never a vote - another app's bot @-mentioning loopbot in a thread decides
+nothing, and loopbot never hears itself.
 """
 
 from __future__ import annotations
@@ -60,11 +69,19 @@ from .modals import (
 from .mrkdwn import render_answer
 from .render import ACTION_IDS
 
-__all__ = ["COUNTED_REACTION", "ClickKeys", "SeenEvents", "build_app", "WORKING_TEXT"]
+__all__ = ["COUNTED_REACTION", "ClickKeys", "FOREIGN_MODAL_TEXT", "NOT_RECORDED_TEXT", "SeenEvents", "build_app",
+           "WORKING_TEXT"]
 
 log = logging.getLogger(__name__)
 
 WORKING_TEXT = "Got it, working on it: the answer follows in a moment."
+#: What a voter is told when their vote could not be stored; the cause is in the bot's log.
+NOT_RECORDED_TEXT = "not recorded: the bot could not store your answer just now; try again in a minute"
+#: The answer to a Reject / Modify submission whose details loopbot did not write.
+FOREIGN_MODAL_TEXT = ("this form was not opened by loopbot (its details are missing or not loopbot's), so nothing "
+                      "was recorded: use the review's buttons again, or `/loopbot approve ID`")
+#: Answers that stay in a modal under its field, with what was typed, instead of closing it.
+_KEEP_MODAL_OPEN = (AnswerKind.REFUSED, AnswerKind.INVALID, AnswerKind.NOT_RECORDED)
 #: The reaction on an @-mention whose vote counted.
 COUNTED_REACTION = "white_check_mark"
 _ACTION_PATTERN = re.compile(r"\Aloopbot_(approve|reject|retry|modify|pause)\Z")
@@ -134,7 +151,19 @@ class _Intake:
         self._after: set[asyncio.Future[Any]] = set()  # held, so a running follow-up is not collected
 
     async def _vote(self, reply: Reply) -> Answer:
-        return await self.batches.vote(reply)
+        """The handler's answer; a vote the handler failed on (its store could not write) was not recorded."""
+        try:
+            return await self.batches.vote(reply)
+        except Exception as err:  # noqa: BLE001 - the voter is told; the cause goes to the log
+            log.error("slack: %s's answer via %s was not recorded: %s", reply.voter.qualified, reply.via,
+                      type(err).__name__, exc_info=err)
+            return Answer(AnswerKind.NOT_RECORDED, NOT_RECORDED_TEXT, reply.review_id)
+
+    async def _stored(self, reply: Reply) -> asyncio.Future[Answer]:
+        """Cast ``reply`` and wait up to ``answer_wait`` for it to be stored (the caller acks after this)."""
+        vote = asyncio.ensure_future(self._vote(reply))
+        await asyncio.wait({vote}, timeout=self.answer_wait)
+        return vote
 
     def _after_ack(self, work: Awaitable[Any]) -> None:
         """Run ``work`` once the listener has returned and Bolt has sent the acknowledgement."""
@@ -173,9 +202,8 @@ class _Intake:
             respond={"channel": body.get("channel_id", ""), "user": body.get("user_id", ""),
                      "response_url": body.get("response_url", "")},
         )
-        vote = asyncio.ensure_future(self._vote(reply))
-        done, _ = await asyncio.wait({vote}, timeout=self.answer_wait)
-        if vote in done:
+        vote = await self._stored(reply)
+        if vote.done():
             await ack(text=render_answer(vote.result()), response_type="ephemeral")
             return
         await ack(text=WORKING_TEXT, response_type="ephemeral")
@@ -202,7 +230,6 @@ class _Intake:
             await ack()
             self._after_ack(client.views_open(trigger_id=body["trigger_id"], view=build_modal(decision, context)))
             return
-        await ack()
         respond = {"channel": channel, "user": voter.id, "thread_ts": thread_ts,
                    "response_url": str(body.get("response_url") or "")}
         reply = Reply(
@@ -214,15 +241,19 @@ class _Intake:
             via="button",
             respond=respond,
         )
-        self._after_ack(self._vote_and_tell(client, respond, reply))
-
-    async def _vote_and_tell(self, client: AsyncWebClient, respond: Mapping[str, Any], reply: Reply) -> None:
-        await self._tell(client, respond, await self._vote(reply))
+        vote = await self._stored(reply)  # acked once stored: a crash after the 200 loses no vote
+        await ack()
+        self._after_ack(self._tell_when_done(client, respond, vote))
 
     # --- modals ------------------------------------------------------------------------
     async def submission(self, ack: Any, body: dict[str, Any], view: dict[str, Any], client: AsyncWebClient) -> None:
         decision = MODAL_CALLBACKS[view["callback_id"]]
-        context = ModalContext.from_metadata(str(view.get("private_metadata") or ""))
+        try:
+            context = ModalContext.from_metadata(str(view.get("private_metadata") or ""))
+        except ValueError as exc:  # not a modal loopbot opened (or one from a version that wrote other details)
+            log.warning("slack: a %s submission whose details loopbot did not write: %s", view["callback_id"], exc)
+            await ack(response_action="errors", errors={FIELD_BLOCK[decision]: FOREIGN_MODAL_TEXT})
+            return
         command: Command | CommandError
         try:
             command = command_from_submission(decision, context.review_id, submitted_text(view, decision))
@@ -237,9 +268,8 @@ class _Intake:
                       respond=respond)
         # Voted before the ack when it is quick, so a refusal (changes the run's plan cannot take, a voter
         # who may not answer) stays in the modal under the field, with what was typed, instead of closing it.
-        vote = asyncio.ensure_future(self._vote(reply))
-        done, _ = await asyncio.wait({vote}, timeout=self.answer_wait)
-        if vote in done and vote.result().kind in (AnswerKind.REFUSED, AnswerKind.INVALID):
+        vote = await self._stored(reply)
+        if vote.done() and vote.result().kind in _KEEP_MODAL_OPEN:
             error = render_answer(vote.result())[:MAX_ERROR]
             await ack(response_action="errors", errors={FIELD_BLOCK[decision]: error})
             return
@@ -254,21 +284,13 @@ class _Intake:
 
     # --- @-mentions ----------------------------------------------------------------------
     async def mention(self, body: dict[str, Any], event: dict[str, Any], client: AsyncWebClient) -> None:
+        if event.get("bot_id") or event.get("subtype") == "bot_message":  # a bot's words are never a vote
+            log.info("slack: ignored a mention written by bot %s", event.get("bot_id") or "(unnamed)")
+            return
         event_id = str(body.get("event_id") or "")
         if event_id and not self.events.claim(event_id):
             log.info("slack event %s arrived again (a retry): already taken in", event_id)
             return
-        self._after_ack(self._handle_mention(event_id, body, event, client))
-
-    async def _handle_mention(self, event_id: str, body: dict[str, Any], event: dict[str, Any],
-                              client: AsyncWebClient) -> None:
-        try:
-            await self._mention(body, event, client)
-        except BaseException:
-            self.events.release(event_id)
-            raise
-
-    async def _mention(self, body: dict[str, Any], event: dict[str, Any], client: AsyncWebClient) -> None:
         channel, thread_ts = str(event.get("channel") or ""), str(event.get("thread_ts") or "")
         respond = {"channel": channel, "user": str(event.get("user") or ""),
                    "thread_ts": thread_ts or str(event.get("ts") or "")}
@@ -276,19 +298,26 @@ class _Intake:
             voter=_identity(None, str(event.get("user") or "")),
             command=parse_command(str(event.get("text") or "")),
             context={"channel": channel, "thread_ts": thread_ts} if thread_ts else None,
-            dedupe_key=f"slack:event:{body['event_id']}" if body.get("event_id") else None,
+            dedupe_key=f"slack:event:{event_id}" if event_id else None,
             via="mention",
             respond=respond,
         )
-        answer = await self._vote(reply)
+        vote = await self._stored(reply)  # the event is acked once its vote is stored
+        self._after_ack(self._answer_mention(event_id, str(event.get("ts") or ""), respond, vote, client))
+
+    async def _answer_mention(self, event_id: str, ts: str, respond: Mapping[str, Any],
+                              vote: asyncio.Future[Answer], client: AsyncWebClient) -> None:
+        answer = await vote
+        if answer.kind is AnswerKind.NOT_RECORDED:  # a retry of this event may be taken in again
+            self.events.release(event_id)
         if answer.kind is AnswerKind.DUPLICATE:  # a retried delivery: the first one was answered
             return
         await self._tell(client, respond, answer)
-        if answer.counted and event.get("ts"):  # everyone in the thread sees that it counted
+        if answer.counted and ts:  # everyone in the thread sees that it counted
             try:
-                await client.reactions_add(channel=channel, timestamp=str(event["ts"]), name=COUNTED_REACTION)
+                await client.reactions_add(channel=respond["channel"], timestamp=ts, name=COUNTED_REACTION)
             except SlackApiError as exc:
-                log.info("cannot react to %s's mention in %s: %s", respond["user"], channel,
+                log.info("cannot react to %s's mention in %s: %s", respond["user"], respond["channel"],
                          exc.response.get("error"))
 
 

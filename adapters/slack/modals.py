@@ -51,8 +51,13 @@ class ModalContext:
 
     @classmethod
     def from_metadata(cls, raw: str) -> ModalContext:
-        data = json.loads(raw or "{}")
-        return cls(**{key: str(data.get(key) or "") for key in cls.__dataclass_fields__})
+        """The context ``to_metadata`` wrote; ValueError for details loopbot did not write (no review, not ours)."""
+        data = json.loads(raw)  # JSONDecodeError is a ValueError
+        if not isinstance(data, dict) or not set(data) <= set(cls.__dataclass_fields__):
+            raise ValueError("private_metadata is not a review's details as loopbot writes them")
+        if not all(isinstance(value, str) for value in data.values()) or not data.get("review_id"):
+            raise ValueError("private_metadata names no review")
+        return cls(**data)
 
 
 def build_modal(decision: HumanDecision, context: ModalContext) -> dict[str, Any]:

@@ -26,7 +26,9 @@ class Membership(Protocol):
     ``where`` says where the answer was given (``{"repository": "octo/ops",
     "issue": 42}``), for checks that depend on it, such as a GitHub
     permission. ``always_checks``: the channel checks even when the loop
-    names no reviewers at all (GitHub: anyone can comment on a public issue).
+    names no reviewers at all - GitHub: anyone can comment on a public issue,
+    so it asks for the configured permission on the review's repository;
+    Slack: only members of the channel the review was posted to may answer.
     """
 
     always_checks: bool

@@ -5,14 +5,18 @@ with ``slack.app_token`` the same Bolt app runs over Socket Mode instead, so
 no public URL is needed. Slack's answers go back in the acknowledgement, so
 its handler is the vote path itself; user groups are asked of
 ``usergroups.users.list`` through a short cache.
+
+Who may answer a loop with no ``reviewers`` block on Slack: the members of
+the channel the review was posted to (``conversations.members``, through the
+same cache), not any member of the workspace writing from anywhere.
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from adapters.slack import SlackChannel, SlackClient, SlackDirectory, check_connection
 from adapters.vote_batches import VotesHandler
@@ -28,9 +32,34 @@ if TYPE_CHECKING:  # pragma: no cover - slack_bolt loads only when Slack is conf
 
     from adapters.slack.socket import SocketModeRunner
 
-__all__ = ["SlackKit"]
+__all__ = ["SlackKit", "SlackMembership"]
 
 log = logging.getLogger(__name__)
+
+
+class SlackMembership:
+    """Slack's check: the reviewers' lists and groups, or without a reviewers block the review channel's members."""
+
+    always_checks = True  # without reviewers it still checks: the voter must be in the review's channel
+
+    def __init__(self, directory: SlackDirectory) -> None:
+        self._directory = directory
+        self._lists = ListMembership("slack", self._in_groups)
+
+    def _in_groups(self, reviewers: Reviewers, user: str) -> bool:
+        return any(self._directory.is_member(group, user) for group in reviewers.slack_groups or [])
+
+    def refusal(self, reviewers: Reviewers, account: str, where: Mapping[str, Any]) -> str | None:
+        if not reviewers.anyone:
+            return self._lists.refusal(reviewers, account, where)
+        channel = str(where.get("channel") or "")
+        if not channel:
+            return ("this review was not posted to a Slack channel and its loop names no reviewers, "
+                    "so nobody may answer it from Slack")
+        if self._directory.in_channel(channel, account):
+            return None
+        return (f"slack:{account} is not a member of channel {channel}, where this review was posted: "
+                "its loop names no reviewers, so only that channel's members may answer")
 
 
 class SlackKit:
@@ -43,11 +72,8 @@ class SlackKit:
         self.client = SlackClient(config.bot_token.get_secret_value(), base_url=config.api_base_url)
         self.channel = SlackChannel(self.client, command=config.command)
         self.directory = SlackDirectory(self.client)
-        self.membership = ListMembership("slack", self._in_groups)
+        self.membership = SlackMembership(self.directory)
         self._socket: SocketModeRunner | None = None
-
-    def _in_groups(self, reviewers: Reviewers, user: str) -> bool:
-        return any(self.directory.is_member(group, user) for group in reviewers.slack_groups or [])
 
     @property
     def socket_mode(self) -> bool:

@@ -21,6 +21,7 @@ from typing import Any
 
 from adapters.channel import Answer, AnswerKind, Identity, MessageRef, Reply
 from adapters.commands import HELP_TEXT, CommandError, identity_problem
+from adapters.suggest import did_you_mean
 
 from bot.reviews import (
     ALREADY_DECIDED,
@@ -67,6 +68,15 @@ class VotePath:
         self._clock = clock
         self._people = people or People()
         self._apply = apply
+        self._write_failure: str | None = None  # why the last vote could not be stored, until one is
+
+    def write_problem(self) -> str | None:
+        """Why the store could not take the last vote (a full disk), or None once a later one was stored.
+
+        /healthz reports it: a disk with a few kB left passes every cheap
+        check yet refuses a review's write, and that is what voters meet.
+        """
+        return self._write_failure
 
     def handle(self, reply: Reply) -> Answer:
         answer = self.handle_many([reply])[0]
@@ -144,7 +154,8 @@ class VotePath:
                     review = err
                 found[reply.review_id] = review
             if isinstance(review, UnknownReviewError):
-                return Answer(AnswerKind.UNKNOWN_REVIEW, str(review), reply.review_id)
+                return Answer(AnswerKind.UNKNOWN_REVIEW, self._unknown(review, reply.review_id, reply.voter),
+                              reply.review_id)
             return review
         if reply.context:
             here = self._store.open_reviews_posted_at(reply.voter.channel, reply.context)
@@ -159,18 +170,48 @@ class VotePath:
         return Answer(AnswerKind.UNKNOWN_REVIEW, "which review? name it, e.g. `approve demo-3`"
                       " (`status` lists the open reviews)")
 
+    def _unknown(self, unknown: UnknownReviewError, review_id: str, voter: Identity) -> str:
+        """"no review X", offering close ids only among the reviews ``voter`` may answer.
+
+        The store's own hint names any close id; handed to whoever typed a
+        wrong id, it would tell outsiders which reviews exist. The store's
+        candidates cost an O(1) look-up each; only the few closest are read
+        and checked against their reviewers (a check may ask an API).
+        """
+        import difflib  # here: only a mistyped id needs it
+
+        candidates = {candidate.casefold(): candidate for candidate in unknown.close}
+        mine = []
+        for key in difflib.get_close_matches(review_id.strip().casefold(), list(candidates), n=5, cutoff=0.6):
+            try:
+                review = self._store.peek_review(candidates[key])
+            except UnknownReviewError:
+                continue
+            where = _posted(review, voter.channel)
+            if self._authorizer.refusal(review.policy.reviewers, voter.qualified, where) is None:
+                mine.append(review.id)
+        hint = did_you_mean(review_id, mine, n=3) or "; `status` lists the open reviews you may answer"
+        return f"no review {review_id!r}{hint}"
+
     # -- casting -------------------------------------------------------------------
 
     def _cast(self, casts: dict[str, list[tuple[int, Vote, str | None]]]) -> dict[int, Answer | Exception]:
         """Cast every review's votes (one store call for the batch); apply the reviews they decided."""
-        cast = self._store.cast_votes({review_id: [(vote, refusal) for _, vote, refusal in group]
-                                       for review_id, group in casts.items()})
+        try:
+            cast = self._store.cast_votes({review_id: [(vote, refusal) for _, vote, refusal in group]
+                                           for review_id, group in casts.items()})
+        except OSError as err:
+            self._write_failure = f"votes could not be stored: {err}"
+            raise
         answers: dict[int, Answer | Exception] = {}
         for review_id, group in casts.items():
             results = cast[review_id]
             if isinstance(results, Exception):
+                if isinstance(results, OSError):
+                    self._write_failure = f"votes on review {review_id} could not be stored: {results}"
                 answers.update((index, results) for index, _, _ in group)
                 continue
+            self._write_failure = None
             for (index, vote, _), result in zip(group, results, strict=True):
                 log.info("review %s: %s %s via %s: %s", review_id, vote.voter, vote.decision.name.lower(),
                          vote.source, result.message)
@@ -188,7 +229,8 @@ class VotePath:
         reviews = self._store.open_reviews()
         if review_id:
             reviews = [r for r in reviews if r.id.casefold() == review_id.casefold()]
-        mine = [r for r in reviews if self._authorizer.refusal(r.policy.reviewers, voter.qualified) is None]
+        mine = [r for r in reviews
+                if self._authorizer.refusal(r.policy.reviewers, voter.qualified, _posted(r, voter.channel)) is None]
         if not mine:
             return "no open review is waiting for you" + (f" ({review_id} is not open)" if review_id else "")
         lines = [f"{len(mine)} open review(s) you may answer:"]
@@ -241,9 +283,14 @@ def _where(review: Review, reply: Reply) -> dict[str, Any]:
     """Where the answer was given, or else where the review was posted on the voter's channel."""
     if reply.context:
         return dict(reply.context)
+    return _posted(review, reply.voter.channel)
+
+
+def _posted(review: Review, channel: str) -> dict[str, Any]:
+    """Where ``review`` was posted on ``channel`` (its first message there), or {}."""
     for raw in review.posts:
         ref = MessageRef.from_dict(raw)
-        if ref.channel == reply.voter.channel:
+        if ref.channel == channel:
             return dict(ref.data)
     return {}
 

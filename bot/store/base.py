@@ -66,7 +66,15 @@ class UnknownRunError(StoreError, LookupError):
 
 
 class UnknownReviewError(StoreError, LookupError):
-    """No review has this id; the message lists close ids when there are some."""
+    """No review has this id; the message lists close ids when there are some.
+
+    ``close``: the ids it picked them from, for a caller that may show only
+    some of them (the vote path names only reviews the voter may answer).
+    """
+
+    def __init__(self, message: str, close: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.close = tuple(close)
 
 
 class UnknownTaskError(StoreError, KeyError):

@@ -430,9 +430,9 @@ class PostgresStore:
     # -- reviews ------------------------------------------------------------
 
     def _unknown_review(self, review_id: str) -> UnknownReviewError:
-        hint = did_you_mean(review_id, self._close_review_ids(review_id), n=3)
-        hint = hint or "; `loopbot status` lists the open reviews"
-        return UnknownReviewError(f"no review {review_id!r}{hint}")
+        close = self._close_review_ids(review_id)
+        hint = did_you_mean(review_id, close, n=3) or "; `loopbot status` lists the open reviews"
+        return UnknownReviewError(f"no review {review_id!r}{hint}", close)
 
     def _close_review_ids(self, review_id: str) -> list[str]:
         with self._cur() as cur:

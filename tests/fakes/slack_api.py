@@ -79,15 +79,18 @@ def signed_headers(
 class FakeSlackApi:
     """``with FakeSlackApi() as slack: WebClient(BOT_TOKEN, base_url=slack.base_url)``."""
 
-    def __init__(self, *, usergroups: dict[str, list[str]] | None = None) -> None:
+    def __init__(self, *, usergroups: dict[str, list[str]] | None = None,
+                 members: dict[str, list[str]] | None = None) -> None:
         self.calls: list[Call] = []
         self.messages: dict[str, list[dict[str, Any]]] = {}
         self.usergroups: dict[str, list[str]] = dict(usergroups or {})
+        #: channel -> its members, for ``conversations.members`` (a channel not named here: channel_not_found).
+        self.members: dict[str, list[str]] = dict(members or {})
         self.socket_url: str | None = None
         #: What auth.test reports in ``x-oauth-scopes`` (None: no header).
         self.scopes: list[str] | None = [
-            "app_mentions:read", "channels:history", "chat:write", "commands", "groups:history",
-            "reactions:write", "usergroups:read",
+            "app_mentions:read", "channels:history", "channels:read", "chat:write", "commands", "groups:history",
+            "groups:read", "reactions:write", "usergroups:read",
         ]
         self._failures: dict[str, list[_Failure]] = {}
         self._stalls: dict[str, list[list[Any]]] = {}  # method -> [[calls to let through first, release event]]
@@ -203,6 +206,25 @@ class FakeSlackApi:
             "response_metadata": {"next_cursor": str(start + limit) if more else ""},
         }
 
+    def _members(self, channel: str, params: dict[str, Any]) -> dict[str, Any]:
+        """``conversations.members`` as Slack pages it: ``limit`` (at most 1,000) per page, an opaque cursor."""
+        if self.scopes is not None and not {"channels:read", "groups:read"} & set(self.scopes):
+            return {"ok": False, "error": "missing_scope", "needed": "channels:read,groups:read"}
+        if channel not in self.members:
+            return {"ok": False, "error": "channel_not_found"}
+        limit = int(params.get("limit") or 100)
+        if not 1 <= limit <= 1000:
+            return {"ok": False, "error": "invalid_limit"}
+        cursor = str(params.get("cursor") or "")
+        try:
+            start = int(cursor.removeprefix("dXNlcjo")) if cursor else 0
+        except ValueError:
+            return {"ok": False, "error": "invalid_cursor"}
+        users = self.members[channel]
+        more = start + limit < len(users)
+        return {"ok": True, "members": list(users[start:start + limit]),
+                "response_metadata": {"next_cursor": f"dXNlcjo{start + limit}" if more else ""}}
+
     def answer(self, method: str, params: dict[str, Any]) -> dict[str, Any]:  # noqa: C901 - one branch per method
         channel = str(params.get("channel", ""))
         if method == "auth.test":
@@ -248,6 +270,8 @@ class FakeSlackApi:
             return self._page(thread, params)
         if method == "reactions.add":
             return {"ok": True}
+        if method == "conversations.members":
+            return self._members(channel, params)
         if method == "usergroups.users.list":
             group = str(params.get("usergroup", ""))
             if group not in self.usergroups:

@@ -7,7 +7,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 import httpx
 import pytest
@@ -16,7 +16,14 @@ from starlette.applications import Starlette
 
 from adapters.channel import Answer, AnswerKind, Reply
 from adapters.commands import Command, CommandError
-from adapters.slack.intake import WORKING_TEXT, ClickKeys, SeenEvents, build_app
+from adapters.slack.intake import (
+    FOREIGN_MODAL_TEXT,
+    NOT_RECORDED_TEXT,
+    WORKING_TEXT,
+    ClickKeys,
+    SeenEvents,
+    build_app,
+)
 from adapters.vote_batches import one_by_one
 from adapters.slack.route import slack_route
 from loop_engine.checkpoint import HumanDecision
@@ -321,3 +328,90 @@ async def test_a_mention_whose_handling_failed_is_handled_on_retry(slack: FakeSl
     await asyncio.sleep(0.05)
     await send(server, mention("<@U0BOT> approve"), json_body=True, **{"x-slack-retry-num": "1"})
     await eventually(lambda: len(calls) == 2 and bool(slack.calls_to("chat.postEphemeral")))
+
+
+# --- an acknowledged vote is a stored vote ---------------------------------------------------------------
+class Ordered:
+    """A handler that takes ``delay`` seconds to store a vote and notes when it is stored."""
+
+    def __init__(self, delay: float = 0.2) -> None:
+        self.delay = delay
+        self.events: list[str] = []
+
+    def __call__(self, reply: Reply) -> Answer:
+        time.sleep(self.delay)
+        self.events.append(f"stored {reply.via}")
+        return Answer(AnswerKind.COUNTED, "counted: 1 of 2 approvals", reply.review_id)
+
+
+@pytest.mark.parametrize(("body", "json_body", "via"), [
+    (click("loopbot_approve"), False, "button"),
+    (mention("<@U0BOT> approve"), True, "mention"),
+    (submission("loopbot_reject", "reason", "no"), False, "modal"),
+    (slash("approve triage-17"), False, "slash"),
+])
+async def test_every_vote_is_acked_only_once_it_is_stored(slack: FakeSlackApi, body: str, json_body: bool,
+                                                          via: str) -> None:
+    handler = Ordered()
+    app = build_app(signing_secret=SECRET, handler=one_by_one(handler), bot_token=BOT_TOKEN,
+                    api_base_url=slack.base_url)
+    response = await send(Starlette(routes=[slack_route(app)]), body, json_body=json_body)
+    handler.events.append("acked")
+    assert response.status_code == 200
+    assert handler.events == [f"stored {via}", "acked"]  # a crash after the 200 loses nothing
+
+
+def _failing(reply: Reply) -> Answer:
+    raise OSError(28, "No space left on device")
+
+
+@pytest.mark.parametrize(("body", "json_body"), [(click("loopbot_approve"), False),
+                                                 (mention("<@U0BOT> approve"), True)])
+async def test_a_vote_that_could_not_be_stored_is_answered_not_recorded(slack: FakeSlackApi, body: str,
+                                                                        json_body: bool) -> None:
+    app = build_app(signing_secret=SECRET, handler=one_by_one(_failing), bot_token=BOT_TOKEN,
+                    api_base_url=slack.base_url)
+    response = await send(Starlette(routes=[slack_route(app)]), body, json_body=json_body)
+    assert response.status_code == 200
+    await eventually(lambda: bool(slack.calls_to("chat.postEphemeral")))
+    (told,) = slack.calls_to("chat.postEphemeral")
+    assert told.params["text"] == NOT_RECORDED_TEXT and told.params["user"] == "U0AAA"
+    assert not slack.calls_to("reactions.add")
+
+
+async def test_a_slash_vote_or_a_modal_that_could_not_be_stored_says_so_in_the_ack(slack: FakeSlackApi) -> None:
+    app = build_app(signing_secret=SECRET, handler=one_by_one(_failing), bot_token=BOT_TOKEN,
+                    api_base_url=slack.base_url)
+    server = Starlette(routes=[slack_route(app)])
+    answered = await send(server, slash("approve triage-17"))
+    assert answered.status_code == 200 and answered.json()["text"] == NOT_RECORDED_TEXT
+    modal = await send(server, submission("loopbot_reject", "reason", "labels are wrong"))
+    assert modal.json() == {"response_action": "errors", "errors": {"reason": NOT_RECORDED_TEXT}}  # stays open
+
+
+# --- bots and forged forms ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("fields", [{"bot_id": "B0OTHER"}, {"bot_id": "B0OTHER", "subtype": "bot_message"},
+                                    {"subtype": "bot_message"}])
+async def test_a_mention_written_by_a_bot_is_no_vote(slack: FakeSlackApi, fields: dict[str, str]) -> None:
+    recorder = Recorder()
+    event = json.loads(mention("<@U0BOT> approve"))
+    event["event"].update(fields)
+    response = await send(make_server(slack, recorder), json.dumps(event), json_body=True)
+    assert response.status_code == 200
+    human = await send(make_server(slack, recorder), mention("<@U0BOT> approve", event_id="Ev0002"), json_body=True)
+    assert human.status_code == 200
+    await eventually(lambda: bool(slack.calls_to("chat.postEphemeral")))
+    assert [reply.dedupe_key for reply in recorder.replies] == ["slack:event:Ev0002"]  # only the person's
+
+
+@pytest.mark.parametrize("metadata", ["", "not json", "[1, 2]", '"triage-17"', '{"review_id": ""}',
+                                      '{"review_id": 17}', '{"review_id": "triage-17", "admin": "yes"}'])
+async def test_a_submission_whose_details_loopbot_did_not_write_gets_a_clear_answer(slack: FakeSlackApi,
+                                                                                    metadata: str) -> None:
+    recorder = Recorder()
+    payload = json.loads(unquote(submission("loopbot_reject", "reason", "no").removeprefix("payload=")))
+    payload["view"]["private_metadata"] = metadata
+    response = await send(make_server(slack, recorder), interactive(payload))
+    assert response.status_code == 200, response.text
+    assert response.json() == {"response_action": "errors", "errors": {"reason": FOREIGN_MODAL_TEXT}}
+    assert recorder.replies == []

@@ -126,6 +126,38 @@ def test_a_user_group_member_may_answer_and_an_outsider_may_not(desk: SlackDesk)
     desk.ws.wait_run(review["run"], "completed")
 
 
+# --- no reviewers block: the review channel's members -------------------------------------------------
+def test_without_reviewers_only_the_review_channels_members_may_answer_and_bots_never(desk: SlackDesk) -> None:
+    desk.fake.members[CHANNEL] = ["U0AAA", "U0BBB"]
+    desk.fake.members["C0ELSE"] = ["U0OUT"]
+    loop = slack_loop(approvals=1)
+    del loop["review"]["reviewers"]
+    review, message = _open(desk, loop)
+    rid = review["id"]
+    refused = desk.slash(f"approve {rid}", user="U0OUT").json()["text"]  # a workspace member, not in #C0AAA
+    assert refused.startswith("vote refused") and f"not a member of channel {CHANNEL}" in refused, refused
+    typo = desk.slash(f"approve {rid}0", user="U0OUT").json()["text"]
+    assert rid not in typo.replace(f"{rid}0", ""), typo  # no review id for someone who may not answer it
+    asked = desk.fake.calls_to("conversations.members")
+    assert asked and {c.params["channel"] for c in asked} == {CHANNEL}
+
+    bot_body = json.loads(desk.mention_body("<@U0BOT> approve", message["thread_ts"], user="U0BBB"))
+    bot_body["event"]["bot_id"] = "B0OTHER"  # another app's bot, posting as a member of the channel
+    assert desk.send(json.dumps(bot_body), json_body=True).status_code == 200
+    assert desk.votes(rid) == [] and desk.ws.review(rid)["status"] == "open"
+
+    forged = desk.submission_payload({"callback_id": "loopbot_reject", "private_metadata": "v2:opaque"}, "no",
+                                     user="U0BBB")  # a form whose details loopbot did not write
+    answered = desk.send(desk.interactive(forged))
+    assert answered.status_code == 200 and answered.json()["response_action"] == "errors", answered.text
+    assert "not opened by loopbot" in answered.json()["errors"]["reason"]
+    assert desk.bot is not None and "Traceback" not in desk.bot.log()
+
+    assert desk.click("loopbot_approve", message, rid, user="U0BBB").status_code == 200
+    desk.ws.wait_run(review["run"], "completed")
+    assert [v["voter"] for v in desk.votes(rid)] == ["slack:U0BBB"]
+
+
 # --- Socket Mode: a button and an @-mention ---------------------------------------------------------
 def test_socket_mode_takes_a_button_click_and_a_mention(desk: SlackDesk, fake: FakeSlackApi) -> None:
     socket = FakeSocketMode().start()
