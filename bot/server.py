@@ -33,8 +33,9 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from loop_engine.atomic import remove_stale_temp_files
 
@@ -48,7 +49,7 @@ from bot.store import ServeLock
 from bot.store.base import Store
 from bot.store.open import open_store
 
-__all__ = ["health", "create_app", "bind_socket", "HttpServer", "serve", "STOP_BUDGET"]
+__all__ = ["health", "create_app", "bind_socket", "limit_head", "HttpServer", "serve", "MAX_HEAD", "STOP_BUDGET"]
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +147,33 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+#: Bytes of request line plus headers a request may have: Slack and GitHub send about 2 kB.
+MAX_HEAD = 16 * 1024
+
+
+def limit_head(app: ASGIApp, max_head: int = MAX_HEAD) -> ASGIApp:
+    """``app`` behind a size limit on the request line (414) and on the line and headers together (431).
+
+    uvicorn's ``h11_max_incomplete_event_size`` bounds only a head still
+    arriving: one that comes whole in a single read (asyncio reads up to
+    256 KiB) was parsed and served, with a 70 kB URL. The answer closes the
+    connection, and nothing of the request is logged.
+    """
+
+    async def limited(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            line = len(scope["method"]) + len(scope["raw_path"]) + len(scope["query_string"]) + 12
+            if line > max_head:
+                refusal = PlainTextResponse("URI too long", 414, headers={"connection": "close"})
+                return await refusal(scope, receive, send)
+            if line + sum(len(name) + len(value) + 4 for name, value in scope["headers"]) > max_head:
+                refusal = PlainTextResponse("request headers too large", 431, headers={"connection": "close"})
+                return await refusal(scope, receive, send)
+        await app(scope, receive, send)
+
+    return limited
+
+
 class HttpServer:
     """uvicorn in the main thread, with SIGTERM/SIGINT turned into a clean stop.
 
@@ -157,7 +185,9 @@ class HttpServer:
     timer - and once ``max_connections`` are open a new one evicts the
     connection that has waited longest without a request, so idle sockets
     cannot starve real requests (or the process's file descriptors). Only when
-    every connection is busy with a request does uvicorn answer 503.
+    every connection is busy with a request does uvicorn answer 503. Those two
+    need uvicorn's h11 protocol subclassed (no public option does either); a
+    request line or headers over ``MAX_HEAD`` are refused by ``limit_head``.
     """
 
     def __init__(
@@ -173,7 +203,7 @@ class HttpServer:
     ) -> None:
         self._sock = sock
         config = uvicorn.Config(
-            app,
+            limit_head(app),
             log_config=None,
             access_log=False,
             lifespan="off",
@@ -182,7 +212,7 @@ class HttpServer:
             timeout_keep_alive=keep_alive_timeout,  # type: ignore[arg-type]  # typed int; used as seconds
             limit_concurrency=max_connections + 1,  # the new connection itself, when no idle one could make room
             backlog=backlog,
-            h11_max_incomplete_event_size=16 * 1024,  # request line + headers; Slack and GitHub send far less
+            h11_max_incomplete_event_size=MAX_HEAD,  # a head still arriving; limit_head checks a whole one
             timeout_graceful_shutdown=graceful_shutdown_timeout,
         )
         self._server = uvicorn.Server(config)
@@ -341,7 +371,8 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
             "loopbot serving on http://%s:%d (pid %d, state_dir %s)",
             config.server.host, http.port, os.getpid(), state_dir,
         )
-        log.info("config:\n%s", config.summary())
+        for line in config.summary().splitlines():  # each its own record: a record is one line
+            log.info("config: %s", line)
         for warning in config.review_warnings():
             log.warning("%s", warning)
         if leadership is None:
