@@ -15,7 +15,6 @@ SIGTERM/SIGINT stop accepting, let each running step finish and be saved
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import logging
 import os
@@ -33,15 +32,15 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from loop_engine.atomic import remove_stale_temp_files
 
 from bot.config import BotConfig
 from bot.desk import ReviewDesk, VotePath
 from bot.desk.channels import Channels
+from bot.http_guard import MAX_HEAD, guarded_protocol, limit_head
 from bot.runner import Runner, utcnow
 from bot.scheduler import LoopScheduler
 from bot.service import Service
@@ -49,7 +48,7 @@ from bot.store import ServeLock
 from bot.store.base import Store
 from bot.store.open import open_store
 
-__all__ = ["health", "create_app", "bind_socket", "limit_head", "HttpServer", "serve", "MAX_HEAD", "STOP_BUDGET"]
+__all__ = ["health", "create_app", "bind_socket", "HttpServer", "serve", "STOP_BUDGET"]
 
 log = logging.getLogger(__name__)
 
@@ -147,33 +146,6 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-#: Bytes of request line plus headers a request may have: Slack and GitHub send about 2 kB.
-MAX_HEAD = 16 * 1024
-
-
-def limit_head(app: ASGIApp, max_head: int = MAX_HEAD) -> ASGIApp:
-    """``app`` behind a size limit on the request line (414) and on the line and headers together (431).
-
-    uvicorn's ``h11_max_incomplete_event_size`` bounds only a head still
-    arriving: one that comes whole in a single read (asyncio reads up to
-    256 KiB) was parsed and served, with a 70 kB URL. The answer closes the
-    connection, and nothing of the request is logged.
-    """
-
-    async def limited(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            line = len(scope["method"]) + len(scope["raw_path"]) + len(scope["query_string"]) + 12
-            if line > max_head:
-                refusal = PlainTextResponse("URI too long", 414, headers={"connection": "close"})
-                return await refusal(scope, receive, send)
-            if line + sum(len(name) + len(value) + 4 for name, value in scope["headers"]) > max_head:
-                refusal = PlainTextResponse("request headers too large", 431, headers={"connection": "close"})
-                return await refusal(scope, receive, send)
-        await app(scope, receive, send)
-
-    return limited
-
-
 class HttpServer:
     """uvicorn in the main thread, with SIGTERM/SIGINT turned into a clean stop.
 
@@ -185,9 +157,8 @@ class HttpServer:
     timer - and once ``max_connections`` are open a new one evicts the
     connection that has waited longest without a request, so idle sockets
     cannot starve real requests (or the process's file descriptors). Only when
-    every connection is busy with a request does uvicorn answer 503. Those two
-    need uvicorn's h11 protocol subclassed (no public option does either); a
-    request line or headers over ``MAX_HEAD`` are refused by ``limit_head``.
+    every connection is busy with a request does uvicorn answer 503. A request
+    line or headers over ``MAX_HEAD`` are refused (``bot.http_guard``).
     """
 
     def __init__(
@@ -207,7 +178,7 @@ class HttpServer:
             log_config=None,
             access_log=False,
             lifespan="off",
-            http=self._protocol(request_timeout, max_connections),
+            http=guarded_protocol(request_timeout, max_connections),
             ws="none",  # no websocket routes: an upgrade would escape the request timeout
             timeout_keep_alive=keep_alive_timeout,  # type: ignore[arg-type]  # typed int; used as seconds
             limit_concurrency=max_connections + 1,  # the new connection itself, when no idle one could make room
@@ -217,57 +188,6 @@ class HttpServer:
         )
         self._server = uvicorn.Server(config)
         self._stopped = threading.Event()
-
-    @staticmethod
-    def _protocol(request_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
-        """uvicorn's h11 protocol with a whole-request deadline and eviction of idle connections."""
-        import h11
-        from uvicorn.protocols.http.h11_impl import H11Protocol
-
-        class GuardedH11Protocol(H11Protocol):
-            _deadline: asyncio.TimerHandle | None = None
-            _waiting_since = 0.0
-
-            def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-                super().connection_made(transport)
-                self._await_request()
-                live = [c for c in self.connections if not c.transport.is_closing()]
-                if len(live) > max_connections:
-                    idle = [c for c in live if isinstance(c, GuardedH11Protocol) and c._deadline is not None]
-                    if idle:
-                        min(idle, key=lambda c: c._waiting_since)._close()
-                        log.warning("more than %d connections open: closed the one idle longest", max_connections)
-
-            def data_received(self, data: bytes) -> None:
-                super().data_received(data)
-                if self.conn.their_state is not h11.IDLE and self.conn.their_state is not h11.SEND_BODY:
-                    self._stop_waiting()  # the request is in: how long the app takes is not the client's doing
-
-            def on_response_complete(self) -> None:
-                super().on_response_complete()
-                if not self.transport.is_closing() and self.conn.their_state in (h11.IDLE, h11.SEND_BODY):
-                    self._await_request()
-
-            def connection_lost(self, exc: Exception | None) -> None:
-                self._stop_waiting()
-                super().connection_lost(exc)
-
-            def _await_request(self) -> None:
-                self._stop_waiting()
-                self._waiting_since = self.loop.time()
-                self._deadline = self.loop.call_later(request_timeout, self._close)
-
-            def _stop_waiting(self) -> None:
-                if self._deadline is not None:
-                    self._deadline.cancel()
-                    self._deadline = None
-
-            def _close(self) -> None:
-                self._stop_waiting()
-                if not self.transport.is_closing():
-                    self.transport.close()
-
-        return GuardedH11Protocol
 
     @property
     def port(self) -> int:
