@@ -244,6 +244,6 @@ def setup_logging(
     root.addHandler(handler)
     root.setLevel(level)
     # Third-party chatter that would drown the review lines at INFO.
-    for noisy in ("apscheduler", "uvicorn.access", "slack_bolt", "slack_sdk"):
+    for noisy in ("apscheduler", "uvicorn.access", "slack_bolt"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     return redactor
