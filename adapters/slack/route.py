@@ -103,15 +103,14 @@ def _verify(verifier: SignatureVerifier, request: Request, body: bytes, now: flo
 
 
 def slack_route(
-    app: AsyncApp, *, signing_secret: str, path: str = SLACK_EVENTS_PATH, max_body: int = MAX_BODY,
-    clock: Callable[[], float] = time.time,
+    app: AsyncApp, *, signing_secret: str, path: str = SLACK_EVENTS_PATH, clock: Callable[[], float] = time.time,
 ) -> Route:
     """A Starlette route that hands every request Slack signed to ``app`` (``clock``: seconds, for tests)."""
     verifier = SignatureVerifier(signing_secret)
 
     async def slack_events(request: Request) -> Response:
         try:
-            body = await _body(request, max_body)
+            body = await _body(request, MAX_BODY)
             _verify(verifier, request, body, clock())
             try:
                 bolt_request = to_async_bolt_request(request, body)
