@@ -91,7 +91,7 @@ def _serve(kind: str, port: int, api_base_url: str, record_dir: str) -> None:
         async def noop(ack):  # type: ignore[no-untyped-def]
             await ack()
 
-    server = Starlette(routes=[slack_route(app)])
+    server = Starlette(routes=[slack_route(app, signing_secret=SECRET)])
     uvicorn.run(server, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="off")
 
 

@@ -1,24 +1,43 @@
-"""Log setup for the ``loopbot`` command line, with secrets scrubbed.
+"""Log setup for the ``loopbot`` command line, with secrets scrubbed and every record on one line.
 
 Library modules only create loggers; this module - called once by the CLI -
 decides where lines go. Every handler gets a ``RedactingFilter`` so a token
 that slips into a message (an exception text quoting a request, a config
 dump) is printed as ``***`` instead of leaking into a terminal or log store.
 A ``RepeatFilter`` keeps a failure that recurs every tick (or a client that
-repeats a bad request) from flooding the log and the disk under it.
+repeats a bad request) from flooding the log and the disk under it; a record
+may carry a ``repeat_key`` (``extra={"repeat_key": ...}``) so lines that
+differ only in a detail (a timestamp's age) count as repeats of each other.
+
+The log is an audit trail, so no input may forge a line of it: the
+``OneLineFormatter`` escapes line breaks and other control characters in
+every message (``\n`` is printed as the two characters ``\n``), and in the
+message of a traceback's exception; only the traceback's own lines, written
+by Python, start new lines, each indented. ``LibraryFilter`` keeps the
+library that meets outsiders in its place: Bolt (whose lines quote request
+bodies) only at WARNING and above, the lines we know translated into a short
+sentence and the needless ones dropped.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable
-from typing import TextIO
+from types import TracebackType
+from typing import TextIO, TypeAlias
 
-__all__ = ["RedactingFilter", "RepeatFilter", "setup_logging", "REDACTED", "REPEAT_INTERVAL"]
+__all__ = [
+    "LibraryFilter", "OneLineFormatter", "RedactingFilter", "RepeatFilter", "escape", "format_exception",
+    "setup_logging", "REDACTED", "REPEAT_INTERVAL",
+]
+
+_ExcInfo: TypeAlias = tuple[type[BaseException], BaseException, TracebackType | None]
 
 #: Seconds within which a repeated log line is counted rather than printed.
 REPEAT_INTERVAL = 60.0
@@ -33,6 +52,87 @@ _TOKEN_PATTERNS = (
     re.compile(r"github_pat_[A-Za-z0-9_]{16,}"),
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),
 )
+
+
+#: Characters that could end a line in a terminal, a log viewer or a log store, or drive a terminal.
+_BREAKS = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)] if c != 0x09}
+_BREAKS.update({0x0A: "\\n", 0x0D: "\\r", 0x2028: "\\u2028", 0x2029: "\\u2029"})
+
+
+def escape(text: str) -> str:
+    """``text`` on one line: line breaks and control characters (not tabs) written as escapes."""
+    return text.translate(_BREAKS)
+
+
+def format_exception(exc_info: _ExcInfo) -> str:
+    """A traceback whose lines are Python's, indented; each exception's message is escaped onto its line."""
+    parts: list[str] = []
+    exc: BaseException | None = exc_info[1]
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        summary = traceback.TracebackException(type(exc), exc, exc.__traceback__, capture_locals=False)
+        lines = ["Traceback (most recent call last):", *summary.stack.format()] if exc.__traceback__ else []
+        message = escape("".join(summary.format_exception_only()).rstrip("\n"))
+        parts.insert(0, "\n".join(line.rstrip("\n") for line in [*lines, message]))
+        if exc.__cause__ is not None:
+            exc = exc.__cause__
+            parts.insert(0, "The above exception was the direct cause of the following exception:")
+        elif exc.__context__ is not None and not exc.__suppress_context__:
+            exc = exc.__context__
+            parts.insert(0, "During handling of the above exception, another exception occurred:")
+        else:
+            exc = None
+    return "\n".join("  " + line for part in parts for line in part.splitlines())
+
+
+class OneLineFormatter(logging.Formatter):
+    """``logging.Formatter`` with the message escaped onto one line (see the module docstring)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        record.message = escape(record.message.rstrip())  # uvicorn ends a message with a newline
+        return super().formatMessage(record)
+
+    def formatException(self, ei: _ExcInfo) -> str:  # type: ignore[override]  # noqa: N802
+        return format_exception(ei)
+
+
+_BOLT_DIR = f"{os.sep}slack_bolt{os.sep}"
+#: Bolt's lines that say something to an operator, in our words; None: the line is dropped.
+_BOLT_LINES: tuple[tuple[str, str | None], ...] = (
+    ("As you gave `client` as well", None),  # at every start: we hand Bolt our client on purpose
+    ("Unhandled request", "slack: no listener for a request Slack sent (answered 404)"),  # it quoted the body
+)
+#: Longest message of an untranslated Bolt line (its own words are short; what makes one long is a body).
+_BOLT_MAX = 300
+
+
+class LibraryFilter(logging.Filter):
+    """Bolt's lines only at WARNING and above, in our words where we know them, and cut when long.
+
+    Bolt logs through its own ``slack_bolt.*`` loggers (kept at WARNING by
+    ``setup_logging``: its INFO line for a bad signature quoted the whole
+    body) and through the logger it was given (``adapters.slack.intake``'s,
+    at INFO for our own lines), so its records are told by the file that
+    made them. ``adapters.slack.route`` logs refused requests itself, in one
+    short line.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _BOLT_DIR not in record.pathname:
+            return True
+        if record.levelno < logging.WARNING:
+            return False
+        message = record.getMessage()
+        for prefix, ours in _BOLT_LINES:
+            if message.startswith(prefix):
+                if ours is None:
+                    return False
+                record.msg, record.args = ours, None
+                return True
+        if len(message) > _BOLT_MAX:
+            record.msg, record.args = message[:_BOLT_MAX] + " [cut]", None
+        return True
 
 
 class RedactingFilter(logging.Filter):
@@ -52,8 +152,8 @@ class RedactingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        if record.exc_info and not record.exc_text:
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_info and record.exc_info[1] is not None:  # anew: another handler may have cached Python's
+            record.exc_text = format_exception(record.exc_info)
         cleaned = self.redact(message)
         if cleaned != message or record.args:
             record.msg, record.args = cleaned, None
@@ -85,7 +185,7 @@ class RepeatFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        key = (record.name, record.levelno, message)
+        key = (record.name, record.levelno, str(getattr(record, "repeat_key", message)))
         now = self._clock()
         with self._lock:
             entry = self._seen.get(key)
@@ -124,7 +224,7 @@ def setup_logging(
     repeat_interval: float = REPEAT_INTERVAL,
     clock: Callable[[], float] = time.monotonic,
 ) -> RedactingFilter:
-    """Send log lines to ``stream`` (stderr) with secrets redacted; idempotent per process.
+    """Send log lines to ``stream`` (stderr), one line a record, secrets redacted; idempotent per process.
 
     The same line repeated within ``repeat_interval`` seconds is printed
     once, then counted (0 turns that off).
@@ -135,14 +235,15 @@ def setup_logging(
             root.removeHandler(handler)
     handler = logging.StreamHandler(stream or sys.stderr)
     handler._loopbot = True  # type: ignore[attr-defined]
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(LibraryFilter())  # first: what repeats is our translation, and a dropped line costs nothing
     if repeat_interval > 0:
-        handler.addFilter(RepeatFilter(repeat_interval, clock=clock))  # first: a dropped line costs no redaction
+        handler.addFilter(RepeatFilter(repeat_interval, clock=clock))  # before: a dropped line costs no redaction
     redactor = RedactingFilter(secrets)
     handler.addFilter(redactor)
     root.addHandler(handler)
     root.setLevel(level)
     # Third-party chatter that would drown the review lines at INFO.
-    for noisy in ("apscheduler", "uvicorn.access"):
+    for noisy in ("apscheduler", "uvicorn.access", "slack_bolt"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     return redactor

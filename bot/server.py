@@ -15,7 +15,6 @@ SIGTERM/SIGINT stop accepting, let each running step finish and be saved
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import logging
 import os
@@ -41,6 +40,7 @@ from loop_engine.atomic import remove_stale_temp_files
 from bot.config import BotConfig
 from bot.desk import ReviewDesk, VotePath
 from bot.desk.channels import Channels
+from bot.http_guard import MAX_HEAD, guarded_protocol, limit_head
 from bot.runner import Runner, utcnow
 from bot.scheduler import LoopScheduler
 from bot.service import Service
@@ -173,7 +173,8 @@ class HttpServer:
     timer - and once ``max_connections`` are open a new one evicts the
     connection that has waited longest without a request, so idle sockets
     cannot starve real requests (or the process's file descriptors). Only when
-    every connection is busy with a request does uvicorn answer 503.
+    every connection is busy with a request does uvicorn answer 503. A request
+    line or headers over ``MAX_HEAD`` are refused (``bot.http_guard``).
     """
 
     def __init__(
@@ -189,71 +190,20 @@ class HttpServer:
     ) -> None:
         self._sock = sock
         config = uvicorn.Config(
-            app,
+            limit_head(app),
             log_config=None,
             access_log=False,
             lifespan="off",
-            http=self._protocol(request_timeout, max_connections),
+            http=guarded_protocol(request_timeout, max_connections),
             ws="none",  # no websocket routes: an upgrade would escape the request timeout
             timeout_keep_alive=keep_alive_timeout,  # type: ignore[arg-type]  # typed int; used as seconds
             limit_concurrency=max_connections + 1,  # the new connection itself, when no idle one could make room
             backlog=backlog,
-            h11_max_incomplete_event_size=16 * 1024,  # request line + headers; Slack and GitHub send far less
+            h11_max_incomplete_event_size=MAX_HEAD,  # a head still arriving; limit_head checks a whole one
             timeout_graceful_shutdown=graceful_shutdown_timeout,
         )
         self._server = uvicorn.Server(config)
         self._stopped = threading.Event()
-
-    @staticmethod
-    def _protocol(request_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
-        """uvicorn's h11 protocol with a whole-request deadline and eviction of idle connections."""
-        import h11
-        from uvicorn.protocols.http.h11_impl import H11Protocol
-
-        class GuardedH11Protocol(H11Protocol):
-            _deadline: asyncio.TimerHandle | None = None
-            _waiting_since = 0.0
-
-            def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-                super().connection_made(transport)
-                self._await_request()
-                live = [c for c in self.connections if not c.transport.is_closing()]
-                if len(live) > max_connections:
-                    idle = [c for c in live if isinstance(c, GuardedH11Protocol) and c._deadline is not None]
-                    if idle:
-                        min(idle, key=lambda c: c._waiting_since)._close()
-                        log.warning("more than %d connections open: closed the one idle longest", max_connections)
-
-            def data_received(self, data: bytes) -> None:
-                super().data_received(data)
-                if self.conn.their_state is not h11.IDLE and self.conn.their_state is not h11.SEND_BODY:
-                    self._stop_waiting()  # the request is in: how long the app takes is not the client's doing
-
-            def on_response_complete(self) -> None:
-                super().on_response_complete()
-                if not self.transport.is_closing() and self.conn.their_state in (h11.IDLE, h11.SEND_BODY):
-                    self._await_request()
-
-            def connection_lost(self, exc: Exception | None) -> None:
-                self._stop_waiting()
-                super().connection_lost(exc)
-
-            def _await_request(self) -> None:
-                self._stop_waiting()
-                self._waiting_since = self.loop.time()
-                self._deadline = self.loop.call_later(request_timeout, self._close)
-
-            def _stop_waiting(self) -> None:
-                if self._deadline is not None:
-                    self._deadline.cancel()
-                    self._deadline = None
-
-            def _close(self) -> None:
-                self._stop_waiting()
-                if not self.transport.is_closing():
-                    self.transport.close()
-
-        return GuardedH11Protocol
 
     @property
     def port(self) -> int:
@@ -371,7 +321,8 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
             "loopbot serving on http://%s:%d (pid %d, state_dir %s)",
             config.server.host, http.port, os.getpid(), state_dir,
         )
-        log.info("config:\n%s", config.summary())
+        for line in config.summary().splitlines():  # each its own record: a record is one line
+            log.info("config: %s", line)
         for warning in config.review_warnings():
             log.warning("%s", warning)
         if leadership is None:

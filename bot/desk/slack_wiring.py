@@ -95,7 +95,8 @@ class SlackKit:
             return []
         from adapters.slack.route import slack_route
 
-        return [slack_route(self._app(handler))]
+        assert self._config.signing_secret is not None  # the config requires it without slack.app_token
+        return [slack_route(self._app(handler), signing_secret=self._config.signing_secret.get_secret_value())]
 
     def start(self, handler: VotesHandler) -> None:
         if not self.socket_mode:

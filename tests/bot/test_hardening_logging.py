@@ -77,3 +77,20 @@ def test_over_max_keys_the_line_printed_longest_ago_is_forgotten_first() -> None
     assert repeats.filter(record("d"))  # a fourth line: a goes
     assert not repeats.filter(record("b")) and not repeats.filter(record("c")), "still held back"
     assert repeats.filter(record("a")), "forgotten, so printed again"
+
+
+def test_lines_sharing_a_repeat_key_are_counted_as_one(stream: io.StringIO) -> None:
+    clock = Clock()
+    setup_logging(stream=stream, repeat_interval=60, clock=clock)
+    log = logging.getLogger("loopbot.test")
+    for age in (600, 601, 9999):
+        log.warning("timestamp %d s old", age, extra={"repeat_key": "clock"})
+        clock.now += 1
+    log.warning("other")
+    clock.now += 60
+    log.warning("timestamp %d s old", 42, extra={"repeat_key": "clock"})
+    assert lines(stream) == [
+        "WARNING loopbot.test: timestamp 600 s old",
+        "WARNING loopbot.test: other",
+        "WARNING loopbot.test: timestamp 42 s old (and 2 more time(s) in the 60 s before)",
+    ]

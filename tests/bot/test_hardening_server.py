@@ -149,3 +149,34 @@ def test_a_slow_handler_is_not_cut_off_and_keep_alive_ends_idle_clients() -> Non
             answered = time.monotonic()
             assert closed_by_server(conn, answered + 5)
             assert time.monotonic() - answered >= 0.2
+
+
+def answer_to(port: int, request: bytes, timeout: float = 5.0) -> str:
+    """The status line the server answers ``request`` (sent at once) with."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as conn:
+        conn.sendall(request)
+        data = b""
+        while b"\r\n" not in data and (chunk := conn.recv(4096)):
+            data += chunk
+    return data.split(b"\r\n", 1)[0].decode()
+
+
+def test_a_70_kb_request_line_is_refused() -> None:
+    with serving() as port:
+        status = answer_to(port, b"GET /healthz?" + b"a" * 70_000 + b" HTTP/1.1\r\nHost: test\r\n\r\n")
+        assert status.split(" ")[1] in {"414", "431", "400"}, status
+        assert get(port)[0] == "HTTP/1.1 200 OK"  # the server still answers the next one
+
+
+def test_70_kb_of_headers_arriving_at_once_are_refused() -> None:
+    headers = b"".join(b"X-Pad-%d: %s\r\n" % (i, b"b" * 900) for i in range(78))
+    with serving() as port:
+        status = answer_to(port, b"GET /healthz HTTP/1.1\r\nHost: test\r\n" + headers + b"\r\n")
+        assert status.split(" ")[1] in {"431", "400"}, status
+
+
+def test_a_request_line_and_headers_under_the_limit_are_served() -> None:
+    with serving() as port:
+        status = answer_to(port, b"GET /healthz?" + b"a" * 8000 + b" HTTP/1.1\r\nHost: test\r\nX-Pad: "
+                           + b"b" * 6000 + b"\r\nConnection: close\r\n\r\n")
+        assert status == "HTTP/1.1 200 OK"

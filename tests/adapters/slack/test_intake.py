@@ -56,7 +56,7 @@ def make_server(slack: FakeSlackApi, recorder: Recorder, **options: float) -> St
     app = build_app(signing_secret=SECRET, handler=one_by_one(recorder), bot_token=BOT_TOKEN,
                     api_base_url=slack.base_url,
                     **options)  # type: ignore[arg-type]
-    return Starlette(routes=[slack_route(app)])
+    return Starlette(routes=[slack_route(app, signing_secret=SECRET)])
 
 
 async def send(server: Starlette, body: str, *, json_body: bool = False, secret: str = SECRET,
@@ -322,7 +322,7 @@ async def test_a_mention_whose_handling_failed_is_handled_on_retry(slack: FakeSl
 
     app = build_app(signing_secret=SECRET, handler=one_by_one(flaky), bot_token=BOT_TOKEN,
                     api_base_url=slack.base_url)
-    server = Starlette(routes=[slack_route(app)])
+    server = Starlette(routes=[slack_route(app, signing_secret=SECRET)])
     await send(server, mention("<@U0BOT> approve"), json_body=True)
     await eventually(lambda: len(calls) == 1)
     await asyncio.sleep(0.05)
