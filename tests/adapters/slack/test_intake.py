@@ -355,7 +355,7 @@ async def test_every_vote_is_acked_only_once_it_is_stored(slack: FakeSlackApi, b
     handler = Ordered()
     app = build_app(signing_secret=SECRET, handler=one_by_one(handler), bot_token=BOT_TOKEN,
                     api_base_url=slack.base_url)
-    response = await send(Starlette(routes=[slack_route(app)]), body, json_body=json_body)
+    response = await send(Starlette(routes=[slack_route(app, signing_secret=SECRET)]), body, json_body=json_body)
     handler.events.append("acked")
     assert response.status_code == 200
     assert handler.events == [f"stored {via}", "acked"]  # a crash after the 200 loses nothing
@@ -371,7 +371,7 @@ async def test_a_vote_that_could_not_be_stored_is_answered_not_recorded(slack: F
                                                                         json_body: bool) -> None:
     app = build_app(signing_secret=SECRET, handler=one_by_one(_failing), bot_token=BOT_TOKEN,
                     api_base_url=slack.base_url)
-    response = await send(Starlette(routes=[slack_route(app)]), body, json_body=json_body)
+    response = await send(Starlette(routes=[slack_route(app, signing_secret=SECRET)]), body, json_body=json_body)
     assert response.status_code == 200
     await eventually(lambda: bool(slack.calls_to("chat.postEphemeral")))
     (told,) = slack.calls_to("chat.postEphemeral")
@@ -382,7 +382,7 @@ async def test_a_vote_that_could_not_be_stored_is_answered_not_recorded(slack: F
 async def test_a_slash_vote_or_a_modal_that_could_not_be_stored_says_so_in_the_ack(slack: FakeSlackApi) -> None:
     app = build_app(signing_secret=SECRET, handler=one_by_one(_failing), bot_token=BOT_TOKEN,
                     api_base_url=slack.base_url)
-    server = Starlette(routes=[slack_route(app)])
+    server = Starlette(routes=[slack_route(app, signing_secret=SECRET)])
     answered = await send(server, slash("approve triage-17"))
     assert answered.status_code == 200 and answered.json()["text"] == NOT_RECORDED_TEXT
     modal = await send(server, submission("loopbot_reject", "reason", "labels are wrong"))
