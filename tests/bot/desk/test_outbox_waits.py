@@ -169,3 +169,35 @@ def test_slack_s_hostile_retry_after_reaches_the_outbox_clamped(slack_api: FakeS
     with pytest.raises(ChannelError) as raised:
         slack_channel(slack_api).post_request(Target("slack", channel="C0AAA"), review_post(make_review()))
     assert raised.value.retry_after == wait and not raised.value.permanent
+
+
+class _StoreFailingOnce(FileStore):
+    """A store whose first read of due tasks hits a bug (not a StoreError): the worker must outlive it."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.failed = False
+
+    def due_tasks(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("a bug")
+        return super().due_tasks(*args, **kwargs)
+
+
+def test_a_worker_outlives_an_unexpected_error_and_keeps_posting(tmp_path: Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    store, slack = _StoreFailingOnce(tmp_path / "state"), FlakyChannel("slack")
+    desk = ReviewDesk(store, {"local": FlakyChannel("local"), "slack": slack}, clock=FakeClock())
+    with caplog.at_level(logging.ERROR):
+        desk.start()
+        try:
+            wait_for(lambda: store.failed, timeout=10, what="the worker's first pass")
+            review = make_review()
+            store.put_review(review)
+            desk.open(review, [SLACK])
+            wait_for(lambda: slack.delivered, timeout=10, what="the post after the error")
+            assert desk.problem() is None
+        finally:
+            desk.stop()
+    assert "outbox of" in caplog.text and "RuntimeError: a bug" in caplog.text
