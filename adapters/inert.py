@@ -15,6 +15,9 @@ joiner in between breaks both, renders as the very text that was written, and
 needs no knowledge of the surrounding Markdown (a backtick wrapper would
 break inside a table cell, a link text or an existing code span). A bare URL
 is left alone: GitHub links it to itself, so the target is what the reader sees.
+Between ``]`` and ``(`` a space follows the joiner, so that the target
+(``(https://evil.example/steal)``) is a link of its own instead of the tail
+of the URL before it (GitHub's autolinks run up to the next space).
 """
 
 from __future__ import annotations
@@ -36,9 +39,12 @@ WORD_JOINER = "\u2060"
 #: ``@`` followed by what could start a login, a team (``@org/team``) or a Slack handle (``@here``).
 _AT = re.compile(r"@(?=[A-Za-z0-9_-])")
 #: A ``]`` that would close a link or an image's text (``](``), a reference (``][``) or a definition (``]:``).
-_LINK_CLOSE = re.compile(r"\](?=[(\[:])")
+_LINK_CLOSE = re.compile(r"\]([(\[:])")
+_OPEN_TARGET = "]" + WORD_JOINER + " ("
+#: A joiner in a person's own text, as a character reference (told apart from the joiners added here).
+_OWN_JOINER = "&#8288;"
 #: An ``&`` that does not start one of the entities loopbot's own escaping writes (``&#64;`` is an ``@``).
-_LOOSE_AMP = re.compile(r"&(?!(?:amp|lt|gt|quot|#39);)")
+_LOOSE_AMP = re.compile(r"&(?!(?:amp|lt|gt|quot|#39|#8288);)")
 #: Raw HTML; ``<br>`` (a table cell's line break, written by ``escape_cell``) is the one tag kept.
 _TAG_OPEN = re.compile(r"<(?!br>)")
 _TAG_CLOSE = re.compile(r"(?<!<br)>")
@@ -53,13 +59,22 @@ def neutralise_mentions(text: str) -> str:
     return _AT.sub("@" + WORD_JOINER, text)
 
 
+def _unlink(match: re.Match[str]) -> str:
+    return _OPEN_TARGET if match.group(1) == "(" else "]" + WORD_JOINER + match.group(1)
+
+
 def _neutralise(text: str) -> str:
-    return _LINK_CLOSE.sub("]" + WORD_JOINER, neutralise_mentions(text))
+    return _LINK_CLOSE.sub(_unlink, neutralise_mentions(text))
 
 
 def github_text(text: str) -> str:
-    """Plain text from a person (a reject reason, a note) for a GitHub comment: no HTML, mention or link."""
-    return _neutralise(text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
+    """Plain text from a person (a reject reason, a note) for a GitHub comment: no HTML, mention or link.
+
+    A joiner the person wrote becomes ``&#8288;`` (the same invisible
+    character), so ``restore`` after ``html.unescape`` gives their text back exactly.
+    """
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace(WORD_JOINER, _OWN_JOINER)
+    return _neutralise(text)
 
 
 def github_markdown(markdown: str) -> str:
@@ -75,8 +90,8 @@ def github_markdown(markdown: str) -> str:
 
 
 def restore(text: str) -> str:
-    """``text`` without the joiners added here (to read back what a person wrote)."""
-    return text.replace(WORD_JOINER, "")
+    """``text`` without the joiners (and spaces) added here, to read back what a person wrote (then unescape)."""
+    return text.replace(_OPEN_TARGET, "](").replace(WORD_JOINER, "")
 
 
 def escape_command_lines(text: str) -> str:

@@ -133,7 +133,7 @@ def _outcome_section(outcomes: Sequence[str]) -> list[str]:
 
 def outcomes_in(body: str) -> list[str]:
     """The outcome entries an earlier render wrote into ``body`` (to add one, not replace them)."""
-    return [restore(html.unescape(_ESCAPED_SLASH.sub(r"\1/", match.group("text"))))
+    return [html.unescape(restore(_ESCAPED_SLASH.sub(r"\1/", match.group("text"))))
             for match in _OUTCOME_ENTRY.finditer(body)]
 
 
