@@ -50,6 +50,8 @@ _TAG_OPEN = re.compile(r"<(?!br>)")
 _TAG_CLOSE = re.compile(r"(?<!<br)>")
 #: A line that ``parse_comment`` would read as a command: up to three spaces, then ``/`` and a letter.
 _COMMAND_LINE = re.compile(r"^( {0,3})/(?=[A-Za-z])", re.MULTILINE)
+#: The start of an entity or a ``<br>`` that a cut at the end of the text would leave half.
+_HALF_ESCAPE = re.compile(r"&[#\w]*\Z|<\w*\Z")
 #: A cut may drop this much of a last line to end on a line's end instead of inside it.
 _SHORT_LINE = 2_000
 
@@ -112,7 +114,7 @@ def cut_lines(text: str, limit: int) -> str:
     if end > 0 and end >= limit - min(_SHORT_LINE, limit // 2):
         return text[:end]
     cut = text[: max(limit - 1, 0)]
-    amp = cut.rfind("&", len(cut) - 8)
-    if amp != -1 and ";" not in cut[amp:]:  # not half an entity ("&lt" still reads as "<")
-        cut = cut[:amp]
+    half = _HALF_ESCAPE.search(cut, max(len(cut) - 8, 0))
+    if half:  # not half an entity ("&lt" still reads as "<") nor half a "<br>"
+        cut = cut[: half.start()]
     return cut + "…"

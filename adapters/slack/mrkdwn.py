@@ -23,7 +23,8 @@ __all__ = ["escape", "inert", "is_outcome", "outcome_line", "render_answer", "to
 
 _HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 _BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__", re.DOTALL)
-_LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s|]+)\)")
+#: ``[text](url)``; the text holds no ``[`` and both are bounded, so many ``[`` cost a scan each, not the line's rest.
+_LINK = re.compile(r"\[([^\[\]\n]{1,300})\]\((https?://[^()\s|]{1,2000})\)")
 #: A user or user-group mention the bot wrote into an answer ("who may answer: <@U0AAA>"), after escaping.
 _MENTION = re.compile(r"&lt;(@[UW][A-Z0-9]+|!subteam\^S[A-Z0-9]+)&gt;")
 _VOTER = re.compile(r"\bslack:([UW][A-Z0-9]+)\b")
