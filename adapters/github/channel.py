@@ -29,13 +29,15 @@ from loop_engine.markdown import escape_inline
 
 from ..channel import Answer, AnswerKind, ChannelError, MessageRef, ReviewPost, Target
 from .client import Comment, IssueInfo
+from ..inert import github_text
 from .render import (
-    MAX_COMMENT_CHARS,
     answer_marker,
     escalation_marker,
+    fit_comment,
     outcomes_in,
     render_escalation,
     render_review,
+    render_update,
     review_marker,
     run_marker,
 )
@@ -96,7 +98,7 @@ def _quote(text: str, limit: int = 300) -> list[str]:
     shown = "\n".join(lines)
     if len(shown) > limit:
         shown = shown[: limit - 1] + "…"
-    shown = shown.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    shown = github_text(shown)  # no HTML, mention or link of theirs in the bot's voice
     return [f"> {line}" for line in shown.split("\n")] if shown else []
 
 
@@ -149,7 +151,7 @@ class GitHubChannel:
             found = self._find(repository, issue, marker, since)
             if found is not None:
                 return found
-            return self.api.create_comment(repository, issue, body[:MAX_COMMENT_CHARS])
+            return self.api.create_comment(repository, issue, fit_comment(body))
 
     def _issue_for(self, target: Target, post: ReviewPost) -> tuple[str, int]:
         if target.kind != self.name or not target.repository:
@@ -242,11 +244,8 @@ class GitHubChannel:
         if post.status == "decided" and not timed_out:
             return
         marker = answer_marker(f"update:{post.review_id}:{_short_hash(text)}")
-        link = f"review `{post.review_id}`"
-        if ref.data.get("url"):
-            link = f"[{link}]({ref.data['url']})"
-        body = f"{marker}\n**loopbot** {link}: {escape_inline(text)}"
-        self._post_once(repository, issue, marker, body)
+        url = str(ref.data["url"]) if ref.data.get("url") else None
+        self._post_once(repository, issue, marker, render_update(post, marker, text, url))
 
     def post_escalation(self, target: Target, post: ReviewPost, text: str) -> MessageRef:
         repository, issue = self._issue_for(target, post)
@@ -284,6 +283,6 @@ class GitHubChannel:
         if "\n" in text:
             lines += ["", f"{mention}".rstrip(), "", "```text", text.replace("```", "'''"), "```"]
         else:
-            lines += ["", f"{mention}{escape_inline(text)}"]
+            lines += ["", f"{mention}{github_text(' '.join(text.split()))}"]
         since = _parse_time(respond.get("created_at"))
         self._post_once(repository, issue, marker, "\n".join(lines), since)

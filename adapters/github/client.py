@@ -17,6 +17,7 @@ its pauses between requests and writes are off.
 from __future__ import annotations
 
 import json
+import math
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -30,6 +31,7 @@ from github import Auth, Consts, Github, GithubException
 from urllib3.util.retry import Retry
 
 from ..channel import ChannelError
+from ..waits import clamp_wait, parse_wait
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -44,6 +46,11 @@ __all__ = [
 ]
 
 DEFAULT_BASE_URL = Consts.DEFAULT_BASE_URL
+#: The REST API version every request names (``X-GitHub-Api-Version``), so GitHub never changes answers under us.
+API_VERSION = "2022-11-28"
+#: GitHub's current media type; PyGithub still asks for the retired machine-man preview when it fetches an
+#: App installation token.
+MEDIA_TYPE = "application/vnd.github+json"
 #: Wait asked of the outbox when a rate limit names no time of its own.
 DEFAULT_RATE_LIMIT_WAIT = 60.0
 
@@ -88,27 +95,33 @@ def _header(headers: Mapping[str, Any] | None, name: str) -> str | None:
     return None
 
 
-def _number(text: str | None) -> float | None:
+def _finite(text: str | None) -> float | None:
+    """A header's number when it is one and finite (a reset time in epoch seconds), else None."""
     try:
-        return float(text) if text is not None else None
+        number = float(text) if text is not None else None
     except ValueError:
         return None
+    return number if number is not None and math.isfinite(number) else None
 
 
 def rate_limit_wait(status: int, headers: Mapping[str, Any] | None, message: str, now: float) -> float | None:
-    """Seconds to wait when this response is a rate limit, else None."""
+    """Seconds to wait when this response is a rate limit, else None; always finite, within ``adapters.waits``'s bounds.
+
+    The headers are clamped before any arithmetic: ``Retry-After: inf`` or a
+    reset of ``1e20`` is the longest wait, ``nan`` or garbage no wait of its own.
+    """
     remaining = _header(headers, "x-ratelimit-remaining")
     limited = status == 429 or (
         status == 403 and ("rate limit" in message.lower() or remaining == "0" or _header(headers, "retry-after"))
     )
     if not limited:
         return None
-    retry_after = _number(_header(headers, "retry-after"))
+    retry_after = parse_wait(_header(headers, "retry-after"))
     if retry_after is not None:
-        return max(retry_after, 0.0)
-    reset = _number(_header(headers, "x-ratelimit-reset"))
-    if reset is not None and remaining == "0":
-        return max(reset - now, 1.0)
+        return retry_after
+    reset = _finite(_header(headers, "x-ratelimit-reset")) if remaining == "0" else None
+    if reset is not None:
+        return clamp_wait(max(reset - now, 1.0))
     return DEFAULT_RATE_LIMIT_WAIT
 
 
@@ -126,6 +139,20 @@ def channel_error(exc: GithubException, what: str, now: float) -> ChannelError:
     return ChannelError(text, permanent=True)
 
 
+class _AppAuth(Auth.AppAuth):
+    """The App's JWT auth, which also asks for ``MEDIA_TYPE``.
+
+    PyGithub signs the App's own requests (the installation token's ``POST
+    /app/installations/{id}/access_tokens``) through this auth's public
+    ``authentication`` hook after setting its preview ``Accept``; setting it
+    here is the one place that request can be given the current media type.
+    """
+
+    def authentication(self, headers: dict[str, str]) -> None:
+        super().authentication(headers)
+        headers["Accept"] = MEDIA_TYPE
+
+
 def make_github(
     base_url: str = DEFAULT_BASE_URL,
     *,
@@ -137,6 +164,8 @@ def make_github(
 ) -> Github:
     """A ``Github`` for a token or a GitHub App installation, with no sleeping and one connection retry.
 
+    Every request names ``X-GitHub-Api-Version: 2022-11-28``.
+
     App auth: PyGithub's ``AppInstallationAuth`` fetches an installation token
     from ``POST {base_url}/app/installations/{id}/access_tokens`` on first use
     and again shortly before it expires.
@@ -145,7 +174,7 @@ def make_github(
     if token:
         auth = Auth.Token(token)
     elif app_id is not None and private_key and installation_id is not None:
-        auth = Auth.AppAuth(app_id, private_key).get_installation_auth(int(installation_id))
+        auth = _AppAuth(app_id, private_key).get_installation_auth(int(installation_id))
     else:
         raise ValueError("GitHub needs github.token, or github.app_id + github.private_key + github.installation_id")
     once = Retry(total=1, connect=1, read=0, status=0, other=0, redirect=0, backoff_factor=0, raise_on_status=False)
@@ -158,6 +187,7 @@ def make_github(
         seconds_between_requests=None,
         seconds_between_writes=None,
         lazy=True,
+        api_version=API_VERSION,
     )
 
 
@@ -209,6 +239,8 @@ class GitHubClient:
             raise channel_error(exc, what, self._clock()) from exc
         except (requests.ConnectionError, requests.Timeout) as exc:
             raise ChannelError(f"GitHub {what}: {type(exc).__name__}: {exc}") from exc
+        except (OverflowError, ValueError) as exc:  # PyGithub reads x-ratelimit-reset with int(float(...)): "inf"
+            raise ChannelError(f"GitHub {what}: unreadable answer ({type(exc).__name__}: {exc})") from exc
 
     def _issue(self, repository: str, issue: int) -> Any:
         return self.github.get_repo(repository).get_issue(issue)  # lazy: no request
@@ -253,8 +285,10 @@ class GitHubClient:
         return [issue_from_json(row) for row in rows if "pull_request" not in row]
 
     def add_labels(self, repository: str, issue: int, *labels: str) -> None:
+        """``POST .../labels`` with ``{"labels": [...]}``, the body GitHub documents (PyGithub sends a bare list)."""
         with self._call(f"label {repository}#{issue} {', '.join(labels)}"):
-            self._issue(repository, issue).add_to_labels(*labels)
+            path = f"/repos/{repository}/issues/{issue}/labels"
+            self.github.requester.requestJsonAndCheck("POST", path, input={"labels": list(labels)})
 
     def remove_label(self, repository: str, issue: int, label: str) -> None:
         """Remove ``label``; one that is not there (already removed by a retry, or by a person) is fine."""

@@ -5,6 +5,11 @@ and how many must agree, how to answer (comment lines and labels), and a
 hidden ``<!-- loopbot:review=ID -->`` marker by which the channel finds its own
 comment again after a crash. Once the review is no longer open the comment is
 re-rendered with an "Outcome" section and without "How to answer".
+
+Everything a loop or a voter wrote passes through ``adapters.inert`` (no
+mention, disguised link, image or HTML of theirs), and every comment is
+finished by ``fit_comment``: cut at line ends to GitHub's cap, with no line
+that ``parse_comment`` would count, so the bot never reads its own text as a vote.
 """
 
 from __future__ import annotations
@@ -16,15 +21,18 @@ from collections.abc import Sequence
 from loop_engine.markdown import escape_inline
 
 from ..channel import ReviewPost
+from ..inert import cut_lines, escape_command_lines, github_markdown, github_text, restore
 
 __all__ = [
     "MAX_COMMENT_CHARS",
     "OUTCOME_HEADING",
     "answer_marker",
     "escalation_marker",
+    "fit_comment",
     "outcomes_in",
     "render_escalation",
     "render_review",
+    "render_update",
     "review_marker",
     "run_marker",
     "truncate_middle",
@@ -53,21 +61,36 @@ def answer_marker(key: str) -> str:
 
 
 def truncate_middle(text: str, limit: int, pointer: str) -> str:
-    """``text`` cut to ``limit`` characters by dropping its middle and saying where the whole is."""
+    """``text`` cut to ``limit`` characters by dropping whole lines from its middle and saying where the whole is.
+
+    Both cuts fall on line ends: a cut inside a line would start a new one
+    with whatever came next, a ``/yes`` of the loop's text included.
+    """
     if len(text) <= limit:
         return text
     note = f"\n\n> … {len(text) - limit + len(pointer) + 32:,} characters left out: {pointer}\n\n"
     keep = max(limit - len(note), 0)
-    head = keep * 2 // 3
-    return text[:head] + note + text[len(text) - (keep - head):]
+    head = cut_lines(text, keep * 2 // 3)
+    start = text.find("\n", len(text) - (keep - len(head)))
+    tail = text[start + 1:] if start != -1 else ""
+    return head + note + tail
+
+
+def fit_comment(body: str, limit: int = MAX_COMMENT_CHARS) -> str:
+    """A comment as loopbot posts it: command-looking lines escaped, cut at a line end to ``limit``, escaped again.
+
+    Escaping first makes the length final; the second pass (after cutting)
+    is what guarantees no line of the posted comment reads as a command.
+    """
+    return escape_command_lines(cut_lines(escape_command_lines(body), limit))
 
 
 def _who(post: ReviewPost) -> str:
     logins = post.reviewers.get("github") or ()
-    if logins:
+    if logins:  # the reviewers loopbot itself names: the one mention a review makes
         people = ", ".join(f"@{login.lstrip('@')}" for login in logins)
     elif post.reviewers_hint:
-        people = escape_inline(post.reviewers_hint)
+        people = github_text(" ".join(post.reviewers_hint.split()))
     elif post.restricted:
         people = "only the loop's named reviewers"
     else:
@@ -93,14 +116,12 @@ def _how_to_answer(review_id: str) -> list[str]:
     ]
 
 
-_LINE_COMMAND = re.compile(r"^( {0,3})/", re.MULTILINE)
 _ESCAPED_SLASH = re.compile(r"^( {0,3})\\/", re.MULTILINE)
 
 
 def _escape_block(text: str) -> str:
-    """Text from people (a reject reason) kept as lines but unable to carry HTML, fake markers or commands."""
-    text = text.strip().replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _LINE_COMMAND.sub(r"\1\\/", text)  # "\/approve" shows as "/approve" and is no command
+    """Text from people (a reject reason) kept as lines but unable to carry HTML, fake markers, mentions or commands."""
+    return escape_command_lines(github_text(text.strip()))  # "\/approve" shows as "/approve" and is no command
 
 
 def _outcome_section(outcomes: Sequence[str]) -> list[str]:
@@ -112,7 +133,8 @@ def _outcome_section(outcomes: Sequence[str]) -> list[str]:
 
 def outcomes_in(body: str) -> list[str]:
     """The outcome entries an earlier render wrote into ``body`` (to add one, not replace them)."""
-    return [html.unescape(_ESCAPED_SLASH.sub(r"\1/", match.group("text"))) for match in _OUTCOME_ENTRY.finditer(body)]
+    return [html.unescape(restore(_ESCAPED_SLASH.sub(r"\1/", match.group("text"))))
+            for match in _OUTCOME_ENTRY.finditer(body)]
 
 
 def render_review(post: ReviewPost, outcomes: Sequence[str] = (), *, full_text_hint: str | None = None) -> str:
@@ -133,12 +155,21 @@ def render_review(post: ReviewPost, outcomes: Sequence[str] = (), *, full_text_h
     head_text, tail_text = "\n".join(head), "\n".join(tail).rstrip() + "\n"
     pointer = full_text_hint or f"full text in state_dir/local-reviews/{post.review_id}.md"
     room = MAX_COMMENT_CHARS - len(head_text) - len(tail_text) - 2
-    request = truncate_middle(post.request.to_markdown().rstrip(), max(room, 0), pointer)
-    return f"{head_text}\n{request}\n{tail_text}"[:MAX_COMMENT_CHARS]
+    request = escape_command_lines(github_markdown(post.request.to_markdown().rstrip()))
+    request = truncate_middle(request, max(room, 0), pointer)
+    return fit_comment(f"{head_text}\n{request}\n{tail_text}")
 
 
 def render_escalation(post: ReviewPost, text: str, *, full_text_hint: str | None = None) -> str:
     """An escalation notice: ``text`` on top, then the review as it stands (with how to answer)."""
     body = render_review(post, full_text_hint=full_text_hint)
-    notice = f"{escalation_marker(post.review_id)}\n**{escape_inline(text.strip())}**\n\n"
-    return (notice + body.split("\n", 1)[1])[:MAX_COMMENT_CHARS]
+    notice = f"{escalation_marker(post.review_id)}\n**{github_text(' '.join(text.split()))}**\n\n"
+    return fit_comment(notice + body.split("\n", 1)[1])
+
+
+def render_update(post: ReviewPost, marker: str, text: str, url: str | None = None) -> str:
+    """A reply comment (a reminder, the run's end, a vote history) on one line: ``text`` inert, the link loopbot's."""
+    link = f"review `{post.review_id}`"
+    if url:
+        link = f"[{link}]({url})"
+    return fit_comment(f"{marker}\n**loopbot** {link}: {github_text(' '.join(text.split()))}")

@@ -3,7 +3,7 @@
 A thin wrapper over slack_sdk's sync ``WebClient`` with only the calls the
 channel, the directory and ``loopbot check`` need. It does not sleep
 through rate limits: the bot's outbox retries with backoff, so a 429
-becomes ``ChannelError(retry_after=Retry-After)``, a 5xx or a network error
+becomes ``ChannelError(retry_after=Retry-After)`` (clamped: ``adapters.waits``), a 5xx or a network error
 a transient ``ChannelError``, and errors no retry can fix (the bot is not
 in the channel, a missing scope, a bad token) a ``ChannelError(permanent=True)``
 whose message says what to do.
@@ -23,6 +23,7 @@ from slack_sdk.web import SlackResponse
 from slack_sdk.webhook import WebhookClient
 
 from adapters.channel import ChannelError
+from adapters.waits import parse_wait
 
 __all__ = ["DEFAULT_API_BASE_URL", "SlackClient", "channel_error"]
 
@@ -65,12 +66,8 @@ def channel_error(exc: SlackApiError | SlackClientError | OSError, method: str,
     data = response.data if isinstance(getattr(response, "data", None), dict) else {}
     error = str(data.get("error", "") or "")
     if status == 429 or error == "ratelimited":
-        raw = headers.get("retry-after", "1")
-        raw = raw[0] if isinstance(raw, list) else raw
-        try:
-            wait = float(raw)
-        except ValueError:
-            wait = 1.0
+        wait = parse_wait(headers.get("retry-after"))  # finite and bounded: "inf" once stopped a channel
+        wait = 1.0 if wait is None else wait
         return ChannelError(f"Slack rate-limited {method}; retry after {wait:g}s", retry_after=wait)
     if status >= 500:
         return ChannelError(f"Slack answered HTTP {status} to {method}; will retry")

@@ -2,8 +2,14 @@
 
 mrkdwn is not Markdown (protocols.md): ``*bold*`` with single asterisks, no
 headings, no tables, and only ``&``, ``<`` and ``>`` need escaping. Loop
-text is escaped first (so a failure message cannot ping ``<!channel>``),
-then the Markdown a loop may write is turned into its mrkdwn look-alike.
+text is escaped first (so a failure message cannot ping ``<!channel>``,
+``<!here>``, ``<!subteam^…>`` or ``<@U…>``), a plain ``@here`` gets a word
+joiner after its ``@`` (``adapters.inert``), then the Markdown a loop may
+write is turned into its mrkdwn look-alike - a link as its text and its real
+target, never a ``<url|text>`` that hides where it goes. The ``slack:U…``
+shorthand becomes a mention only where loopbot itself names the person: the
+voters of an outcome line ("Decided: APPROVE by slack:U…"); the reviewers
+are mentioned by ``render`` from the review's own list.
 """
 
 from __future__ import annotations
@@ -11,12 +17,14 @@ from __future__ import annotations
 import re
 
 from adapters.channel import Answer
+from adapters.inert import neutralise_mentions
 
-__all__ = ["escape", "is_outcome", "outcome_line", "render_answer", "to_mrkdwn"]
+__all__ = ["escape", "inert", "is_outcome", "outcome_line", "render_answer", "to_mrkdwn"]
 
 _HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 _BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__", re.DOTALL)
-_LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
+#: ``[text](url)``; the text holds no ``[`` and both are bounded, so many ``[`` cost a scan each, not the line's rest.
+_LINK = re.compile(r"\[([^\[\]\n]{1,300})\]\((https?://[^()\s|]{1,2000})\)")
 #: A user or user-group mention the bot wrote into an answer ("who may answer: <@U0AAA>"), after escaping.
 _MENTION = re.compile(r"&lt;(@[UW][A-Z0-9]+|!subteam\^S[A-Z0-9]+)&gt;")
 _VOTER = re.compile(r"\bslack:([UW][A-Z0-9]+)\b")
@@ -39,12 +47,28 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def inert(text: str) -> str:
+    """Text from a loop or a person as mrkdwn that notifies nobody: escaped, and ``@here`` not a handle."""
+    return neutralise_mentions(escape(text))
+
+
+def _link(match: re.Match[str]) -> str:
+    """``[text](url)`` as its text and its real target: ``<url>`` shows the address it opens."""
+    text, url = match.group(1), match.group(2)
+    return f"<{url}>" if text.strip() == url else f"{text} (<{url}>)"
+
+
 def to_mrkdwn(text: str) -> str:
-    """Loop-provided Markdown -> escaped mrkdwn: ``**b**`` -> ``*b*``, ``# h`` -> ``*h*``, ``[t](url)`` -> link."""
-    text = escape(text)
+    """Loop-provided Markdown -> inert mrkdwn: ``**b**`` -> ``*b*``, ``# h`` -> ``*h*``, ``[t](u)`` -> ``t (<u>)``."""
+    text = inert(text)
     text = _HEADING.sub(lambda m: f"*{m.group(1).strip()}*", text)
     text = _BOLD.sub(lambda m: f"*{m.group(1) or m.group(2)}*", text)
-    return _LINK.sub(lambda m: f"<{m.group(2)}|{m.group(1)}>", text)
+    return _LINK.sub(_link, text)
+
+
+def _mention(voters: str) -> str:
+    """The voter list loopbot wrote ("slack:U0AAA, github:bob") with each ``slack:U…`` as a mention."""
+    return _VOTER.sub(lambda m: f"<@{m.group(1)}>", inert(voters))
 
 
 def is_outcome(text: str) -> bool:
@@ -64,16 +88,18 @@ def render_answer(answer: Answer) -> str:
 def outcome_line(text: str) -> str:
     """The bot's outcome text as a person reads it: "Approved by <@U0AAA>: note", "Timed out → rejected".
 
-    Other texts (a reminder, the run's end) are shown as given; voter ids
-    ``slack:U…`` always become mentions.
+    The voters an outcome names (``by slack:U…, …``, written by loopbot)
+    become mentions; the note and any other text (a reminder, the run's end
+    with the loop's result, a vote history with voters' notes) stay inert,
+    ``slack:U…`` included.
     """
     text = text.strip()
     decided = _DECIDED.match(text)
     if decided:
-        who = _VOTER.sub(lambda m: f"<@{m.group(1)}>", escape(decided.group("who")))
+        who = _mention(decided.group("who"))
         line = f"{_PAST.get(decided.group('decision'), decided.group('decision').capitalize())} by {who}"
         if decided.group("changes"):
-            line += escape(decided.group("changes"))
+            line += inert(decided.group("changes"))
         if decided.group("note"):
             line += f": {to_mrkdwn(decided.group('note'))}"
         return line
@@ -82,4 +108,4 @@ def outcome_line(text: str) -> str:
         decision = timed_out.group("decision")
         line = f"Timed out → {_TIMED_OUT_WORD.get(decision, decision.lower())}"
         return line + (f": {to_mrkdwn(timed_out.group('note'))}" if timed_out.group("note") else "")
-    return _VOTER.sub(lambda m: f"<@{m.group(1)}>", to_mrkdwn(text))
+    return to_mrkdwn(text)

@@ -7,9 +7,12 @@ converting ``ReviewRequest.to_markdown()``: a header, the facts as short
 labelled lines, the current step, the recent failures, who may answer and
 how many must agree, the buttons (only while the review is open), and a
 pointer to the full text in the local channel's file. Everything that came
-from the loop is escaped, so a failure message cannot ping ``<!channel>`` or
-fake a link. Long content is cut to Block Kit's limits (section text ≤ 3,000
-characters, header ≤ 150, ≤ 50 blocks).
+from the loop or a voter is inert (``mrkdwn.inert``): a failure message
+cannot ping ``<!channel>``, ``<!subteam^…>`` or ``<@U…>``, and a link shows
+its real target. The reviewers (and an outcome's voters), named by loopbot,
+are the only mentions; the text objects are ``verbatim``, so Slack links no
+bare URL or ``#channel`` on its own. Long content is cut to Block Kit's
+limits (section text ≤ 3,000 characters, header ≤ 150, ≤ 50 blocks).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 
 from adapters.channel import ReviewPost
 
-from .mrkdwn import escape, outcome_line, to_mrkdwn
+from .mrkdwn import escape, inert, outcome_line, to_mrkdwn
 
 __all__ = [
     "ACTION_IDS",
@@ -91,7 +94,7 @@ def _show(value: Any) -> str:
 
 
 def _label(key: str) -> str:
-    return escape(key.replace("_", " ").capitalize())
+    return inert(key.replace("_", " ").capitalize())
 
 
 def _mentions(users: Iterable[str]) -> str:
@@ -103,8 +106,13 @@ def full_text_pointer(review_id: str) -> str:
 
 
 # --- blocks ------------------------------------------------------------------------
+def _mrkdwn(text: str) -> dict[str, Any]:
+    """A mrkdwn text object Slack does not pre-process: only the markup loopbot wrote links or mentions."""
+    return {"type": "mrkdwn", "text": text, "verbatim": True}
+
+
 def _section(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+    return {"type": "section", "text": _mrkdwn(text)}
 
 
 def _sections(text: str) -> list[dict[str, Any]]:
@@ -128,7 +136,7 @@ def _header(text: str) -> dict[str, Any]:
 
 
 def _context(text: str) -> dict[str, Any]:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": _cut(text, MAX_SECTION)}]}
+    return {"type": "context", "elements": [_mrkdwn(_cut(text, MAX_SECTION))]}
 
 
 def _buttons(review_id: str) -> dict[str, Any]:
@@ -155,7 +163,7 @@ def _who(post: ReviewPost) -> str:
             f"*Who can answer:* {who}"
         )
     if post.reviewers_hint:
-        return f"*Who can answer:* {escape(post.reviewers_hint)} ({need} must approve)"
+        return f"*Who can answer:* {inert(post.reviewers_hint)} ({need} must approve)"
     if post.restricted:
         return f"*Who can answer:* nobody on Slack is named for this review ({need} approval(s) needed elsewhere)"
     return f"*Who can answer:* anyone in this channel ({need} approval{'s' if need != 1 else ''} needed)"
@@ -244,7 +252,7 @@ def render_review(post: ReviewPost, outcome: str | None = None, *, command: str 
         how = f"Full text: {full_text_pointer(post.review_id)}."
     tail.append(_context(how))
     state = "needs a decision" if is_open else post.status
-    text = _cut(f"Review {post.review_id} ({post.loop}) {state}: {escape(post.request.proposed_action)}", MAX_SECTION)
+    text = _cut(f"Review {post.review_id} ({post.loop}) {state}: {inert(post.request.proposed_action)}", MAX_SECTION)
     return RenderedMessage(text, _limit_blocks(body, tail, post.review_id))
 
 
@@ -267,4 +275,4 @@ def render_escalation(post: ReviewPost, text: str, *, command: str = "/loopbot")
     blocks = review.blocks[:1] + notice + review.blocks[1:]
     if len(blocks) > MAX_BLOCKS:
         blocks = blocks[: MAX_BLOCKS - 2] + blocks[-2:]
-    return RenderedMessage(_cut(f"{text.strip()} - {review.text}", MAX_SECTION), blocks)
+    return RenderedMessage(_cut(f"{inert(text.strip())} - {review.text}", MAX_SECTION), blocks)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from adapters.channel import Answer, AnswerKind, Channel, ChannelError, MessageRef, ReviewPost, Target
+from adapters.waits import MAX_WAIT, clamp_wait
 
 from bot.reviews import Review
 from bot.store.base import OutboxTask, Store, StoreError, UnknownReviewError
@@ -28,7 +29,7 @@ __all__ = ["Outbox", "OutboxWorker", "backoff", "ESCALATION_PREFIX", "MAX_BACKOF
 log = logging.getLogger(__name__)
 
 #: The longest wait between two attempts of a task that keeps failing.
-MAX_BACKOFF = timedelta(minutes=10)
+MAX_BACKOFF = timedelta(seconds=MAX_WAIT)
 #: How often an idle worker looks for tasks another process added (its own are signalled at once).
 IDLE_POLL = 1.0
 #: Refs of escalation messages carry this before their target key, apart from the review's own posts.
@@ -38,9 +39,14 @@ _NOT_YET = timedelta(seconds=1)
 
 
 def backoff(attempts: int, retry_after: float | None = None) -> timedelta:
-    """Wait before attempt ``attempts + 1``: what the channel asked for, else 1 s, 2 s, 4 s ... capped."""
-    if retry_after is not None:
-        return min(timedelta(seconds=max(0.0, retry_after)), MAX_BACKOFF)
+    """Wait before attempt ``attempts + 1``: what the channel asked for, else 1 s, 2 s, 4 s ... capped.
+
+    The channel's ask is clamped before it becomes a ``timedelta`` (any
+    channel may pass on an upstream's ``inf`` or ``nan``); NaN counts as no ask.
+    """
+    asked = clamp_wait(retry_after)
+    if asked is not None:
+        return timedelta(seconds=asked)
     exponent = min(max(0, attempts - 1), 20)  # 2**20 s is past the cap already; larger would overflow
     return min(timedelta(seconds=2**exponent), MAX_BACKOFF)
 
@@ -90,8 +96,26 @@ class Outbox:
         """Attempt every due task of ``channel`` once; how many were delivered."""
         delivered = 0
         for task in self._store.due_tasks(channel, self._clock(), limit=limit):
-            delivered += self.attempt(task)
+            try:
+                delivered += self.attempt(task)
+            except (StoreError, OSError):
+                raise  # the store itself: the worker waits and reads its tasks again
+            except Exception:  # a bug in the bookkeeping of one task must not stop the tasks after it
+                log.exception("outbox task %s of the %s channel could not be attempted; it is set aside for %s",
+                              task.id, channel, MAX_BACKOFF)
+                self._set_aside(task)
         return delivered
+
+    def _set_aside(self, task: OutboxTask) -> None:
+        """Put off a task whose attempt crashed, so it does not crash again at once (it is not dropped)."""
+        def later(stored: OutboxTask) -> OutboxTask:
+            stored.not_before = self._clock() + MAX_BACKOFF
+            return stored
+
+        try:
+            self._store.update_task(task.id, later)
+        except Exception:
+            log.exception("outbox task %s could not be set aside", task.id)
 
     def next_wait(self, channel: str) -> float:
         """Seconds until ``channel``'s next task is due, at most ``IDLE_POLL``."""
@@ -206,6 +230,9 @@ class OutboxWorker:
                 wait = self._outbox.next_wait(self._channel)
             except (StoreError, OSError) as err:  # the store is unusable for now: say so, try again later
                 log.error("outbox of %s cannot read its tasks: %s", self._channel, err)
+                wait = IDLE_POLL
+            except Exception:  # anything else is a bug: logged with its traceback, and the channel keeps posting
+                log.exception("outbox of %s failed; it goes on in %.0f s", self._channel, IDLE_POLL)
                 wait = IDLE_POLL
             wake.wait(wait)
 

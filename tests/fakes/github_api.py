@@ -29,6 +29,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 __all__ = ["Call", "FakeGitHub", "Failure"]
 
 BOT_LOGIN = "loopbot-app[bot]"
+#: The REST API versions GitHub serves; any other ``X-GitHub-Api-Version`` is answered 400, as GitHub does.
+API_VERSIONS = ("2022-11-28", "2026-03-10")
 
 
 @dataclass
@@ -293,6 +295,9 @@ class FakeGitHub:
         injected = self._injected(call)
         if injected is not None:
             return injected
+        version = call.headers.get("x-github-api-version")
+        if version is not None and version not in API_VERSIONS:
+            return 400, {"message": f"The version '{version}' is not supported."}, {}
         if call.method == "POST" and re.fullmatch(r"/app/installations/(\d+)/access_tokens", call.path):
             token = f"ghs_fake{len(self.installation_tokens) + 1}"
             self.installation_tokens.append(token)

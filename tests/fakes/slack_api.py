@@ -56,7 +56,7 @@ class _Failure:
     times: int | None  # None: every call
     status: int = 200
     error: str = ""
-    retry_after: float | None = None
+    retry_after: float | str | None = None  # a str is sent as written ("inf", "nan", "1e20")
     extra: dict[str, Any] = field(default_factory=dict)
     skip: int = 0  # let this many calls through first
 
@@ -134,7 +134,7 @@ class FakeSlackApi:
         status: int = 200,
         error: str = "",
         times: int | None = 1,
-        retry_after: float | None = None,
+        retry_after: float | str | None = None,
         skip: int = 0,
         **extra: Any,
     ) -> None:
@@ -339,7 +339,8 @@ class FakeSlackApi:
                             return self._send(200, {"ok": False, "error": "invalid_auth"})
                     failure = fake._failure_for(method)
                     if failure is not None:
-                        headers = {} if failure.retry_after is None else {"Retry-After": f"{failure.retry_after:g}"}
+                        wait = failure.retry_after
+                        headers = {} if wait is None else {"Retry-After": _header_value(wait)}
                         if failure.status != 200:
                             return self._send(failure.status, {"ok": False, "error": failure.error or "fake_failure"},
                                               headers)
@@ -354,6 +355,10 @@ class FakeSlackApi:
                     self._send(200, body, headers)
 
         return Handler
+
+
+def _header_value(value: float | str) -> str:
+    return value if isinstance(value, str) else f"{value:g}"
 
 
 def _truthy(value: Any) -> bool:

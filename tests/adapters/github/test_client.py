@@ -67,7 +67,7 @@ def test_edit_react_label_unlabel(client: GitHubClient) -> None:
     client.remove_label("octo/ops", 42, "loopbot:awaiting-review")
     client.remove_label("octo/ops", 42, "gone")  # already gone: fine
     bodies = [json.loads(c.request.body) if c.request.body else None for c in responses.calls]
-    assert bodies[:3] == [{"body": "new"}, {"content": "rocket"}, ["loopbot:awaiting-review"]]
+    assert bodies[:3] == [{"body": "new"}, {"content": "rocket"}, {"labels": ["loopbot:awaiting-review"]}]
 
 
 @responses.activate
@@ -106,6 +106,11 @@ def test_permission_prefers_the_role_name(client: GitHubClient) -> None:
         (403, {}, "You have exceeded a secondary rate limit.", 60.0, False),
         (403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1300"}, "API rate limit exceeded", 300.0, False),
         (429, {}, "Too many", 60.0, False),
+        (429, {"Retry-After": "inf"}, "Too many", 600.0, False),  # clamped to the outbox's longest backoff
+        (429, {"Retry-After": "1e20"}, "Too many", 600.0, False),
+        (429, {"Retry-After": "nan"}, "Too many", 60.0, False),  # no usable wait: the default
+        (429, {"Retry-After": "-5"}, "Too many", 0.0, False),
+        (403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1e20"}, "API rate limit exceeded", 600.0, False),
         (500, {}, "boom", None, False),
         (502, {}, "bad gateway", None, False),
         (404, {}, "Not Found", None, True),
@@ -124,6 +129,16 @@ def test_errors_map_to_channel_errors(client: GitHubClient, status: int, headers
     assert caught.value.retry_after == retry_after
     assert caught.value.permanent is permanent
     assert len(responses.calls) == 1  # never retried inside the client
+
+
+@pytest.mark.parametrize("reset", ["inf", "nan"])
+@responses.activate
+def test_a_reset_time_pygithub_cannot_read_is_a_retryable_error(client: GitHubClient, reset: str) -> None:
+    responses.post(url("/repos/octo/ops/issues/42/comments"), json={"message": "API rate limit exceeded"},
+                   status=403, headers={"x-ratelimit-remaining": "0", "x-ratelimit-reset": reset})
+    with pytest.raises(ChannelError) as caught:
+        client.create_comment("octo/ops", 42, "x")
+    assert not caught.value.permanent and "unreadable answer" in str(caught.value)
 
 
 @responses.activate
@@ -157,7 +172,23 @@ def test_app_installation_auth_fetches_and_uses_an_installation_token() -> None:
     token_calls = [c for c in responses.calls if "access_tokens" in c.request.url]
     assert len(token_calls) == 1  # cached until shortly before it expires
     assert token_calls[0].request.headers["Authorization"].startswith("Bearer ")
+    assert token_calls[0].request.headers["Accept"] == "application/vnd.github+json"  # not the machine-man preview
     assert responses.calls[-1].request.headers["Authorization"] == "token ghs_install"
+    assert {c.request.headers["X-GitHub-Api-Version"] for c in responses.calls} == {"2022-11-28"}
+
+
+@responses.activate
+def test_every_request_names_the_api_version(client: GitHubClient) -> None:
+    responses.post(url("/repos/octo/ops/issues/42/comments"), json=comment(7, "hi"), status=201)
+    responses.get(url("/repos/octo/ops/issues/42/comments"), json=[])
+    responses.get(url("/user"), json=user("loopbot"))
+    responses.post(url("/repos/octo/ops/issues/42/labels"), json=[])
+    client.create_comment("octo/ops", 42, "hi")
+    client.list_comments("octo/ops", 42)
+    client.whoami()
+    client.add_labels("octo/ops", 42, "a", "b")
+    assert [c.request.headers.get("X-GitHub-Api-Version") for c in responses.calls] == ["2022-11-28"] * 4
+    assert json.loads(responses.calls[-1].request.body) == {"labels": ["a", "b"]}
 
 
 def test_no_credentials_is_a_configuration_error() -> None:

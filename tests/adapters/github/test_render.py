@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from adapters.commands import parse_comment
 from adapters.github.render import (
     MAX_COMMENT_CHARS,
@@ -62,8 +64,17 @@ def test_a_huge_request_is_cut_in_the_middle_with_a_pointer() -> None:
 
 def test_truncate_middle() -> None:
     assert truncate_middle("short", 100, "p") == "short"
-    cut = truncate_middle("a" * 1000 + "b" * 1000, 500, "elsewhere")
-    assert len(cut) <= 500 and cut.startswith("a") and cut.endswith("b") and "elsewhere" in cut
+    cut = truncate_middle("a" * 9 + "\n" + "a\n" * 500 + "b\n" * 499 + "b", 500, "elsewhere")
+    assert len(cut) <= 500 and cut.startswith("a" * 9) and cut.endswith("b\nb") and "elsewhere" in cut
+    assert all(line in ("", "a", "b", "a" * 9) or "elsewhere" in line for line in cut.split("\n"))  # whole lines
+
+
+@pytest.mark.parametrize("pad", range(5))  # one of five alignments put "/yes" first on the old tail's line
+def test_truncate_middle_cuts_on_line_ends_only(pad: int) -> None:
+    text = "x" * 40 + "/yes " * 400 + "z" * pad  # one long line: the old tail started wherever the count fell
+    cut = truncate_middle(text, 500, "elsewhere")
+    assert len(cut) <= 500 and cut.startswith("x" * 40) and "elsewhere" in cut
+    assert all(not line.startswith("/") for line in cut.split("\n"))
 
 
 def test_escalation_has_its_own_marker_and_the_notice_on_top() -> None:

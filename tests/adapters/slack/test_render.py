@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from adapters.channel import Answer, AnswerKind
+from adapters.inert import WORD_JOINER
 from adapters.slack.mrkdwn import escape, is_outcome, outcome_line, render_answer, to_mrkdwn
 from adapters.slack.render import ACTION_IDS, MAX_BLOCKS, MAX_HEADER, MAX_SECTION, render_escalation, render_review
 from tests.adapters.slack.conftest import make_post, make_request
@@ -48,7 +49,7 @@ def test_no_markdown_syntax_and_loop_text_is_escaped() -> None:
         context={"table": [{"a": 1, "b": "x|y"}], "note": "a > b"},
     ))
     message = render_review(post)
-    shown = "\n".join(texts(message.blocks)) + message.text
+    shown = ("\n".join(texts(message.blocks)) + message.text).replace(WORD_JOINER, "")
     assert "**" not in shown
     assert not re.search(r"^\s*#", shown, re.MULTILINE)
     assert "|---" not in shown and "| " not in shown
@@ -58,7 +59,7 @@ def test_no_markdown_syntax_and_loop_text_is_escaped() -> None:
 
 
 def test_loop_markdown_becomes_mrkdwn() -> None:
-    assert to_mrkdwn("## Plan\n**bold** and [docs](https://x.test/a)") == "*Plan*\n*bold* and <https://x.test/a|docs>"
+    assert to_mrkdwn("## Plan\n**bold** and [docs](https://x.test/a)") == "*Plan*\n*bold* and docs (<https://x.test/a>)"
     assert escape("a<b>&c") == "a&lt;b&gt;&amp;c"
 
 
@@ -101,7 +102,8 @@ def test_outcome_lines() -> None:
         "Timed out → rejected: no answer")
     assert outcome_line("Decided: REJECT by local:alice at 2026-11-29T09:00:00+00:00 - too risky") == (
         "Rejected by local:alice: too risky")
-    assert outcome_line("Reminder: waiting for slack:U0AAA") == "Reminder: waiting for <@U0AAA>"
+    # only the voters of an outcome line become mentions; the shorthand in any other text stays inert
+    assert outcome_line("Reminder: waiting for slack:U0AAA") == "Reminder: waiting for slack:U0AAA"
     assert is_outcome("Decided: APPROVE by x at t") and not is_outcome("run triage-run-3 completed")
 
 
