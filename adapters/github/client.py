@@ -30,6 +30,7 @@ from github import Auth, Consts, Github, GithubException
 from urllib3.util.retry import Retry
 
 from ..channel import ChannelError
+from .identity import Me
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -58,6 +59,8 @@ class Comment:
     user_type: str = "User"
     created_at: datetime | None = None
     html_url: str = ""
+    #: ``performed_via_github_app.id``: the App that wrote the comment (None: written by a user or token).
+    via_app_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class IssueInfo:
     labels: tuple[str, ...] = ()
     state: str = "open"
     html_url: str = ""
+    login: str = ""  # who opened it
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,8 @@ def _comment(raw: Any) -> Comment:
 def comment_from_json(data: Mapping[str, Any]) -> Comment:
     user = data.get("user") or {}
     created = data.get("created_at")
+    app = data.get("performed_via_github_app")
+    app_id = app.get("id") if isinstance(app, Mapping) else None
     return Comment(
         id=int(data["id"]),
         body=data.get("body") or "",
@@ -176,6 +182,7 @@ def comment_from_json(data: Mapping[str, Any]) -> Comment:
         user_type=str(user.get("type") or "User"),
         created_at=datetime.fromisoformat(created.replace("Z", "+00:00")) if isinstance(created, str) else None,
         html_url=str(data.get("html_url") or ""),
+        via_app_id=app_id if isinstance(app_id, int) else None,
     )
 
 
@@ -187,6 +194,7 @@ def issue_from_json(data: Mapping[str, Any]) -> IssueInfo:
         labels=tuple(str(label.get("name")) for label in data.get("labels") or () if isinstance(label, dict)),
         state=str(data.get("state") or "open"),
         html_url=str(data.get("html_url") or ""),
+        login=str((data.get("user") or {}).get("login") or ""),
     )
 
 
@@ -197,9 +205,11 @@ def _issue(raw: Any) -> IssueInfo:
 class GitHubClient:
     """The GitHub calls of loopbot, each one request (plus pages), each failure a ``ChannelError``."""
 
-    def __init__(self, github: Github, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, github: Github, *, clock: Callable[[], float] = time.time,
+                 app_auth: Auth.AppAuth | None = None) -> None:
         self.github = github
         self._clock = clock
+        self._app_auth = app_auth  # a GitHub App's own JWT auth: ``GET /app`` takes no installation token
 
     @contextmanager
     def _call(self, what: str) -> Iterator[None]:
@@ -279,15 +289,27 @@ class GitHubClient:
             raise
         return data
 
-    def whoami(self) -> str | None:
-        """The login a token acts as (``GET /user``), to pass as ``bot_login``; None for a GitHub App.
+    def me(self) -> Me:
+        """Who loopbot comments as: the token's user, or the App's bot user ``<slug>[bot]`` and the App's id.
 
-        An App's installation token may not read ``/user``; its comments come
-        from ``<app-slug>[bot]``, a ``Bot`` user, which intake ignores anyway.
+        A token's user comes from ``GET /user``; an App's installation token
+        cannot read that, so the App is asked with its JWT (``GET /app``).
+        A ChannelError when GitHub does not say (down, refused, no login).
         """
-        data = self._get_unless("read the authenticated user", "/user", (403, 404))
-        login = data.get("login") if isinstance(data, dict) else None
-        return str(login) if login else None
+        if self._app_auth is None:
+            with self._call("read the authenticated user"):
+                _, data = self.github.requester.requestJsonAndCheck("GET", "/user")
+            login = data.get("login") if isinstance(data, dict) else None
+            if not isinstance(login, str) or not login:
+                raise ChannelError("GitHub GET /user named no login")
+            return Me(login)
+        with self._call("read the authenticated App"):
+            _, data = self.github.requester.withAuth(self._app_auth).requestJsonAndCheck("GET", "/app")
+        slug = data.get("slug") if isinstance(data, dict) else None
+        app_id = data.get("id") if isinstance(data, dict) else None
+        if not isinstance(slug, str) or not slug or not isinstance(app_id, int):
+            raise ChannelError("GitHub GET /app named no slug and id")
+        return Me(f"{slug}[bot]", app_id)
 
     def collaborator_permission(self, repository: str, login: str) -> str:
         """admin / maintain / write / triage / read / none (the role name, finer than ``permission``)."""

@@ -24,14 +24,21 @@ class Membership(Protocol):
     """One channel's check: None when ``account`` (the id within the channel) may vote, else why not.
 
     ``where`` says where the answer was given (``{"repository": "octo/ops",
-    "issue": 42}``), for checks that depend on it, such as a GitHub
-    permission. ``always_checks``: the channel checks even when the loop
-    names no reviewers at all (GitHub: anyone can comment on a public issue).
+    "issue": 42}``) and, under ``review_posts``, where the review itself was
+    posted on this channel (each post's message data): checks run against
+    the review's own places, never the one the answer came from.
+    ``always_checks``: the channel checks even when the loop names no
+    reviewers at all (GitHub: anyone can comment on a public issue).
+    ``place_refusal``: why an answer given there is no answer to this review
+    at all (GitHub: only on the review's own issue), asked before anything
+    else, for every voter - even one a ``people:`` entry names.
     """
 
     always_checks: bool
 
     def refusal(self, reviewers: Reviewers, account: str, where: Mapping[str, Any]) -> str | None: ...
+
+    def place_refusal(self, where: Mapping[str, Any]) -> str | None: ...
 
 
 class ListMembership:
@@ -48,6 +55,9 @@ class ListMembership:
         member = None if check is None else (lambda _voter: check(reviewers, account))
         return authorize(reviewers, f"{self.channel}:{account}", member)
 
+    def place_refusal(self, where: Mapping[str, Any]) -> str | None:
+        return None  # an id list's member may answer from anywhere
+
 
 class Authorizer:
     """Who may vote, across channels: ``refusal(reviewers, "slack:U0AAA")``."""
@@ -61,6 +71,9 @@ class Authorizer:
         if not sep or not channel or not account:
             return f"voter {voter!r} is not a channel-qualified id like local:alice or slack:U0AAA"
         membership = self._memberships.get(channel)
+        misplaced = membership.place_refusal(where or {}) if membership is not None and where is not None else None
+        if misplaced is not None:
+            return misplaced
         if reviewers.anyone and not (membership is not None and membership.always_checks):
             return None
         person = self._people.person_of(voter)

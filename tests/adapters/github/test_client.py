@@ -166,6 +166,7 @@ def test_no_credentials_is_a_configuration_error() -> None:
 
 
 @responses.activate
-def test_whoami_is_none_for_an_installation_token(client: GitHubClient) -> None:
+def test_me_is_an_error_while_get_user_says_no_login(client: GitHubClient) -> None:
     responses.get(url("/user"), json={"message": "Resource not accessible by integration"}, status=403)
-    assert client.whoami() is None
+    with pytest.raises(ChannelError, match="403"):
+        client.me()  # not None: an unknown identity must never pass for "no bot user"
