@@ -271,11 +271,11 @@ def _written_before(review: Review, reply: Reply) -> bool:
     """Was this answer written before the review was posted where it was given (a GitHub comment or label)?
 
     A replayed delivery carries an old comment or label: an answer to an
-    earlier review on the same issue, never to this one. Comment ids grow
-    with time, so an older comment has a smaller id than the review's own;
-    a label counts only when GitHub stamped it after the second in which the
-    review was posted (its times are whole seconds; a label in that same
-    second is not counted).
+    earlier review on the same issue, never to this one. (The webhook's
+    intake already refuses a body it has seen; this holds for the votes
+    themselves.) Comment ids grow with time, so an older comment has a
+    smaller id than the review's own; a label stamped (in GitHub's whole
+    seconds) before the second in which the review was posted is older.
     """
     comment_id, label_at = reply.respond.get("comment_id"), reply.respond.get("label_at")
     if comment_id is None and label_at is None:
@@ -287,5 +287,5 @@ def _written_before(review: Review, reply: Reply) -> bool:
             return comment_id < post["comment_id"]
         if isinstance(label_at, str):
             posted = post.get("posted_at") or review.created_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            return label_at <= str(posted)
+            return label_at < str(posted)
     return False
