@@ -41,6 +41,7 @@ __all__ = [
     "channel_error",
     "comment_from_json",
     "issue_from_json",
+    "make_client",
     "make_github",
 ]
 
@@ -163,6 +164,21 @@ def make_github(
         seconds_between_writes=None,
         lazy=True,
     )
+
+
+def make_client(
+    base_url: str = DEFAULT_BASE_URL,
+    *,
+    token: str | None = None,
+    app_id: int | str | None = None,
+    private_key: str | None = None,
+    installation_id: int | None = None,
+) -> GitHubClient:
+    """A ``GitHubClient`` for a token or a GitHub App installation; an App's client can also ask ``GET /app``."""
+    github = make_github(base_url, token=token, app_id=app_id, private_key=private_key,
+                         installation_id=installation_id)
+    app_auth = Auth.AppAuth(app_id, private_key) if not token and app_id is not None and private_key else None
+    return GitHubClient(github, app_auth=app_auth)
 
 
 def _comment(raw: Any) -> Comment:

@@ -24,10 +24,8 @@ from typing import Any
 from starlette.routing import BaseRoute
 
 from adapters.channel import ChannelError, Reply
-from adapters.github import Directory, GitHubChannel, GitHubClient, Poller, Watch, make_github, webhook_route
+from adapters.github import BotIdentity, Directory, GitHubChannel, Poller, Watch, make_client, webhook_route
 from adapters.github.directory import permission_at_least
-from adapters.github.identity import BotIdentity
-from github import Auth
 from loop_engine.atomic import atomic_write_text
 
 from bot.config_blocks import GitHubConfig
@@ -123,10 +121,8 @@ class GitHubKit:
         self._config = config
         secret = config.private_key.get_secret_value() if config.private_key is not None else None
         token = config.token.get_secret_value() if config.token is not None else None
-        app_auth = Auth.AppAuth(config.app_id, secret) if token is None and config.app_id and secret else None
-        self.client = GitHubClient(make_github(config.base_url, token=token, app_id=config.app_id,
-                                               private_key=secret, installation_id=config.installation_id),
-                                   app_auth=app_auth)
+        self.client = make_client(config.base_url, token=token, app_id=config.app_id, private_key=secret,
+                                  installation_id=config.installation_id)
         self.identity = BotIdentity(self.client.me)
         self.channel = GitHubChannel(self.client, bot_login=self.identity)
         self.directory = Directory(self.client)

@@ -8,9 +8,8 @@ import pytest
 
 from adapters.channel import Answer, AnswerKind, Channel, ChannelError, MessageRef, Target
 from adapters.github.channel import AWAITING_LABEL, GitHubChannel
-from adapters.github.client import GitHubClient, make_github
+from adapters.github.client import GitHubClient, make_client, make_github
 from adapters.github.identity import Me
-from github import Auth
 from tests.fakes.github_api import FakeGitHub
 
 from .conftest import REPO, make_post
@@ -265,8 +264,7 @@ def test_github_app_auth_against_the_fake_server(fake: FakeGitHub) -> None:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption()).decode()
-    client = GitHubClient(make_github(fake.base_url, app_id=42, private_key=pem, installation_id=9),
-                          app_auth=Auth.AppAuth(42, pem))
+    client = make_client(fake.base_url, app_id=42, private_key=pem, installation_id=9)
     ref = GitHubChannel(client).post_request(TARGET, make_post())
     assert fake.installation_tokens == ["ghs_fake1"]
     assert [c.path for c in fake.calls[:2]] == ["/app", "/app/installations/9/access_tokens"]
