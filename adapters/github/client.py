@@ -60,8 +60,6 @@ class Comment:
     user_type: str = "User"
     created_at: datetime | None = None
     html_url: str = ""
-    #: ``performed_via_github_app.id``: the App that wrote the comment (None: written by a user or token).
-    via_app_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -189,8 +187,6 @@ def _comment(raw: Any) -> Comment:
 def comment_from_json(data: Mapping[str, Any]) -> Comment:
     user = data.get("user") or {}
     created = data.get("created_at")
-    app = data.get("performed_via_github_app")
-    app_id = app.get("id") if isinstance(app, Mapping) else None
     return Comment(
         id=int(data["id"]),
         body=data.get("body") or "",
@@ -198,7 +194,6 @@ def comment_from_json(data: Mapping[str, Any]) -> Comment:
         user_type=str(user.get("type") or "User"),
         created_at=datetime.fromisoformat(created.replace("Z", "+00:00")) if isinstance(created, str) else None,
         html_url=str(data.get("html_url") or ""),
-        via_app_id=app_id if isinstance(app_id, int) else None,
     )
 
 

@@ -24,21 +24,27 @@ class Membership(Protocol):
     """One channel's check: None when ``account`` (the id within the channel) may vote, else why not.
 
     ``where`` says where the answer was given (``{"repository": "octo/ops",
-    "issue": 42}``) and, under ``review_posts``, where the review itself was
-    posted on this channel (each post's message data): checks run against
-    the review's own places, never the one the answer came from.
-    ``always_checks``: the channel checks even when the loop names no
-    reviewers at all (GitHub: anyone can comment on a public issue).
-    ``place_refusal``: why an answer given there is no answer to this review
-    at all (GitHub: only on the review's own issue), asked before anything
-    else, for every voter - even one a ``people:`` entry names.
+    "issue": 42}``), for checks that depend on it, such as a GitHub
+    permission. ``always_checks``: the channel checks even when the loop
+    names no reviewers at all - GitHub: anyone can comment on a public issue,
+    so it asks for the configured permission on the review's repository;
+    Slack: only members of the channel the review was posted to may answer.
     """
 
     always_checks: bool
 
     def refusal(self, reviewers: Reviewers, account: str, where: Mapping[str, Any]) -> str | None: ...
 
-    def place_refusal(self, where: Mapping[str, Any]) -> str | None: ...
+    # ``where["review_posts"]``: the message data of every post of the review on this channel, so that
+    # checks run against the review's own places, never the one an answer came from.
+
+    def place_refusal(self, where: Mapping[str, Any]) -> str | None:
+        """Why an answer given at ``where`` is no answer to this review at all (GitHub: only on its own issue).
+
+        Asked before anything else, for every voter - even one a ``people:``
+        entry names.
+        """
+        ...
 
 
 class ListMembership:

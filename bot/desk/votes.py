@@ -191,7 +191,8 @@ class VotePath:
         reviews = self._store.open_reviews()
         if review_id:
             reviews = [r for r in reviews if r.id.casefold() == review_id.casefold()]
-        mine = [r for r in reviews if self._authorizer.refusal(r.policy.reviewers, voter.qualified) is None]
+        mine = [r for r in reviews
+                if self._authorizer.refusal(r.policy.reviewers, voter.qualified, _posted(r, voter.channel)) is None]
         if not mine:
             return "no open review is waiting for you" + (f" ({review_id} is not open)" if review_id else "")
         lines = [f"{len(mine)} open review(s) you may answer:"]
@@ -254,11 +255,16 @@ def _posts_on(review: Review, channel: str) -> list[dict[str, Any]]:
 
 
 def _where(review: Review, reply: Reply) -> dict[str, Any]:
-    """Where the answer was given (else where the review was posted), and the review's posts on that channel."""
-    posts = _posts_on(review, reply.voter.channel)
-    where = dict(reply.context) if reply.context else (dict(posts[0]) if posts else {})
-    where["review_posts"] = posts
-    return where
+    """Where the answer was given, or else where the review was posted on the voter's channel."""
+    if reply.context:
+        return {**reply.context, "review_posts": _posts_on(review, reply.voter.channel)}
+    return _posted(review, reply.voter.channel)
+
+
+def _posted(review: Review, channel: str) -> dict[str, Any]:
+    """Where ``review`` was posted on ``channel`` (its first message there), or {}; and all its posts there."""
+    posts = _posts_on(review, channel)
+    return {**(posts[0] if posts else {}), "review_posts": posts}
 
 
 def _same_place(post: dict[str, Any], context: Any) -> bool:

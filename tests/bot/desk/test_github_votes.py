@@ -81,3 +81,9 @@ def test_a_comment_or_label_older_than_the_reviews_post_is_no_answer_to_it(tmp_p
     same_second = Reply(label.voter, label.command, context=context, dedupe_key=label.dedupe_key,
                         respond={**context, "comment_id": None, "label_at": "2026-01-02T09:00:10Z"})
     assert votes.handle(same_second).kind is AnswerKind.DECIDED
+
+
+def test_status_on_github_lists_the_reviews_the_voter_may_answer_on_their_repository(tmp_path: Path) -> None:
+    votes, _ = _path(tmp_path, Roles({("octo/ops", "alice"): "write", ("octo/ops", "mallory"): "read"}))
+    assert "demo-1" in votes.handle(_comment("status", "alice")).text
+    assert votes.handle(_comment("status", "mallory", "mallory/sandbox", 1)).text == "no open review is waiting for you"
