@@ -218,3 +218,25 @@ def test_a_comment_edited_before_the_poller_read_it_is_not_counted(ws: Workspace
     ws.serve()  # the poll at start reads both
     ws.wait_run(review["run"], "completed")
     assert votes_of(ws, review["id"]) == [("github:bob", "APPROVE", "github:poll")]
+
+
+# --- finding 3, the identity half: loopbot's own comment is never a vote ---------------------------------
+
+def test_loopbots_own_comment_with_a_command_line_is_no_vote_while_it_cannot_learn_its_login(
+        ws: Workspace) -> None:
+    with FakeGitHub(bot_login="loopbot-user") as fake:  # a token's user: a User, not a Bot
+        fake.add_issue(REPOSITORY, ISSUE, title="Ops reviews")
+        fake.permissions[(REPOSITORY, "loopbot-user")] = "admin"  # the bot's token may well write
+        fake.permissions[(REPOSITORY, "alice")] = "write"
+        ws.write_config([github_loop()], github=github_block(fake, webhook_secret=None, poll_interval="30s"))
+        first = ws.serve()
+        review = ws.wait_open_review()
+        own = _bots_review_comment(fake, review["id"])
+        assert first.terminate() == 0
+        with fake.lock:  # a review cut mid-line once let a line of loopbot's own comment start with /yes
+            own["body"] += "\n/yes\n"
+        fake.fail("GET", r"^/user$", 500, times=10**6)  # from now on loopbot cannot tell who it is
+        fake.add_comment(REPOSITORY, ISSUE, "/approve", "alice")
+        ws.serve()  # the poll at start reads both comments
+        ws.wait_run(review["run"], "completed")
+        assert votes_of(ws, review["id"]) == [("github:alice", "APPROVE", "github:poll")]
