@@ -68,7 +68,7 @@ def comment_key(comment_id: int | str, index: int = 0) -> str:
 
 def label_key(repository: str, issue: int, label: str, login: str) -> str:
     """``github:label:octo/ops#42:loopbot:approve:alice``: the same for the webhook and the poller."""
-    return f"github:label:{repository}#{issue}:{label.strip().lower()}:{login.casefold()}"
+    return f"github:label:{repository.casefold()}#{issue}:{label.strip().lower()}:{login.casefold()}"
 
 
 def delivery_key(replies: Sequence[Reply]) -> str:
@@ -76,7 +76,7 @@ def delivery_key(replies: Sequence[Reply]) -> str:
     first = replies[0]
     if first.respond.get("comment_id") is not None:
         return comment_key(str(first.respond["comment_id"]))
-    return f"{first.dedupe_key}@{first.respond.get('label_at') or ''}"
+    return str(first.respond["key"])
 
 
 def _is_bot(user: Mapping[str, Any] | None, me: BotIdentity, via_app: Any = None) -> bool:
@@ -155,8 +155,10 @@ def reply_from_label(
     argument = LABEL_REJECT_REASON if decision is HumanDecision.REJECT else ""
     context = {"repository": repository, "issue": issue}
     key = label_key(repository, issue, label, login)
-    respond = {**context, "comment_id": None, "login": login, "quote": f"(added the label {label})", "key": key,
-               "label_at": labeled_at if isinstance(labeled_at, str) else None}
+    at = labeled_at if isinstance(labeled_at, str) else None
+    # the answer's marker names this one labelling, so a later one (on a later review) is answered too
+    respond = {**context, "comment_id": None, "login": login, "quote": f"(added the label {label})",
+               "key": f"{key}@{at or ''}", "label_at": at}
     return Reply(Identity("github", login, login), Command(decision, None, argument), context=context,
                  dedupe_key=key, via=f"github:{via}", respond=respond)
 

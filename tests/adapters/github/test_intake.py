@@ -97,7 +97,7 @@ def test_vote_labels(label: str, decision: HumanDecision, argument: str) -> None
     (reply,) = replies_from_event("issues", label_payload(label))
     assert reply.command == Command(decision, None, argument)
     assert reply.voter.id == "alice"
-    assert reply.dedupe_key == f"github:label:Codertocat/Hello-World#1:{label}:alice"  # no delivery id in it
+    assert reply.dedupe_key == f"github:label:codertocat/hello-world#1:{label}:alice"  # no delivery id in it
     assert reply.context == {"repository": REPO, "issue": 1}
     assert reply.respond["comment_id"] is None
 
@@ -145,3 +145,11 @@ def test_a_label_carries_the_time_github_gave_it_so_a_replay_can_be_told_apart()
     (reply,) = replies_from_event("issues", payload)
     assert reply.respond["label_at"] == "2026-01-02T09:00:05Z"
     assert delivery_key([reply]) == f"{reply.dedupe_key}@2026-01-02T09:00:05Z"
+    payload["issue"]["updated_at"] = "2026-01-02T10:00:00Z"  # labelled again later (on a later review)
+    (later,) = replies_from_event("issues", payload)
+    assert later.dedupe_key == reply.dedupe_key  # one vote per person and review, webhook or poller
+    assert later.respond["key"] != reply.respond["key"]  # but its own answer, and its own delivery
+    assert delivery_key([later]) != delivery_key([reply])
+    payload["repository"]["full_name"] = "CODERTOCAT/hello-world"  # GitHub and the config may spell it apart
+    (spelled,) = replies_from_event("issues", payload)
+    assert spelled.dedupe_key == reply.dedupe_key

@@ -155,7 +155,7 @@ def test_label_vote(client: TestClient, rec: Recorder) -> None:
     assert client.post("/github/webhook", content=body, headers=headers).json() == {"votes": 1}
     ((reply,),) = rec.submitted
     assert reply.command == Command(HumanDecision.REJECT, None, "rejected by label")
-    assert reply.dedupe_key == "github:label:Codertocat/Hello-World#1:loopbot:reject:alice"
+    assert reply.dedupe_key == "github:label:codertocat/hello-world#1:loopbot:reject:alice"
 
 
 def test_form_encoded_payload(client: TestClient, rec: Recorder) -> None:
