@@ -71,13 +71,6 @@ class BotIdentity:
                                        "it posts nothing until it does", retry_after=err.retry_after) from err
             return self._me
 
-    def try_learn(self) -> Me | None:
-        """``require()``, or None when it failed (the failure is the caller's to log)."""
-        try:
-            return self.require()
-        except ChannelError:
-            return None
-
     def is_self(self, user: Mapping[str, Any] | None, via_app: Any = None) -> bool:
         """Was this written by loopbot: its login, or (an App) ``performed_via_github_app`` naming its App."""
         me = self._me
