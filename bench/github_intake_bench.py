@@ -344,7 +344,7 @@ class VoteDeliveries(Deliveries):
         delivery = headers["X-GitHub-Delivery"]
         review_id, comment_id = self.sent.pop(delivery)
         if status == 200:
-            self.acknowledged.append((f"{headers['X-GitHub-Hook-ID']}:{delivery}", review_id, comment_id))
+            self.acknowledged.append((f"github:comment:{comment_id}", review_id, comment_id))  # the body's key
         else:
             self.refused += 1
 

@@ -318,6 +318,9 @@ def _from_env_note(where: str, taken: Mapping[str, str], environ: Mapping[str, s
 
 #: The blocks whose unset variables ``need_secrets=False`` lets pass.
 _SECRET_BLOCKS: dict[str, type[BaseModel]] = {"slack": SlackConfig, "github": GitHubConfig}
+#: Stand-ins other than the first value a key's type accepts: an empty webhook secret is an error, an unset one
+#: (for a command that needs no secrets) stands for none - no webhook.
+_STAND_INS: dict[str, Any] = {"github.webhook_secret": None}
 
 
 def _secret_stand_in(path: str, name: str, placeholders: dict[str, str]) -> str | None:
@@ -342,6 +345,9 @@ def _fill_placeholders(data: dict[str, Any], placeholders: Mapping[str, str]) ->
         field = _SECRET_BLOCKS[block_name].model_fields.get(key)
         if field is None or field.annotation is None:
             continue  # an unknown key: validation names it
+        if path in _STAND_INS:
+            block[key] = _STAND_INS[path]
+            continue
         adapter: TypeAdapter[Any] = TypeAdapter(field.annotation)
         for candidate in ("", 0, None):
             try:

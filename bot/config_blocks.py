@@ -84,6 +84,15 @@ class GitHubConfig(_Model):
     base_url: str = "https://api.github.com"
     poll_interval: Duration | None = None
 
+    @field_validator("webhook_secret")
+    @classmethod
+    def _webhook_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        """Set means a webhook is served, and a webhook with no secret would take anyone's votes: refuse it."""
+        if value is not None and not any(part.strip() for part in value.get_secret_value().split(",")):
+            raise ValueError("is empty: set a secret (\"new,old\" while rotating), or leave the key out "
+                             "to take no webhooks")
+        return value
+
     @model_validator(mode="after")
     def _auth(self) -> GitHubConfig:
         app = [self.app_id, self.private_key, self.installation_id]

@@ -10,6 +10,12 @@ for its own earlier comment by a hidden marker before it posts:
 - the run's issue body holds ``<!-- loopbot:run=RUN_ID -->``;
 - escalations, reminders and answers carry markers of their own.
 
+Review ids are predictable, so anyone may post a marker first: a comment is
+taken for the channel's own only when loopbot wrote it, and so the channel
+posts nothing while it does not know who it is on GitHub (``BotIdentity``:
+each post first learns it, or fails with a retryable ``ChannelError`` that
+the outbox retries).
+
 It never decides anything and never sleeps: a failed call is a
 ``ChannelError`` (``retry_after`` on rate limits, ``permanent`` for a deleted
 issue) for the outbox to schedule.
@@ -30,6 +36,7 @@ from loop_engine.markdown import escape_inline
 from ..channel import Answer, AnswerKind, ChannelError, MessageRef, ReviewPost, Target
 from .client import Comment, IssueInfo
 from ..inert import github_text
+from .identity import BotIdentity, Me
 from .render import (
     answer_marker,
     escalation_marker,
@@ -86,6 +93,7 @@ class ChannelAPI(Protocol):
     def list_issues(self, repository: str, label: str) -> list[IssueInfo]: ...
     def add_labels(self, repository: str, issue: int, *labels: str) -> None: ...
     def remove_label(self, repository: str, issue: int, label: str) -> None: ...
+    def me(self) -> Me: ...
 
 
 def _short_hash(text: str) -> str:
@@ -114,18 +122,21 @@ def _parse_time(value: Any) -> datetime | None:
 class GitHubChannel:
     """A ``Channel`` that shows reviews as GitHub issue comments.
 
-    ``bot_login`` (the token's user, or the App's ``name[bot]``), when given,
-    is required of a comment before the channel takes it for its own.
+    ``bot_login`` (a ``BotIdentity`` that learns the token's user or the
+    App's ``slug[bot]``, or a known login; without it, one learned through
+    ``api.me()``) is required of a comment before the channel takes it for
+    its own; while it is unknown the channel posts nothing.
     ``full_text_dir`` is named in a review cut to fit GitHub's size cap
     ("full text in <full_text_dir>/<review id>.md": the local channel's file).
     """
 
     name = "github"
 
-    def __init__(self, api: ChannelAPI, *, bot_login: str | None = None,
+    def __init__(self, api: ChannelAPI, *, bot_login: BotIdentity | str | None = None,
                  full_text_dir: str = "state_dir/local-reviews") -> None:
         self.api = api
-        self.bot_login = bot_login
+        # no identity given: learn it from the API, before the first post
+        self.identity = BotIdentity(api.me) if bot_login is None else BotIdentity.of(bot_login)
         self.full_text_dir = full_text_dir.rstrip("/")
         self._run_issues: dict[tuple[str, str], int] = {}
         # One write at a time: two outbox workers must not both miss a marker and post twice, and GitHub
@@ -134,11 +145,13 @@ class GitHubChannel:
 
     # --- finding our own comments -----------------------------------------------------------
     def _ours(self, comment: Comment, marker: str) -> bool:
+        """Our comment with ``marker``: written by loopbot itself (its login), whatever the text says."""
         if not comment.body.lstrip().startswith(marker):
             return False
-        return self.bot_login is None or comment.login.lower() == self.bot_login.lower()
+        return comment.login.casefold() == self.identity.require().login.casefold()
 
     def _find(self, repository: str, issue: int, marker: str, since: datetime | None = None) -> Comment | None:
+        self.identity.require()  # before reading: a comment is ours only if we know who we are
         for comment in self.api.list_comments(repository, issue, since):
             if self._ours(comment, marker):
                 return comment
@@ -170,7 +183,9 @@ class GitHubChannel:
 
     def _find_or_open_run_issue(self, repository: str, post: ReviewPost) -> int:
         marker = run_marker(post.run_id)
-        number = next((i.number for i in self.api.list_issues(repository, RUN_LABEL) if marker in i.body), None)
+        me = self.identity.require().login.casefold()
+        number = next((i.number for i in self.api.list_issues(repository, RUN_LABEL)
+                       if i.body.lstrip().startswith(marker) and i.login.casefold() == me), None)
         if number is None:
             body = (
                 f"{marker}\nloopbot opened this issue for run `{escape_inline(post.run_id)}` of loop "
@@ -207,11 +222,11 @@ class GitHubChannel:
         """The ref of a review's comment; an open review's issue carries the awaiting label."""
         if post.status == "open":
             self.api.add_labels(repository, issue, AWAITING_LABEL)
-        return MessageRef(
-            self.name,
-            {"repository": repository, "issue": issue, "comment_id": comment.id, "url": comment.html_url},
-            target.key,
-        )
+        data: dict[str, Any] = {"repository": repository, "issue": issue, "comment_id": comment.id,
+                                "url": comment.html_url}
+        if comment.created_at is not None:  # GitHub's time: a label older than this is no answer to it
+            data["posted_at"] = comment.created_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return MessageRef(self.name, data, target.key)
 
     def post_update(self, ref: MessageRef, post: ReviewPost, text: str) -> None:
         """A reminder (review still open) becomes a reply; an outcome is written into the review comment.

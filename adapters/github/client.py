@@ -32,6 +32,7 @@ from urllib3.util.retry import Retry
 
 from ..channel import ChannelError
 from ..waits import clamp_wait, parse_wait
+from .identity import Me
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -42,6 +43,7 @@ __all__ = [
     "channel_error",
     "comment_from_json",
     "issue_from_json",
+    "make_client",
     "make_github",
 ]
 
@@ -75,6 +77,7 @@ class IssueInfo:
     labels: tuple[str, ...] = ()
     state: str = "open"
     html_url: str = ""
+    login: str = ""  # who opened it
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,21 @@ def make_github(
     )
 
 
+def make_client(
+    base_url: str = DEFAULT_BASE_URL,
+    *,
+    token: str | None = None,
+    app_id: int | str | None = None,
+    private_key: str | None = None,
+    installation_id: int | None = None,
+) -> GitHubClient:
+    """A ``GitHubClient`` for a token or a GitHub App installation; an App's client can also ask ``GET /app``."""
+    github = make_github(base_url, token=token, app_id=app_id, private_key=private_key,
+                         installation_id=installation_id)
+    app_auth = Auth.AppAuth(app_id, private_key) if not token and app_id is not None and private_key else None
+    return GitHubClient(github, app_auth=app_auth)
+
+
 def _comment(raw: Any) -> Comment:
     """A comment PyGithub made from a complete response (so no attribute triggers a lazy GET)."""
     return comment_from_json(raw.raw_data)
@@ -217,6 +235,7 @@ def issue_from_json(data: Mapping[str, Any]) -> IssueInfo:
         labels=tuple(str(label.get("name")) for label in data.get("labels") or () if isinstance(label, dict)),
         state=str(data.get("state") or "open"),
         html_url=str(data.get("html_url") or ""),
+        login=str((data.get("user") or {}).get("login") or ""),
     )
 
 
@@ -227,9 +246,11 @@ def _issue(raw: Any) -> IssueInfo:
 class GitHubClient:
     """The GitHub calls of loopbot, each one request (plus pages), each failure a ``ChannelError``."""
 
-    def __init__(self, github: Github, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, github: Github, *, clock: Callable[[], float] = time.time,
+                 app_auth: Auth.AppAuth | None = None) -> None:
         self.github = github
         self._clock = clock
+        self._app_auth = app_auth  # a GitHub App's own JWT auth: ``GET /app`` takes no installation token
 
     @contextmanager
     def _call(self, what: str) -> Iterator[None]:
@@ -313,15 +334,27 @@ class GitHubClient:
             raise
         return data
 
-    def whoami(self) -> str | None:
-        """The login a token acts as (``GET /user``), to pass as ``bot_login``; None for a GitHub App.
+    def me(self) -> Me:
+        """Who loopbot comments as: the token's user, or the App's bot user ``<slug>[bot]`` and the App's id.
 
-        An App's installation token may not read ``/user``; its comments come
-        from ``<app-slug>[bot]``, a ``Bot`` user, which intake ignores anyway.
+        A token's user comes from ``GET /user``; an App's installation token
+        cannot read that, so the App is asked with its JWT (``GET /app``).
+        A ChannelError when GitHub does not say (down, refused, no login).
         """
-        data = self._get_unless("read the authenticated user", "/user", (403, 404))
-        login = data.get("login") if isinstance(data, dict) else None
-        return str(login) if login else None
+        if self._app_auth is None:
+            with self._call("read the authenticated user"):
+                _, data = self.github.requester.requestJsonAndCheck("GET", "/user")
+            login = data.get("login") if isinstance(data, dict) else None
+            if not isinstance(login, str) or not login:
+                raise ChannelError("GitHub GET /user named no login")
+            return Me(login)
+        with self._call("read the authenticated App"):
+            _, data = self.github.requester.withAuth(self._app_auth).requestJsonAndCheck("GET", "/app")
+        slug = data.get("slug") if isinstance(data, dict) else None
+        app_id = data.get("id") if isinstance(data, dict) else None
+        if not isinstance(slug, str) or not slug or not isinstance(app_id, int):
+            raise ChannelError("GitHub GET /app named no slug and id")
+        return Me(f"{slug}[bot]", app_id)
 
     def collaborator_permission(self, repository: str, login: str) -> str:
         """admin / maintain / write / triage / read / none (the role name, finer than ``permission``)."""

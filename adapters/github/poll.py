@@ -4,7 +4,13 @@ For each watched issue (or whole repository) the poller reads new comments
 (``GET .../issues/{n}/comments?since=`` or ``GET .../issues/comments?since=
 &sort=created&direction=asc``) and label events (``.../events``), follows
 ``Link`` pages, and turns them into the same ``Reply``s as the webhook (the
-same ``dedupe_key`` per comment, so a comment seen both ways counts once).
+same ``dedupe_key`` per comment and per label, so one seen both ways counts
+once).
+
+Edits are not votes, for the poller as for the webhook: the webhook counts a
+comment as it was created, and a comment edited before the poller read it
+(``updated_at`` later than ``created_at``) no longer shows the text it was
+created with, so the poller skips it.
 
 Each first page is a conditional request (``If-None-Match`` with the ETag of
 the last answer to the same URL): an idle poll gets 304, which costs no rate
@@ -28,6 +34,7 @@ from typing import Any, Protocol
 
 from ..channel import ChannelError, Reply
 from .client import JsonPage
+from .identity import BotIdentity
 from .intake import replies_from_comment, reply_from_label
 
 __all__ = ["MemoryPollState", "PollAPI", "PollReport", "PollState", "Poller", "Watch"]
@@ -119,13 +126,13 @@ class Poller:
         state: PollState,
         submit: Callable[[list[Reply]], None],
         *,
-        bot_login: str | None = None,
+        bot_login: BotIdentity | str | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.api = api
         self.state = state
         self.submit = submit
-        self.bot_login = bot_login
+        self.bot_login = BotIdentity.of(bot_login)
         self._clock = clock
 
     def poll_once(self, watches: Iterable[Watch]) -> PollReport:
@@ -187,11 +194,15 @@ class Poller:
             created = _time(row.get("created_at"))
             if comment_id <= last_id or created < since:
                 continue  # seen already, or an older comment edited since (edits are not votes)
+            last_id, newest = max(last_id, comment_id), max(newest, created)
             number = _issue_number(row, watch.issue)
             if number is None:
                 continue
+            if _time(row.get("updated_at")) > created:
+                log.info("github %s#%s: comment %s was edited before it was read; edits are not votes",
+                         watch.repository, number, comment_id)
+                continue
             replies += replies_from_comment(watch.repository, number, row, bot_login=self.bot_login, via="poll")
-            last_id, newest = max(last_id, comment_id), max(newest, created)
         cursor["comments"] = {"since": newest, "last_id": last_id, "etag": etag, "etag_since": since}
         return replies
 
@@ -221,7 +232,7 @@ class Poller:
             if row.get("event") != "labeled" or not isinstance(label, dict) or number is None:
                 continue
             reply = reply_from_label(watch.repository, number, str(label.get("name") or ""), row.get("actor"),
-                                     str(event_id), bot_login=self.bot_login, via="poll")
+                                     row.get("created_at"), bot_login=self.bot_login, via="poll")
             if reply is not None:
                 replies.append(reply)
         cursor["events"] = {"baseline": baseline, "last_id": newest_id, "etag": etag}

@@ -6,9 +6,12 @@ HMAC-SHA256 of the raw body, any of several secrets so they can be rotated,
 compared in constant time; missing or wrong -> 401, nothing recorded), then
 the event (``ping`` -> 200 pong; events loopbot does not read -> 202), the
 JSON (malformed -> 400), the votes (``intake.replies_from_event``), and only
-for a delivery that carries votes ``accept("HOOK:DELIVERY", replies)``,
-which records the delivery and queues its votes in one durable step (a
-redelivery -> 200 duplicate), in a worker thread as it touches disk. The
+for a delivery that carries votes ``accept(KEY, replies)``, which records
+the delivery and queues its votes in one durable step (a redelivery -> 200
+duplicate), in a worker thread as it touches disk. ``KEY`` comes from the
+signed body (``intake.delivery_key``: the comment's id, or the label, its
+author and time), not from the unsigned ``X-GitHub-Delivery`` header: the
+same body sent again under a fresh delivery id is the same delivery. The
 votes are cast after the answer: GitHub waits at most 10 s, and the intake
 must keep up with bursts that the vote path alone would not.
 """
@@ -30,7 +33,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..channel import Reply
-from .intake import EVENTS, replies_from_event
+from .identity import BotIdentity
+from .intake import EVENTS, delivery_key, replies_from_event
 
 __all__ = ["MAX_BODY_BYTES", "sign", "signature_ok", "webhook_route"]
 
@@ -88,17 +92,19 @@ def webhook_route(
     secrets: Sequence[str],
     accept: Callable[[str, list[Reply]], bool],
     *,
-    bot_login: str | None = None,
+    bot_login: BotIdentity | str | None = None,
     path: str = "/github/webhook",
     max_body_bytes: int = MAX_BODY_BYTES,
 ) -> Route:
     """The Starlette route for GitHub webhooks.
 
-    ``accept(key, replies)`` records ``"<X-GitHub-Hook-ID>:<X-GitHub-Delivery>"``
-    with the delivery's votes durably, in one step, and says whether the key
-    was new; the votes are cast later (the bot answers voters through its
+    ``accept(key, replies)`` records the delivery's key (from its signed
+    body) with its votes durably, in one step, and says whether the key was
+    new; the votes are cast later (the bot answers voters through its
     outbox). Called in a worker thread, only after the signature was checked.
+    ``bot_login``: loopbot's identity, shared with the channel that learns it.
     """
+    me = BotIdentity.of(bot_login)
     keys = [secret for secret in secrets if secret]
     if not keys:
         raise ValueError("a GitHub webhook needs at least one secret (github.webhook_secret)")
@@ -114,7 +120,6 @@ def webhook_route(
         if not signature_ok(keys, body, request.headers.get("x-hub-signature-256")):
             return JSONResponse({"error": "bad or missing X-Hub-Signature-256"}, status_code=401)
         event = request.headers.get("x-github-event", "")
-        delivery = request.headers.get("x-github-delivery", "")
         if event == "ping":
             return JSONResponse({"msg": "pong"})
         if event not in EVENTS:
@@ -125,15 +130,13 @@ def webhook_route(
             return JSONResponse({"error": "body is not a JSON document"}, status_code=400)
         if not isinstance(payload, dict):
             return JSONResponse({"error": "body is not a JSON object"}, status_code=400)
-        replies = replies_from_event(event, delivery, payload, bot_login=bot_login)
+        replies = replies_from_event(event, payload, bot_login=me)
         if not replies:
             return JSONResponse({"votes": 0}, status_code=202)
-        if not delivery:
-            return JSONResponse({"error": "missing X-GitHub-Delivery"}, status_code=400)
-        hook = request.headers.get("x-github-hook-id", "")
-        if not await asyncio.get_running_loop().run_in_executor(accepting, accept, f"{hook}:{delivery}", replies):
-            return JSONResponse({"duplicate": delivery})
-        log.debug("github %s delivery %s: %d vote(s) queued", event, delivery, len(replies))
+        key = delivery_key(replies)
+        if not await asyncio.get_running_loop().run_in_executor(accepting, accept, key, replies):
+            return JSONResponse({"duplicate": key})
+        log.debug("github %s delivery %s: %d vote(s) queued", event, key, len(replies))
         return JSONResponse({"votes": len(replies)})
 
     return Route(path, endpoint, methods=["POST"])

@@ -5,19 +5,24 @@ channel; what needs a channel's API - Slack user groups, GitHub teams and
 permissions - comes in as a ``Membership`` the channel's wiring provides.
 ``people:`` entries named by ``reviewers.people`` admit every account of
 that person, on any channel.
+
+``where`` also carries ``review_posts``, the message data of each post of
+the review on the voter's channel, so that checks run against the review's
+own places, never the one an answer came from; a ``PlaceCheck`` membership
+(GitHub's) refuses answers given anywhere but there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from adapters.channel import ChannelError
 from bot.reviews import Reviewers, authorize
 
 from .people import People
 
-__all__ = ["Membership", "ListMembership", "Authorizer"]
+__all__ = ["Authorizer", "ListMembership", "Membership", "PlaceCheck"]
 
 
 class Membership(Protocol):
@@ -34,6 +39,19 @@ class Membership(Protocol):
     always_checks: bool
 
     def refusal(self, reviewers: Reviewers, account: str, where: Mapping[str, Any]) -> str | None: ...
+
+
+@runtime_checkable
+class PlaceCheck(Protocol):
+    """A membership that also says where answers count at all (GitHub: only on the review's own issue)."""
+
+    def place_refusal(self, where: Mapping[str, Any]) -> str | None:
+        """Why an answer given at ``where`` is no answer to this review at all, else None.
+
+        Asked before anything else, for every voter - even one a ``people:``
+        entry names.
+        """
+        ...
 
 
 class ListMembership:
@@ -63,6 +81,10 @@ class Authorizer:
         if not sep or not channel or not account:
             return f"voter {voter!r} is not a channel-qualified id like local:alice or slack:U0AAA"
         membership = self._memberships.get(channel)
+        if isinstance(membership, PlaceCheck) and where is not None:
+            misplaced = membership.place_refusal(where)
+            if misplaced is not None:
+                return misplaced
         if reviewers.anyone and not (membership is not None and membership.always_checks):
             return None
         person = self._people.person_of(voter)

@@ -1,5 +1,10 @@
 """The GitHub channel in this bot: from the ``github:`` block to comments, a webhook, polling and permissions.
 
+loopbot's own identity (``BotIdentity``: the token's user or the App's
+``slug[bot]``) is learned at start and, until it is known, before every post;
+the channel, the webhook and the poller share it. A vote counts only on the
+review's own issue, and permissions are those on the review's repository.
+
 Answers arrive by ``POST /github/webhook`` (signed; several secrets for
 rotation; each delivery recorded durably with its votes, which
 ``bot.desk.intake`` casts after the answer) and/or by polling every
@@ -19,7 +24,7 @@ from typing import Any
 from starlette.routing import BaseRoute
 
 from adapters.channel import ChannelError, Reply
-from adapters.github import Directory, GitHubChannel, GitHubClient, Poller, Watch, make_github, webhook_route
+from adapters.github import BotIdentity, Directory, GitHubChannel, Poller, Watch, make_client, webhook_route
 from adapters.github.directory import permission_at_least
 from loop_engine.atomic import atomic_write_text
 
@@ -43,6 +48,21 @@ class GitHubMembership:
     def __init__(self, directory: Directory) -> None:
         self._directory = directory
 
+    @staticmethod
+    def _review_post(where: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The review's own post on the issue the answer was given on, if it was given on one."""
+        repository, issue = str(where.get("repository") or "").casefold(), where.get("issue")
+        for post in where.get("review_posts") or ():
+            if str(post.get("repository") or "").casefold() == repository and post.get("issue") == issue:
+                return post
+        return None
+
+    def place_refusal(self, where: Mapping[str, Any]) -> str | None:
+        """On GitHub a review is answered on its own issue in its own repository, and nowhere else."""
+        if self._review_post(where) is None:
+            return "an answer counts only as a comment or label on the review's own GitHub issue"
+        return None
+
     def refusal(self, reviewers: Reviewers, login: str, where: Mapping[str, Any]) -> str | None:
         users = {u.casefold() for u in reviewers.github_users or []}
         teams = reviewers.github_teams or []
@@ -58,10 +78,11 @@ class GitHubMembership:
                 return f"@{login} is not one of this loop's GitHub reviewers ({listed})"
         if floor is None:
             return None
-        repository = where.get("repository")
-        if not repository:
-            return f"cannot check @{login}'s permission: the answer names no repository"
-        permission = self._directory.permission(str(repository), login)
+        post = self._review_post(where)  # the review's repository, never the one the answer came from
+        if post is None:
+            return f"cannot check @{login}'s permission: the answer was not given on the review's issue"
+        repository = str(post["repository"])
+        permission = self._directory.permission(repository, login)
         if permission_at_least(permission, floor):
             return None
         return f"@{login} has {permission} permission on {repository}; answering needs at least {floor}"
@@ -100,40 +121,40 @@ class GitHubKit:
         self._config = config
         secret = config.private_key.get_secret_value() if config.private_key is not None else None
         token = config.token.get_secret_value() if config.token is not None else None
-        self.client = GitHubClient(make_github(config.base_url, token=token, app_id=config.app_id,
-                                               private_key=secret, installation_id=config.installation_id))
-        self.bot_login: str | None = None
-        self.channel = GitHubChannel(self.client)
+        self.client = make_client(config.base_url, token=token, app_id=config.app_id, private_key=secret,
+                                  installation_id=config.installation_id)
+        self.identity = BotIdentity(self.client.me)
+        self.channel = GitHubChannel(self.client, bot_login=self.identity)
         self.directory = Directory(self.client)
         self.membership = GitHubMembership(self.directory)
         self._poll_state = FilePollState(state_dir / "github-poll.json")
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def _learn_login(self) -> None:
-        """Our own comments are never votes: learn who we are (once; an App's bot user is a Bot anyway)."""
-        if self.bot_login is None:
+    def learn_identity(self) -> None:
+        """Who loopbot is on GitHub, asked at start; on failure every post asks again (and waits until known)."""
+        if self.identity.me is None:
             try:
-                self.bot_login = self.client.whoami()
+                self.identity.require()
             except ChannelError as err:
-                log.warning("github: cannot tell which login the bot comments as (%s); bot users are ignored", err)
-            self.channel.bot_login = self.bot_login
+                log.warning("github: cannot tell which login the bot comments as yet (%s); "
+                            "nothing is posted on GitHub until it can", err)
 
     def routes(self, accept: Callable[[str, list[Reply]], bool]) -> Sequence[BaseRoute]:
         secret = self._config.webhook_secret
         if secret is None:
             return []
-        self._learn_login()
+        self.learn_identity()
         secrets = [s for s in secret.get_secret_value().split(",") if s.strip()]  # "new,old" while rotating
-        return [webhook_route([s.strip() for s in secrets], accept, bot_login=self.bot_login)]
+        return [webhook_route([s.strip() for s in secrets], accept, bot_login=self.identity)]
 
     def start(self, submit: Callable[[list[Reply]], None], watches: Callable[[], list[Watch]]) -> None:
         """Poll every ``poll_interval`` (once at once, to catch answers given while the bot was down)."""
         interval = self._config.poll_interval
         if interval is None:
             return
-        self._learn_login()
-        poller = Poller(self.client, self._poll_state, submit, bot_login=self.bot_login,
+        self.learn_identity()
+        poller = Poller(self.client, self._poll_state, submit, bot_login=self.identity,
                         clock=lambda: datetime.now(UTC))
 
         def loop() -> None:
@@ -149,14 +170,14 @@ class GitHubKit:
 
     def check(self, repositories: Sequence[str]) -> str:
         """Who the token or App acts as, and that each repository can be read; ChannelError says what is wrong."""
-        who = self.client.whoami()
+        me = self.client.me()
         for repository in repositories:
             try:
                 self.client.get_json(f"/repos/{repository}/issues", {"per_page": "1"})
             except ChannelError as err:
                 raise ChannelError(f"cannot read {repository} ({err}); give the token or App access to it",
                                    permanent=True) from err
-        as_who = f"token of @{who}" if who else "GitHub App installation"
+        as_who = f"token of @{me.login}" if me.app_id is None else f"GitHub App installation, as @{me.login}"
         where = f"; can read {', '.join(repositories)}" if repositories else ""
         return f"{as_who} at {self._config.base_url}{where}"
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from adapters.channel import Answer, AnswerKind, Identity, MessageRef, Reply
@@ -125,6 +125,9 @@ class VotePath:
         review = self._review(reply, found)
         if isinstance(review, Answer):
             return review
+        if _written_before(review, reply):  # not an answer to this review: silent, like a redelivery
+            return Answer(AnswerKind.DUPLICATE, f"written before review {review.id} was posted; not an answer to it",
+                          review.id)
         decision = command.decision
         assert decision is not None  # status and help were answered above
         voter = reply.voter.qualified
@@ -279,18 +282,57 @@ def plan_changes_problem(store: Store, run_id: str, changes: Any) -> str | None:
     return None
 
 
+def _posts_on(review: Review, channel: str) -> list[dict[str, Any]]:
+    """The message data of the review's posts on ``channel`` (a damaged post is none)."""
+    posts = []
+    for raw in review.posts:
+        try:
+            ref = MessageRef.from_dict(raw)
+        except ValueError:
+            continue
+        if ref.channel == channel:
+            posts.append(dict(ref.data))
+    return posts
+
+
 def _where(review: Review, reply: Reply) -> dict[str, Any]:
     """Where the answer was given, or else where the review was posted on the voter's channel."""
     if reply.context:
-        return dict(reply.context)
+        return {**reply.context, "review_posts": _posts_on(review, reply.voter.channel)}
     return _posted(review, reply.voter.channel)
 
 
 def _posted(review: Review, channel: str) -> dict[str, Any]:
-    """Where ``review`` was posted on ``channel`` (its first message there), or {}."""
-    for raw in review.posts:
-        ref = MessageRef.from_dict(raw)
-        if ref.channel == channel:
-            return dict(ref.data)
-    return {}
+    """Where ``review`` was posted on ``channel`` (its first message there), or {}; and all its posts there."""
+    posts = _posts_on(review, channel)
+    return {**(posts[0] if posts else {}), "review_posts": posts}
 
+
+def _same_place(post: dict[str, Any], context: Any) -> bool:
+    """Is this post where ``context`` points? (GitHub spells a repository in any case.)"""
+    return bool(context) and all(str(post.get(key, "")).casefold() == str(value).casefold()
+                                 for key, value in context.items())
+
+
+def _written_before(review: Review, reply: Reply) -> bool:
+    """Was this answer written before the review was posted where it was given (a GitHub comment or label)?
+
+    A replayed delivery carries an old comment or label: an answer to an
+    earlier review on the same issue, never to this one. (The webhook's
+    intake already refuses a body it has seen; this holds for the votes
+    themselves.) Comment ids grow with time, so an older comment has a
+    smaller id than the review's own; a label stamped (in GitHub's whole
+    seconds) before the second in which the review was posted is older.
+    """
+    comment_id, label_at = reply.respond.get("comment_id"), reply.respond.get("label_at")
+    if comment_id is None and label_at is None:
+        return False
+    for post in _posts_on(review, reply.voter.channel):
+        if not _same_place(post, reply.context):
+            continue
+        if isinstance(comment_id, int) and isinstance(post.get("comment_id"), int):
+            return comment_id < post["comment_id"]
+        if isinstance(label_at, str):
+            posted = post.get("posted_at") or review.created_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            return label_at < str(posted)
+    return False

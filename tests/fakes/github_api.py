@@ -4,7 +4,9 @@ It serves the endpoints loopbot uses - issues (create, get, list with a
 label filter), comments (create, get, edit, list per issue or per repository
 with ``since`` and ``Link`` pagination, ETag / 304), labels (add, remove, with
 ``labeled`` issue events), reactions, collaborator permissions, team
-memberships, App installation tokens - with rate-limit headers on every
+memberships, App installation tokens and ``GET /app`` (JWT only, as GitHub:
+an installation token gets 401 there, and a JWT nothing else; comments made
+with an installation token carry ``performed_via_github_app``) - with rate-limit headers on every
 answer and failures injected on demand (``fail(...)``: 403 secondary rate
 limit, 429, 500, ... N times, then normal answers again).
 
@@ -25,6 +27,8 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+import jwt
 
 __all__ = ["Call", "FakeGitHub", "Failure"]
 
@@ -80,6 +84,7 @@ class FakeGitHub:
         self.permissions: dict[tuple[str, str], str] = {}
         self.teams: dict[tuple[str, str, str], str] = {}
         self.installation_tokens: list[str] = []
+        self.app_id: int | None = None  # the App whose JWT asked for a token (its bot user is ``bot_login``)
         self.rate_remaining = 5000
         self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
         self._next_id = 1000
@@ -143,7 +148,8 @@ class FakeGitHub:
             return issue
 
     def add_comment(self, repository: str, issue: int, body: str, login: str = "alice", *,
-                    kind: str | None = None, created_at: datetime | None = None) -> dict[str, Any]:
+                    kind: str | None = None, created_at: datetime | None = None,
+                    via_app: dict[str, Any] | None = None) -> dict[str, Any]:
         """A comment as if a person (or ``login``) had written it."""
         with self.lock:
             comment_id = self.new_id()
@@ -154,7 +160,7 @@ class FakeGitHub:
                 "html_url": f"https://github.example/{repository}/issues/{issue}#issuecomment-{comment_id}",
                 "issue_url": f"{self.base_url}/repos/{repository}/issues/{issue}",
                 "user": self.user(login, kind), "created_at": when, "updated_at": when,
-                "author_association": "MEMBER", "body": body,
+                "author_association": "MEMBER", "body": body, "performed_via_github_app": via_app,
                 "reactions": {"url": "", "total_count": 0},
             }
             self.comments[comment_id] = comment
@@ -167,7 +173,9 @@ class FakeGitHub:
             entry = self.issues[(repository, issue)]
             if label not in [item["name"] for item in entry["labels"]]:
                 entry["labels"].append(self._label(repository, label))
-            return self._event(repository, issue, "labeled", label, login)
+            event = self._event(repository, issue, "labeled", label, login)
+            entry["updated_at"] = event["created_at"]  # labelling touches the issue, as on GitHub
+            return event
 
     def delete_issue(self, repository: str, issue: int) -> None:
         with self.lock:
@@ -298,19 +306,40 @@ class FakeGitHub:
         version = call.headers.get("x-github-api-version")
         if version is not None and version not in API_VERSIONS:
             return 400, {"message": f"The version '{version}' is not supported."}, {}
-        if call.method == "POST" and re.fullmatch(r"/app/installations/(\d+)/access_tokens", call.path):
-            token = f"ghs_fake{len(self.installation_tokens) + 1}"
-            self.installation_tokens.append(token)
-            expires = _iso(self.clock() + timedelta(hours=1))
-            return 201, {"token": token, "expires_at": expires, "permissions": {}, "repository_selection": "all"}, {}
         auth = call.headers.get("authorization", "")
-        if not (auth.startswith("token ") or auth.startswith("Bearer ")):
+        if call.path == "/app" or call.path.startswith("/app/"):
+            return self._as_app(call, auth)
+        if auth.startswith("Bearer "):
+            return 401, {"message": "A JSON web token cannot be used for this endpoint"}, {}
+        if not auth.startswith("token "):
             return 401, {"message": "Requires authentication"}, {}
         for pattern, method, handler in self._routes():
             match = re.fullmatch(pattern, call.path)
             if match and method == call.method:
                 with self.lock:
                     return handler(call, *match.groups())
+        return 404, {"message": "Not Found"}, {}
+
+    def _as_app(self, call: Call, auth: str) -> tuple[int, Any, dict[str, str]]:
+        """``/app`` and its token exchange: only with the App's JWT (its ``iss`` is the App id)."""
+        scheme, _, token = auth.partition(" ")
+        if scheme != "Bearer":
+            return 401, {"message": "A JSON web token could not be decoded"}, {}
+        try:
+            app_id = int(jwt.decode(token, options={"verify_signature": False})["iss"])
+        except (ValueError, KeyError, jwt.PyJWTError):
+            return 401, {"message": "A JSON web token could not be decoded"}, {}
+        with self.lock:
+            self.app_id = app_id
+        if call.method == "GET" and call.path == "/app":
+            slug = self.bot_login.removesuffix("[bot]")
+            return 200, {"id": app_id, "slug": slug, "node_id": "A_1", "name": slug, "owner": self.user("octo"),
+                         "html_url": f"https://github.example/apps/{slug}", "permissions": {}, "events": []}, {}
+        if call.method == "POST" and re.fullmatch(r"/app/installations/(\d+)/access_tokens", call.path):
+            token = f"ghs_fake{len(self.installation_tokens) + 1}"
+            self.installation_tokens.append(token)
+            expires = _iso(self.clock() + timedelta(hours=1))
+            return 201, {"token": token, "expires_at": expires, "permissions": {}, "repository_selection": "all"}, {}
         return 404, {"message": "Not Found"}, {}
 
     def _routes(self) -> list[tuple[str, str, Callable[..., tuple[int, Any, dict[str, str]]]]]:
@@ -397,7 +426,11 @@ class FakeGitHub:
         body = (call.body or {}).get("body", "")
         if len(body) > 65536:
             return 422, {"message": "Validation Failed", "errors": [{"field": "body", "code": "too_long"}]}, {}
-        return 201, self.add_comment(repository, int(number), body, self.bot_login), {}
+        via_app = None
+        if call.headers.get("authorization", "").startswith("token ghs_") and self.app_id is not None:
+            slug = self.bot_login.removesuffix("[bot]")
+            via_app = {"id": self.app_id, "slug": slug, "node_id": "A_1", "name": slug}
+        return 201, self.add_comment(repository, int(number), body, self.bot_login, via_app=via_app), {}
 
     def _comment(self, repository: str, comment_id: str) -> dict[str, Any] | None:
         comment = self.comments.get(int(comment_id))

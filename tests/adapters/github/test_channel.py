@@ -8,7 +8,8 @@ import pytest
 
 from adapters.channel import Answer, AnswerKind, Channel, ChannelError, MessageRef, Target
 from adapters.github.channel import AWAITING_LABEL, GitHubChannel
-from adapters.github.client import GitHubClient, make_github
+from adapters.github.client import GitHubClient, make_client, make_github
+from adapters.github.identity import Me
 from tests.fakes.github_api import FakeGitHub
 
 from .conftest import REPO, make_post
@@ -263,10 +264,11 @@ def test_github_app_auth_against_the_fake_server(fake: FakeGitHub) -> None:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption()).decode()
-    client = GitHubClient(make_github(fake.base_url, app_id=42, private_key=pem, installation_id=9))
-    GitHubChannel(client).post_request(TARGET, make_post())
+    client = make_client(fake.base_url, app_id=42, private_key=pem, installation_id=9)
+    ref = GitHubChannel(client).post_request(TARGET, make_post())
     assert fake.installation_tokens == ["ghs_fake1"]
-    assert fake.calls[0].path == "/app/installations/9/access_tokens"
-    assert fake.calls[0].headers["authorization"].startswith("Bearer ")
-    assert {c.headers["authorization"] for c in fake.calls[1:]} == {"token ghs_fake1"}
-    assert client.whoami() is None
+    assert [c.path for c in fake.calls[:2]] == ["/app", "/app/installations/9/access_tokens"]
+    assert all(c.headers["authorization"].startswith("Bearer ") for c in fake.calls[:2])  # the App's JWT
+    assert {c.headers["authorization"] for c in fake.calls[2:]} == {"token ghs_fake1"}
+    assert client.me() == Me(fake.bot_login, 42)  # the App's bot user, "<slug>[bot]"
+    assert fake.comments[ref.data["comment_id"]]["performed_via_github_app"]["id"] == 42

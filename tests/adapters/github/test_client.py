@@ -185,7 +185,7 @@ def test_every_request_names_the_api_version(client: GitHubClient) -> None:
     responses.post(url("/repos/octo/ops/issues/42/labels"), json=[])
     client.create_comment("octo/ops", 42, "hi")
     client.list_comments("octo/ops", 42)
-    client.whoami()
+    client.me()
     client.add_labels("octo/ops", 42, "a", "b")
     assert [c.request.headers.get("X-GitHub-Api-Version") for c in responses.calls] == ["2022-11-28"] * 4
     assert json.loads(responses.calls[-1].request.body) == {"labels": ["a", "b"]}
@@ -197,6 +197,7 @@ def test_no_credentials_is_a_configuration_error() -> None:
 
 
 @responses.activate
-def test_whoami_is_none_for_an_installation_token(client: GitHubClient) -> None:
+def test_me_is_an_error_while_get_user_says_no_login(client: GitHubClient) -> None:
     responses.get(url("/user"), json={"message": "Resource not accessible by integration"}, status=403)
-    assert client.whoami() is None
+    with pytest.raises(ChannelError, match="403"):
+        client.me()  # not None: an unknown identity must never pass for "no bot user"

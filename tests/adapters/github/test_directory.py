@@ -7,6 +7,7 @@ import pytest
 from adapters.channel import ChannelError
 from adapters.github.client import GitHubClient
 from adapters.github.directory import Directory, permission_at_least
+from adapters.github.identity import Me
 from tests.fakes.github_api import FakeGitHub
 
 from .conftest import REPO
@@ -78,5 +79,5 @@ def test_permission_order() -> None:
         permission_at_least("write", "owner")
 
 
-def test_whoami_names_the_tokens_user(client: GitHubClient, fake: FakeGitHub) -> None:
-    assert client.whoami() == fake.bot_login
+def test_me_names_the_tokens_user(client: GitHubClient, fake: FakeGitHub) -> None:
+    assert client.me() == Me(fake.bot_login)

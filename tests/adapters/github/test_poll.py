@@ -124,7 +124,8 @@ def test_label_events_are_votes(poller: Poller, fake: FakeGitHub, clock: Clock, 
     poller.poll_once([watch])
     (reply,) = submitted
     assert reply.command == Command(HumanDecision.APPROVE)
-    assert reply.dedupe_key == f"github:label:42:loopbot:approve:{event['id']}"
+    assert reply.dedupe_key == "github:label:octo/ops#42:loopbot:approve:alice"  # as the webhook makes it
+    assert reply.respond["label_at"] == event["created_at"]
 
 
 def test_the_cursor_survives_a_restart(client: GitHubClient, fake: FakeGitHub, clock: Clock,
@@ -169,3 +170,15 @@ def test_repository_events_stop_at_what_is_older_than_the_watch(client: GitHubCl
     Poller(client, MemoryPollState(), submitted.extend, clock=clock).poll_once([Watch(REPO, since=START)])
     assert [r.voter.id for r in submitted] == ["alice"]
     assert len(fake.calls_to("GET", r"/repos/octo/ops/issues/events$")) == 1  # not all 4 pages
+
+
+def test_a_comment_edited_before_it_was_read_is_no_vote_as_for_the_webhook(
+        poller: Poller, fake: FakeGitHub, clock: Clock, submitted: list[Reply]) -> None:
+    watch = Watch(REPO, 42, since=START)
+    clock.tick()
+    edited = fake.add_comment(REPO, 42, "thinking about it", "alice")
+    clock.tick()
+    edited["body"], edited["updated_at"] = "/approve", "2026-01-02T09:02:30Z"  # edited between two polls
+    fresh = fake.add_comment(REPO, 42, "/reject not yet", "bob")
+    poller.poll_once([watch])
+    assert [r.dedupe_key for r in submitted] == [f"github:comment:{fresh['id']}"]

@@ -60,7 +60,7 @@ def test_valid_approve_is_submitted(client: TestClient, rec: Recorder) -> None:
     ((reply,),) = rec.submitted
     assert reply.command == Command(HumanDecision.APPROVE, "triage-17", "")
     assert reply.review_id == "triage-17" and reply.voter.qualified == "github:alice"
-    assert rec.deliveries == ["109948940:72d3162e-cc78-11e3-81ab-4c9367dc0958"]
+    assert rec.deliveries == [f"github:comment:{reply.respond['comment_id']}"]  # from the signed body
 
 
 def test_an_older_secret_still_verifies(rec: Recorder, client: TestClient) -> None:
@@ -155,7 +155,7 @@ def test_label_vote(client: TestClient, rec: Recorder) -> None:
     assert client.post("/github/webhook", content=body, headers=headers).json() == {"votes": 1}
     ((reply,),) = rec.submitted
     assert reply.command == Command(HumanDecision.REJECT, None, "rejected by label")
-    assert reply.dedupe_key == "github:label:1:loopbot:reject:d-label"
+    assert reply.dedupe_key == "github:label:codertocat/hello-world#1:loopbot:reject:alice"
 
 
 def test_form_encoded_payload(client: TestClient, rec: Recorder) -> None:
@@ -174,3 +174,14 @@ def test_get_is_not_allowed(client: TestClient) -> None:
 def test_no_secret_is_a_configuration_error(rec: Recorder) -> None:
     with pytest.raises(ValueError, match="secret"):
         webhook_route([""], rec.accept)
+
+
+def test_the_same_signed_body_under_a_fresh_delivery_id_is_the_same_delivery(client: TestClient,
+                                                                             rec: Recorder) -> None:
+    comment, _ = signed("issue_comment", comment_payload("/approve"), delivery="d-1")
+    label, _ = signed("issues", label_payload("loopbot:approve"), delivery="d-2")
+    for body, event in ((comment, "issue_comment"), (label, "issues")):
+        for delivery in ("first-id", "fresh-id"):
+            _, headers = signed(event, body, delivery=delivery)
+            client.post("/github/webhook", content=body, headers=headers)
+    assert len(rec.submitted) == 2 and len(set(rec.deliveries)) == 2  # one of each: the header is not what counts

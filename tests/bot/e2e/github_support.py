@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import uuid
+from datetime import UTC, datetime
 from urllib.parse import urlencode
 from collections.abc import Iterator
 from functools import cache
@@ -69,8 +70,11 @@ def comment_delivery(comment: dict[str, Any], *, repository: str = REPOSITORY,
     return payload
 
 
-def label_delivery(label: str, login: str, *, repository: str = REPOSITORY, issue: int = ISSUE) -> dict[str, Any]:
+def label_delivery(label: str, login: str, *, repository: str = REPOSITORY, issue: int = ISSUE,
+                   at: str | None = None) -> dict[str, Any]:
+    """An ``issues`` / ``labeled`` payload; the issue's ``updated_at`` is when it was labelled (``at``, else now)."""
     payload = _where(copy.deepcopy(_fixture("issues.labeled")), repository, issue)
+    payload["issue"]["updated_at"] = at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     payload["label"]["name"] = label
     payload["sender"]["login"] = login
     payload["sender"]["type"] = "User"
