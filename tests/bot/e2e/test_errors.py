@@ -5,9 +5,10 @@ from __future__ import annotations
 import shutil
 import time
 
+import httpx
 import pytest
 
-from .conftest import Workspace, demo_loop
+from .conftest import Workspace, demo_loop, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -86,6 +87,17 @@ def test_healthz_turns_503_when_the_state_dir_is_removed(ws: Workspace) -> None:
         "status": "ok", "runs": {}, "open_reviews": 0, "decided_reviews": 0, "outbox_pending": 0,
     }
     shutil.rmtree(ws.state_dir)
-    response = bot.healthz()
-    assert response.status_code == 503 and "missing" in response.json()["error"]
-    assert bot.terminate(timeout=10) == 0
+    # until serve notices at its next tick and exits (tests/bot/e2e/test_state_dir_lost.py), every probe says 503
+    proc = bot.proc
+    assert proc is not None
+
+    def gone() -> bool:
+        try:
+            response = bot.healthz()
+        except httpx.HTTPError:
+            return proc.poll() is not None
+        assert response.status_code == 503 and "missing" in response.json()["error"]
+        return False
+
+    wait_for(gone, timeout=15, what="serve to exit once its state dir was removed")
+    assert proc.wait(timeout=10) == 1
