@@ -5,7 +5,9 @@
 typos surface) or raises ``ConfigError`` whose lines read
 ``config.yaml: loops[1].schedule.cron: <what is wrong>``. Secrets are
 ``SecretStr``: they never show in repr/str, ``redacted()`` or ``summary()``.
-Keys are design.md's "Contracts" plus bot_contract.md.
+``CoreConfig``, the keys every command reads, is ``BotConfig``'s base and
+all that `status` and `decide` validate (``validate_core``, through
+``bot.config_memo``): each key is declared once, in one of the two.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import re
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Self, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -29,11 +31,13 @@ from pydantic import (
 )
 
 from .config_file import (
+    CHANNEL_BLOCKS,
     MAX_CONFIG_BYTES,
     MAX_CONFIG_DEPTH,
     MAX_CONFIG_NODES,
     ConfigData,
     ConfigError,
+    channel_stand_in,
     read_config,
     resolve_state_dir,
     substitute_env,
@@ -79,9 +83,12 @@ __all__ = [
     "ReviewConfig",
     "CheckpointBlock",
     "LoopConfig",
+    "CoreConfig",
     "BotConfig",
     "load_config",
     "validate_config",
+    "validate_core",
+    "channel_secret_keys",
     "substitute_env",
     "MAX_CONFIG_BYTES",
     "MAX_CONFIG_DEPTH",
@@ -98,28 +105,22 @@ _REVIEWER_KEYS = {
 }
 
 
-class BotConfig(BaseModel):
-    """The whole config file; build it with ``load_config``."""
+class CoreConfig(BaseModel):
+    """The keys every command reads: where the state lives and who is who; all that `status` and `decide` need.
 
-    model_config = ConfigDict(extra="forbid")
+    Its other keys are ignored here, not checked: ``BotConfig`` adds them and
+    refuses unknown ones. ``load_core`` validates just this, so a channel
+    block (or its unset secret) cannot stop a command that never talks to it.
+    """
+
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     state_dir: Path = Path("./state")
-    timezone: str = "UTC"
-    server: ServerConfig = Field(default_factory=ServerConfig)
-    slack: SlackConfig | None = None
-    github: GitHubConfig | None = None
-    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
-    loops: list[LoopConfig] = Field(default_factory=list)
     people: list[PersonConfig] = Field(default_factory=list)
     store: StoreConfig | None = None  # None: the directory store in state_dir
 
-    @field_validator("timezone")
-    @classmethod
-    def _timezone(cls, value: str) -> str:
-        return check_timezone(value)
-
     @model_validator(mode="after")
-    def _people(self) -> BotConfig:
+    def _people(self) -> Self:
         """One name per person and one person per account, or "counted once" would be a guess."""
         names: set[str] = set()
         owner: dict[str, str] = {}
@@ -134,6 +135,42 @@ class BotConfig(BaseModel):
                         "an account is one person"
                     )
                 owner[account.casefold()] = person.name
+        return self
+
+    def _secret_blocks(self) -> tuple[BaseModel | None, ...]:
+        return (self.store,)
+
+    def secret_values(self) -> Iterator[str]:
+        """Every secret's plain value, for log redaction; never print these."""
+        for block in self._secret_blocks():
+            if block is None:
+                continue
+            for value in block.__dict__.values():
+                if isinstance(value, SecretStr) and value.get_secret_value():
+                    yield value.get_secret_value()
+
+
+class BotConfig(CoreConfig):
+    """The whole config file; build it with ``load_config``."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    timezone: str = "UTC"
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    slack: SlackConfig | None = None
+    github: GitHubConfig | None = None
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    loops: list[LoopConfig] = Field(default_factory=list)
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str) -> str:
+        return check_timezone(value)
+
+    @model_validator(mode="after")
+    def _reviewer_people(self) -> BotConfig:
+        """A reviewer named under ``reviewers.people`` is a person of the top-level ``people:`` list."""
+        names = {person.name.casefold() for person in self.people}
         for i, loop in enumerate(self.loops):
             named = (loop.review.reviewers.people if loop.review.reviewers else None) or []
             unknown = [name for name in named if name.casefold() not in names]
@@ -161,6 +198,9 @@ class BotConfig(BaseModel):
                             f"loops[{i}].review.{where}.{kind}: needs the top-level {kind}: block configured"
                         )
         return self
+
+    def _secret_blocks(self) -> tuple[BaseModel | None, ...]:
+        return (self.slack, self.github, self.store)
 
     def loop(self, name: str) -> LoopConfig | None:
         return next((loop for loop in self.loops if loop.name == name), None)
@@ -197,15 +237,6 @@ class BotConfig(BaseModel):
                     f"{', '.join(spans)}; without a people: entry one person voting on two channels counts twice"
                 )
         return warnings
-
-    def secret_values(self) -> Iterator[str]:
-        """Every secret's plain value, for log redaction; never print these."""
-        for block in (self.slack, self.github, self.store):
-            if block is None:
-                continue
-            for value in block.__dict__.values():
-                if isinstance(value, SecretStr) and value.get_secret_value():
-                    yield value.get_secret_value()
 
     def redacted(self) -> dict[str, Any]:
         """The config as plain data with every secret shown as "***" (safe for logs and status)."""
@@ -316,16 +347,25 @@ def _from_env_note(where: str, taken: Mapping[str, str], environ: Mapping[str, s
     return f" (the value {environ[var]!r} comes from ${var}: fix ${var}, or set {where} in the file)"
 
 
-#: The blocks whose unset variables ``need_secrets=False`` lets pass.
+#: The blocks whose unset variables ``need_secrets=False`` lets pass (``bot.config_file.CHANNEL_BLOCKS``).
 _SECRET_BLOCKS: dict[str, type[BaseModel]] = {"slack": SlackConfig, "github": GitHubConfig}
+assert tuple(_SECRET_BLOCKS) == CHANNEL_BLOCKS
 
 
 def _secret_stand_in(path: str, name: str, placeholders: dict[str, str]) -> str | None:
     """"" for an unset variable inside a slack:/github: block, None (an error) anywhere else."""
-    if path.split(".", 1)[0] not in _SECRET_BLOCKS:
-        return None
-    placeholders[path] = name
-    return ""
+    stand_in = channel_stand_in(path, name)
+    if stand_in is not None:
+        placeholders[path] = name
+    return stand_in
+
+
+def channel_secret_keys() -> dict[str, list[str]]:
+    """The keys of each channel block that hold a secret (``SecretStr`` in its model), for redaction."""
+    return {
+        block: [key for key, field in model.model_fields.items() if SecretStr in _walk_types(field.annotation)]
+        for block, model in _SECRET_BLOCKS.items()
+    }
 
 
 def _fill_placeholders(data: dict[str, Any], placeholders: Mapping[str, str]) -> None:
@@ -374,14 +414,28 @@ def load_config(
 
 def validate_config(read: ConfigData, path: str | os.PathLike[str], environ: Mapping[str, str]) -> BotConfig:
     """The models' verdict on ``read`` (from ``read_config(path, environ)``): the config, or every problem."""
+    config = _validated(BotConfig, read, path, environ)
+    config.state_dir = resolve_state_dir(config.state_dir, path)
+    return config
+
+
+def validate_core(read: ConfigData, path: str | os.PathLike[str], environ: Mapping[str, str]) -> CoreConfig:
+    """``CoreConfig``'s verdict on ``read``: the keys every command reads, or their problems (state_dir as written)."""
+    return _validated(CoreConfig, read, path, environ)
+
+
+_Model = TypeVar("_Model", bound=CoreConfig)
+
+
+def _validated(
+    model: type[_Model], read: ConfigData, path: str | os.PathLike[str], environ: Mapping[str, str]
+) -> _Model:
     name = str(path)
     try:
-        config = BotConfig.model_validate(read.data)
+        return model.model_validate(read.data)
     except ValidationError as err:
         lines = [
             f"{name}: {where}: {_hide(message, read.from_env)}{_from_env_note(where, read.taken, environ)}"
             for where, message in map(_explain, err.errors())
         ]
         raise ConfigError(lines) from None
-    config.state_dir = resolve_state_dir(config.state_dir, path)
-    return config

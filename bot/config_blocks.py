@@ -21,7 +21,6 @@ from .config_rules import (
     check_timezone,
     checkpoint_config,
     duration,
-    person_accounts,
 )
 from .reviews import Reviewers, ReviewPolicy
 
@@ -201,7 +200,7 @@ class PersonConfig(_Model):
 
     def accounts(self) -> list[str]:
         """The channel-qualified ids ("slack:U0AAA") this person votes as."""
-        return person_accounts(self)
+        return [f"{kind}:{value}" for kind in ("local", "slack", "github") if (value := getattr(self, kind))]
 
 
 class ReviewersConfig(_Model):

@@ -1,0 +1,163 @@
+"""What `status` and `decide` read from the config: ``CoreConfig``'s verdict, remembered per content.
+
+They read only the keys of ``bot.config.CoreConfig`` (state_dir, people,
+store); a channel block is neither validated nor needs its variables set.
+Importing pydantic and building even that small model costs about four
+times a bare interpreter's start-up, so the verdict on a valid view is
+remembered in a file named by a hash of what the model judged (those keys'
+data, the models' source and pydantic's version): a later run with the same
+input reads the answer back instead of importing pydantic. The models are
+the only judges - the memo holds their answer, never a rule of its own -
+and a view with a ``store:`` block (its URL is a secret) is not remembered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .config_file import channel_stand_in, read_config, resolve_state_dir
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .config_blocks import StoreConfig
+
+__all__ = ["ConfigView", "Person", "load_view", "memo_dir"]
+
+#: The keys ``CoreConfig`` reads (tests/bot/test_config_memo.py holds this to its fields).
+CORE_KEYS = ("state_dir", "people", "store")
+#: The modules whose source decides the verdict: a change to any of them forgets every remembered one.
+_JUDGES = ("config.py", "config_blocks.py", "config_rules.py", "config_file.py", "config_memo.py")
+
+
+@dataclass(frozen=True)
+class Person:
+    """A ``people:`` entry as the models validated it: its name and the accounts it votes as."""
+
+    name: str
+    account_ids: tuple[str, ...]
+
+    def accounts(self) -> list[str]:
+        return list(self.account_ids)
+
+
+@dataclass(frozen=True)
+class ConfigView:
+    """The keys of the config that `status` and `decide` use."""
+
+    state_dir: Path  #: absolute
+    people: tuple[Person, ...]
+    secrets: tuple[str, ...]  #: every secret's plain value, for redaction; never print these
+    store: StoreConfig | None = None  #: the PostgreSQL store; None: the directory store in state_dir
+
+    def secret_values(self) -> Iterator[str]:
+        return iter(self.secrets)
+
+
+def memo_dir(environ: Mapping[str, str]) -> Path | None:
+    """Where verdicts are remembered: ``$XDG_CACHE_HOME/loopbot/config`` (else ``~/.cache``), None without a home."""
+    base = environ.get("XDG_CACHE_HOME") or (str(Path(environ["HOME"]) / ".cache") if environ.get("HOME") else "")
+    return Path(base) / "loopbot" / "config" if base else None
+
+
+def load_view(path: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> ConfigView:
+    """The view of ``path``, or ConfigError naming what is wrong with the keys it reads (as ``load_config`` would)."""
+    env = os.environ if environ is None else environ
+    read = read_config(path, env, unset=channel_stand_in)
+    key = _key(read.data)
+    where = memo_dir(env)
+    entry = _recall(where / f"{key}.json") if key is not None and where is not None else None
+    if entry is None:
+        from .config import channel_secret_keys, validate_core
+
+        core = validate_core(read, path, env)
+        entry = {
+            "state_dir": str(core.state_dir),
+            "people": [[person.name, person.accounts()] for person in core.people],
+            "secret_keys": channel_secret_keys(),
+        }
+        if key is not None and where is not None:
+            _remember(where, f"{key}.json", entry)
+        store, store_secrets = core.store, tuple(core.secret_values())
+    else:
+        store, store_secrets = None, ()
+    return ConfigView(
+        state_dir=resolve_state_dir(Path(entry["state_dir"]), path),
+        people=tuple(Person(name, tuple(accounts)) for name, accounts in entry["people"]),
+        secrets=(*store_secrets, *_channel_secrets(read.data, entry["secret_keys"])),
+        store=store,
+    )
+
+
+def _channel_secrets(data: dict[str, Any], keys: Mapping[str, list[str]]) -> list[str]:
+    """The values the file gives the channel blocks' secret keys, unvalidated: redacting them costs nothing."""
+    values = []
+    for block, names in keys.items():
+        settings = data.get(block)
+        if isinstance(settings, dict):
+            values += [value for name in names if isinstance(value := settings.get(name), str) and value]
+    return values
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is JSON as it is (so its text names it exactly: no bytes, dates or tags)."""
+    if isinstance(value, dict):
+        return all(isinstance(key, str) and _plain(item) for key, item in value.items())
+    if isinstance(value, list):
+        return all(_plain(item) for item in value)
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def _key(data: dict[str, Any]) -> str | None:
+    """The memo's name for what ``CoreConfig`` would judge in ``data``; None when it must not be remembered."""
+    judged = {key: data[key] for key in CORE_KEYS if key in data}
+    if judged.get("store") is not None or not _plain(judged):
+        return None
+    digest = hashlib.sha256(json.dumps(judged, sort_keys=True).encode())
+    here = Path(__file__).parent
+    for name in _JUDGES:
+        digest.update((here / name).read_bytes())
+    spec = importlib.util.find_spec("pydantic")
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        with contextlib.suppress(OSError):
+            digest.update((Path(folder) / "version.py").read_bytes())
+    return digest.hexdigest()
+
+
+def _recall(file: Path) -> dict[str, Any] | None:
+    """The remembered entry, or None when there is none (or it is not one: the models judge again)."""
+    try:
+        entry = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    try:
+        whole = (
+            isinstance(entry["state_dir"], str)
+            and all(isinstance(name, str) and all(isinstance(a, str) for a in ids) for name, ids in entry["people"])
+            and all(isinstance(names, list) for names in entry["secret_keys"].values())
+        )
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return entry if whole else None
+
+
+def _remember(folder: Path, name: str, entry: dict[str, Any]) -> None:
+    """Write ``entry`` whole (a temporary file renamed over it); a folder that cannot be written is left alone."""
+    import tempfile  # only when the models have just judged
+
+    with contextlib.suppress(OSError):
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, temporary = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(entry, handle)
+            os.replace(temporary, folder / name)
+        except OSError:
+            os.unlink(temporary)
+            raise
