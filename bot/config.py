@@ -13,7 +13,6 @@ all that `status` and `decide` validate (``validate_core``, through
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -42,6 +41,7 @@ from .config_file import (
     resolve_state_dir,
     substitute_env,
 )
+from .config_errors import error_lines, walk_types
 from .config_blocks import (
     CheckpointBlock,
     Duration,
@@ -95,8 +95,6 @@ __all__ = [
     "MAX_CONFIG_NODES",
 ]
 
-#: Environment values shorter than this are not hidden in error messages (no secret is that short).
-_MIN_SECRET = 4
 #: Which reviewer keys name accounts of which channel.
 _REVIEWER_KEYS = {
     "local": ("local",),
@@ -282,71 +280,6 @@ class BotConfig(CoreConfig):
         return "\n".join(lines)
 
 
-def _loc(parts: tuple[int | str, ...]) -> str:
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
-def _known_keys(loc: tuple[int | str, ...]) -> list[str]:
-    """The keys the model at ``loc`` accepts, to suggest a fix for a typo."""
-    model: Any = BotConfig
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        field = getattr(model, "model_fields", {}).get(part)
-        if field is None:
-            return []
-        annotation = field.annotation
-        model = next((a for a in _walk_types(annotation) if isinstance(a, type) and issubclass(a, BaseModel)), None)
-        if model is None:
-            return []
-    return list(getattr(model, "model_fields", {}))
-
-
-def _walk_types(annotation: Any) -> Iterator[Any]:
-    yield annotation
-    for arg in getattr(annotation, "__args__", ()):
-        yield from _walk_types(arg)
-
-
-def _explain(error: Any) -> tuple[str, str]:
-    """(key path, message) for one pydantic error, in the words a config author needs."""
-    def shown(part: Any) -> bool:  # drop pydantic's union/validator labels from the key path
-        return not (isinstance(part, str) and ("[" in part or part.startswith("function-")))
-
-    loc = tuple(part for part in error["loc"] if shown(part))
-    kind, message = error["type"], error["msg"]
-    if kind == "extra_forbidden":
-        known = _known_keys(loc[:-1])
-        message = f"unknown key{did_you_mean(str(loc[-1]), known)}; known keys here: {', '.join(known)}"
-    elif kind == "missing":
-        message = "required key is missing"
-    elif message.startswith("Value error, "):
-        message = message[len("Value error, ") :]
-    # Validators on a whole block name a deeper key themselves ("loops[1].name: ...").
-    if re.match(r"^(?:loops|people)\[\d+\]\S*: ", message):
-        where, _, message = message.partition(": ")
-        return where, message
-    return _loc(loc) or "(top level)", message
-
-
-def _hide(message: str, values: set[str]) -> str:
-    """Blank out environment values an error message quotes (short ones cannot be secrets)."""
-    for value in sorted(values, key=len, reverse=True):
-        if len(value) >= _MIN_SECRET:
-            message = message.replace(value, "***")
-    return message
-
-
-def _from_env_note(where: str, taken: Mapping[str, str], environ: Mapping[str, str]) -> str:
-    var = taken.get(where)
-    if var is None:
-        return ""
-    return f" (the value {environ[var]!r} comes from ${var}: fix ${var}, or set {where} in the file)"
-
-
 #: The blocks whose unset variables ``need_secrets=False`` lets pass (``bot.config_file.CHANNEL_BLOCKS``).
 _SECRET_BLOCKS: dict[str, type[BaseModel]] = {"slack": SlackConfig, "github": GitHubConfig}
 assert tuple(_SECRET_BLOCKS) == CHANNEL_BLOCKS
@@ -363,7 +296,7 @@ def _secret_stand_in(path: str, name: str, placeholders: dict[str, str]) -> str 
 def channel_secret_keys() -> dict[str, list[str]]:
     """The keys of each channel block that hold a secret (``SecretStr`` in its model), for redaction."""
     return {
-        block: [key for key, field in model.model_fields.items() if SecretStr in _walk_types(field.annotation)]
+        block: [key for key, field in model.model_fields.items() if SecretStr in walk_types(field.annotation)]
         for block, model in _SECRET_BLOCKS.items()
     }
 
@@ -434,8 +367,4 @@ def _validated(
     try:
         return model.model_validate(read.data)
     except ValidationError as err:
-        lines = [
-            f"{name}: {where}: {_hide(message, read.from_env)}{_from_env_note(where, read.taken, environ)}"
-            for where, message in map(_explain, err.errors())
-        ]
-        raise ConfigError(lines) from None
+        raise ConfigError(error_lines(model, err, read, environ, name)) from None
