@@ -642,6 +642,8 @@ def test_status_decide_and_offline_check_need_no_channel_variables(
     assert code == EXIT_USAGE and "demo-1" in err and "invalid config" not in err
     code, out, err = cli(capsys, "check", "--offline", "--config", str(path))
     assert code == EXIT_OK and "slack (POST /slack/events)" in out, err
+    code, _, err = cli(capsys, "migrate", "--config", str(path))  # the store's commands talk to no channel
+    assert code == EXIT_FAILED and "migrate needs a PostgreSQL store" in err and "invalid config" not in err
 
 
 @pytest.mark.parametrize(("github", "missing"), GITHUB_FROM_ENV)
