@@ -5,8 +5,9 @@ store); a channel block is neither validated nor needs its variables set.
 Importing pydantic and building even that small model costs about four
 times a bare interpreter's start-up, so the verdict on a valid view is
 remembered in a file named by a hash of what the model judged (those keys'
-data, the models' source and pydantic's version): a later run with the same
-input reads the answer back instead of importing pydantic. The models are
+data, the models' source and pydantic's version; which keys those are, the
+models themselves wrote down): a later run with the same input reads the
+answer back instead of importing pydantic. The models are
 the only judges - the memo holds their answer, never a rule of its own -
 and a view with a ``store:`` block (its URL is a secret) is not remembered.
 """
@@ -30,8 +31,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["ConfigView", "Person", "load_view", "memo_dir"]
 
-#: The keys ``CoreConfig`` reads (tests/bot/test_config_memo.py holds this to its fields).
-CORE_KEYS = ("state_dir", "people", "store")
 #: The modules whose source decides the verdict: a change to any of them forgets every remembered one.
 _JUDGES = ("config.py", "config_blocks.py", "config_rules.py", "config_file.py", "config_memo.py")
 
@@ -70,11 +69,12 @@ def load_view(path: str | os.PathLike[str], environ: Mapping[str, str] | None = 
     """The view of ``path``, or ConfigError naming what is wrong with the keys it reads (as ``load_config`` would)."""
     env = os.environ if environ is None else environ
     read = read_config(path, env, unset=channel_stand_in)
-    key = _key(read.data)
-    where = memo_dir(env)
-    entry = _recall(where / f"{key}.json") if key is not None and where is not None else None
+    memo = _Memo.at(memo_dir(env))
+    entry = memo.recall(read.data) if memo is not None else None
+    store: StoreConfig | None = None
+    store_secrets: tuple[str, ...] = ()
     if entry is None:
-        from .config import channel_secret_keys, validate_core
+        from .config import CoreConfig, channel_secret_keys, validate_core
 
         core = validate_core(read, path, env)
         entry = {
@@ -82,11 +82,9 @@ def load_view(path: str | os.PathLike[str], environ: Mapping[str, str] | None = 
             "people": [[person.name, person.accounts()] for person in core.people],
             "secret_keys": channel_secret_keys(),
         }
-        if key is not None and where is not None:
-            _remember(where, f"{key}.json", entry)
         store, store_secrets = core.store, tuple(core.secret_values())
-    else:
-        store, store_secrets = None, ()
+        if memo is not None and store is None:  # a store block's URL is a secret: judged every time
+            memo.remember(read.data, list(CoreConfig.model_fields), entry)
     return ConfigView(
         state_dir=resolve_state_dir(Path(entry["state_dir"]), path),
         people=tuple(Person(name, tuple(accounts)) for name, accounts in entry["people"]),
@@ -114,28 +112,59 @@ def _plain(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
 
 
-def _key(data: dict[str, Any]) -> str | None:
-    """The memo's name for what ``CoreConfig`` would judge in ``data``; None when it must not be remembered."""
-    judged = {key: data[key] for key in CORE_KEYS if key in data}
-    if judged.get("store") is not None or not _plain(judged):
-        return None
-    digest = hashlib.sha256(json.dumps(judged, sort_keys=True).encode())
-    here = Path(__file__).parent
-    for name in _JUDGES:
-        digest.update((here / name).read_bytes())
-    spec = importlib.util.find_spec("pydantic")
-    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
-        with contextlib.suppress(OSError):
-            digest.update((Path(folder) / "version.py").read_bytes())
-    return digest.hexdigest()
+class _Memo:
+    """The verdicts in ``folder``: ``<judges>.keys`` lists the keys the models judge (``CoreConfig``'s fields,
+    as the models of that source said), ``<hash>.json`` each verdict, named by those keys' data."""
+
+    def __init__(self, folder: Path, judges: str) -> None:
+        self.folder, self.judges = folder, judges
+
+    @classmethod
+    def at(cls, folder: Path | None) -> _Memo | None:
+        """The memo in ``folder``; None without one, or when the judges' source cannot be read to name them."""
+        if folder is None:
+            return None
+        digest = hashlib.sha256()
+        here = Path(__file__).parent
+        spec = importlib.util.find_spec("pydantic")
+        pydantic = [Path(where) / "version.py" for where in (spec.submodule_search_locations or [])] if spec else []
+        try:
+            for file in [*(here / name for name in _JUDGES), *pydantic]:
+                digest.update(file.read_bytes())
+        except OSError:
+            return None
+        return cls(folder, digest.hexdigest())
+
+    def _name(self, data: dict[str, Any], keys: list[str]) -> str | None:
+        judged = {key: data[key] for key in keys if key in data}
+        if not _plain(judged):
+            return None
+        return hashlib.sha256(f"{self.judges}\n{json.dumps(judged, sort_keys=True)}".encode()).hexdigest()
+
+    def recall(self, data: dict[str, Any]) -> dict[str, Any] | None:
+        """The verdict remembered for ``data``, or None (the models must judge)."""
+        keys = _read_json(self.folder / f"{self.judges}.keys")
+        if not (isinstance(keys, list) and all(isinstance(key, str) for key in keys)):
+            return None
+        name = self._name(data, keys)
+        return None if name is None else _entry(_read_json(self.folder / f"{name}.json"))
+
+    def remember(self, data: dict[str, Any], keys: list[str], entry: dict[str, Any]) -> None:
+        name = self._name(data, keys)
+        if name is not None:
+            _write_json(self.folder, f"{self.judges}.keys", keys)
+            _write_json(self.folder, f"{name}.json", entry)
 
 
-def _recall(file: Path) -> dict[str, Any] | None:
-    """The remembered entry, or None when there is none (or it is not one: the models judge again)."""
+def _read_json(file: Path) -> Any:
     try:
-        entry = json.loads(file.read_text(encoding="utf-8"))
+        return json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def _entry(entry: Any) -> dict[str, Any] | None:
+    """``entry`` when it is a whole verdict as ``load_view`` writes it, else None (the models judge again)."""
     try:
         whole = (
             isinstance(entry["state_dir"], str)
@@ -147,7 +176,7 @@ def _recall(file: Path) -> dict[str, Any] | None:
     return entry if whole else None
 
 
-def _remember(folder: Path, name: str, entry: dict[str, Any]) -> None:
+def _write_json(folder: Path, name: str, entry: Any) -> None:
     """Write ``entry`` whole (a temporary file renamed over it); a folder that cannot be written is left alone."""
     import tempfile  # only when the models have just judged
 

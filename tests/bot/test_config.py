@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import BotConfig, ConfigError, load_config
+from bot.config import BotConfig, ConfigError, CoreConfig, load_config
 from bot.config_file import channel_stand_in, read_config
-from bot.config_memo import CORE_KEYS, load_view
+from bot.config_memo import load_view
 from bot.reviews import Reviewers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,7 +51,7 @@ def errors_of(tmp_path: Path, text: str, environ: dict[str, str] | None = None) 
         core = err.errors
     else:
         core = [line for line in info.value.errors
-                if re.split(r"[.\[]", line[len(str(path)) + 2 :], maxsplit=1)[0] in CORE_KEYS]
+                if re.split(r"[.\[]", line[len(str(path)) + 2 :], maxsplit=1)[0] in CoreConfig.model_fields]
     assert view_errors(path, environ or {}) == core
     assert all(line.startswith(f"{path}: ") for line in info.value.errors), info.value.errors
     return [line[len(str(path)) + 2 :] for line in info.value.errors]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from bot.config import ConfigError, CoreConfig, load_config
-from bot.config_memo import CORE_KEYS, ConfigView, load_view, memo_dir
+from bot.config_memo import ConfigView, load_view, memo_dir
 
 TOKEN = "xoxb-very-secret-1"
 SIGNING = "signing-very-secret-2"
@@ -44,8 +45,12 @@ def remembered(env: dict[str, str]) -> list[Path]:
     return sorted(folder.glob("*.json")) if folder.is_dir() else []
 
 
-def test_the_memo_names_exactly_the_keys_of_the_model() -> None:
-    assert tuple(CoreConfig.model_fields) == CORE_KEYS
+def test_the_keys_judged_are_the_models_fields(tmp_path: Path, env: dict[str, str]) -> None:
+    load_view(write(tmp_path, PEOPLE), env)
+    folder = memo_dir(env)
+    assert folder is not None
+    listed, = [json.loads(file.read_text()) for file in folder.glob("*.keys")]
+    assert listed == list(CoreConfig.model_fields) == ["state_dir", "people", "store"]
 
 
 def test_a_remembered_verdict_reads_back_as_the_models_gave_it(tmp_path: Path, env: dict[str, str]) -> None:
@@ -104,3 +109,23 @@ def test_without_a_writable_memo_the_models_judge_every_time(tmp_path: Path, env
     assert seen(load_view(path, env)) == seen(load_view(path, env))
     assert seen(load_view(path, env))[1][0] == ("alice", ["local:alice", "slack:U0AAA"])
     assert memo_dir({}) is None and memo_dir({"HOME": "/home/a"}) == Path("/home/a/.cache/loopbot/config")
+
+
+def test_one_verdict_serves_two_folders_each_with_its_own_state_dir(tmp_path: Path, env: dict[str, str]) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = load_view(write(tmp_path / "a", PEOPLE), env)
+    second = load_view(write(tmp_path / "b", PEOPLE), env)
+    assert len(remembered(env)) == 1
+    assert (first.state_dir, second.state_dir) == (tmp_path / "a" / "state", tmp_path / "b" / "state")
+
+
+def test_a_keys_list_that_is_not_one_is_written_again(tmp_path: Path, env: dict[str, str]) -> None:
+    path = write(tmp_path, PEOPLE)
+    expected = seen(load_view(path, env))
+    folder = memo_dir(env)
+    assert folder is not None
+    keys, = folder.glob("*.keys")
+    keys.write_text('["state_dir", 5]')
+    assert seen(load_view(path, env)) == expected
+    assert json.loads(keys.read_text()) == list(CoreConfig.model_fields)
