@@ -107,8 +107,9 @@ class CoreConfig(BaseModel):
     """The keys every command reads: where the state lives and who is who; all that `status` and `decide` need.
 
     Its other keys are ignored here, not checked: ``BotConfig`` adds them and
-    refuses unknown ones. ``load_core`` validates just this, so a channel
+    refuses unknown ones. ``validate_core`` validates just this, so a channel
     block (or its unset secret) cannot stop a command that never talks to it.
+    Built when first validated (``defer_build``), as the blocks are.
     """
 
     model_config = ConfigDict(extra="ignore", defer_build=True)

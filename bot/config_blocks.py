@@ -52,7 +52,9 @@ Duration = Annotated[timedelta, BeforeValidator(duration)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # defer_build: a block's validator is built when a model using it is first validated, not at import;
+    # status and decide build CoreConfig's blocks alone (bot.config_memo), serve and check all of them.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class ServerConfig(_Model):
@@ -116,7 +118,7 @@ class StoreConfig(_Model):
     lease_seconds: float = Field(60.0, gt=0, le=86400)
     election_interval: float = Field(2.0, gt=0, le=60)
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
     @field_validator("url")
     @classmethod
