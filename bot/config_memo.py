@@ -2,14 +2,15 @@
 
 They read only the keys of ``bot.config.CoreConfig`` (state_dir, people,
 store); a channel block is neither validated nor needs its variables set.
-Importing pydantic and building even that small model costs about four
-times a bare interpreter's start-up, so the verdict on a valid view is
-remembered in a file named by a hash of what the model judged (those keys'
-data, the models' source and pydantic's version; which keys those are, the
-models themselves wrote down): a later run with the same input reads the
-answer back instead of importing pydantic. The models are
-the only judges - the memo holds their answer, never a rule of its own -
-and a view with a ``store:`` block (its URL is a secret) is not remembered.
+Importing pydantic (about twice a bare interpreter's start-up) and the
+config models (twice more) would break their start-up budget
+(bench/cli_startup_bench.py), so the verdict on a valid view is remembered
+in a file named by a hash of what the model judged (those keys' data, the
+models' source and pydantic's version; which keys those are, the models
+themselves wrote down): a later run with the same input reads the answer
+back instead of importing pydantic. The models are the only judges - the
+memo holds their answer, never a rule of its own - and a view with a
+``store:`` block (its URL is a secret) is not remembered.
 """
 
 from __future__ import annotations
@@ -168,8 +169,10 @@ def _entry(entry: Any) -> dict[str, Any] | None:
     try:
         whole = (
             isinstance(entry["state_dir"], str)
-            and all(isinstance(name, str) and all(isinstance(a, str) for a in ids) for name, ids in entry["people"])
-            and all(isinstance(names, list) for names in entry["secret_keys"].values())
+            and all(isinstance(name, str) and isinstance(ids, list) and all(isinstance(a, str) for a in ids)
+                    for name, ids in entry["people"])
+            and all(isinstance(names, list) and all(isinstance(name, str) for name in names)
+                    for names in entry["secret_keys"].values())
         )
     except (KeyError, TypeError, ValueError, AttributeError):
         return None

@@ -91,7 +91,9 @@ def test_a_store_block_is_judged_every_time_and_never_remembered(tmp_path: Path,
 
 
 @pytest.mark.parametrize("entry", ["{not json", "[]", '{"state_dir": 5, "people": [], "secret_keys": {}}',
-                                   '{"state_dir": "./s", "people": [["alice", [1]]], "secret_keys": {}}'])
+                                   '{"state_dir": "./s", "people": [["alice", [1]]], "secret_keys": {}}',
+                                   '{"state_dir": "./s", "people": [["alice", "local:x"]], "secret_keys": {}}',
+                                   '{"state_dir": "./s", "people": [], "secret_keys": {"slack": [3]}}'])
 def test_an_entry_that_is_not_one_is_judged_again_and_replaced(
     tmp_path: Path, env: dict[str, str], entry: str
 ) -> None:
