@@ -662,7 +662,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Any, Path], int]] = {
 COMMANDS_WITHOUT_CONFIG = {"init": cmd_init}
 #: The commands that build loops: they refuse a config naming a loop that cannot be built.
 _BUILDS_LOOPS = frozenset({"check", "serve", "run"})
-#: The commands that read only the keys of ``CoreConfig`` (state_dir, people, store), as a ``ConfigView``.
+#: The commands that never read the channel blocks: they validate ``CoreConfig`` and get a ``ConfigView``.
 _READ_VIEW = frozenset({"status", "decide"})
 #: The commands that talk to Slack and GitHub, so need every variable of their blocks (`check --offline` does not).
 _TALK_TO_CHANNELS = frozenset({"serve", "run", "check"})
@@ -685,9 +685,9 @@ def _check_loops(config: BotConfig, path: Path) -> None:
 def _load(args: argparse.Namespace, path: Path) -> BotConfig | ConfigView:
     """The config ``args.command`` works with; ConfigError when it is invalid, whichever the command.
 
-    ``status`` and ``decide`` take a ``ConfigView`` (bot.config_memo): only the
-    keys they read are validated. A command that talks to no channel loads
-    a config whose channel secrets' variables are unset.
+    ``status`` and ``decide`` take a ``ConfigView`` (bot.config_memo): the
+    channel blocks are not validated. A command that talks to no channel
+    loads a config whose channel secrets' variables are unset.
     """
     if args.command in _READ_VIEW:
         from bot.config_memo import load_view

@@ -104,19 +104,33 @@ _REVIEWER_KEYS = {
 
 
 class CoreConfig(BaseModel):
-    """The keys every command reads: where the state lives and who is who; all that `status` and `decide` need.
+    """The config without its channel blocks: all that a command which never talks to Slack or GitHub checks.
 
-    Its other keys are ignored here, not checked: ``BotConfig`` adds them and
-    refuses unknown ones. ``validate_core`` validates just this, so a channel
-    block (or its unset secret) cannot stop a command that never talks to it.
+    `status` and `decide` validate this (``validate_core``, through
+    ``bot.config_memo``), so a ``slack:`` or ``github:`` block - or its unset
+    secret - cannot stop them; ``BotConfig`` adds those blocks, refuses
+    unknown keys (here they are ignored) and checks what spans the channels.
     Built when first validated (``defer_build``), as the blocks are.
     """
 
     model_config = ConfigDict(extra="ignore", defer_build=True)
 
     state_dir: Path = Path("./state")
+    timezone: str = "UTC"
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    # The channel blocks, not judged here: BotConfig gives them their models. Held in their place so that
+    # BotConfig's keys keep the file's order (pydantic orders a subclass's fields after its base's).
+    slack: Any = None
+    github: Any = None
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    loops: list[LoopConfig] = Field(default_factory=list)
     people: list[PersonConfig] = Field(default_factory=list)
     store: StoreConfig | None = None  # None: the directory store in state_dir
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str) -> str:
+        return check_timezone(value)
 
     @model_validator(mode="after")
     def _people(self) -> Self:
@@ -134,6 +148,24 @@ class CoreConfig(BaseModel):
                         "an account is one person"
                     )
                 owner[account.casefold()] = person.name
+        for i, loop in enumerate(self.loops):
+            named = (loop.review.reviewers.people if loop.review.reviewers else None) or []
+            unknown = [name for name in named if name.casefold() not in names]
+            if unknown:
+                known = [p.name for p in self.people]
+                raise ValueError(
+                    f"loops[{i}].review.reviewers.people: {unknown[0]!r} is not in the top-level people: list"
+                    f"{did_you_mean(unknown[0], known)}"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _loop_names(self) -> Self:
+        seen: set[str] = set()
+        for i, loop in enumerate(self.loops):
+            if loop.name in seen:
+                raise ValueError(f"loops[{i}].name: {loop.name!r} is used twice; loop names must be unique")
+            seen.add(loop.name)
         return self
 
     def _secret_blocks(self) -> tuple[BaseModel | None, ...]:
@@ -154,40 +186,13 @@ class BotConfig(CoreConfig):
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
-    timezone: str = "UTC"
-    server: ServerConfig = Field(default_factory=ServerConfig)
     slack: SlackConfig | None = None
     github: GitHubConfig | None = None
-    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
-    loops: list[LoopConfig] = Field(default_factory=list)
-
-    @field_validator("timezone")
-    @classmethod
-    def _timezone(cls, value: str) -> str:
-        return check_timezone(value)
 
     @model_validator(mode="after")
-    def _reviewer_people(self) -> BotConfig:
-        """A reviewer named under ``reviewers.people`` is a person of the top-level ``people:`` list."""
-        names = {person.name.casefold() for person in self.people}
+    def _channel_targets(self) -> BotConfig:
+        """A review posted or escalated to a channel needs that channel's top-level block."""
         for i, loop in enumerate(self.loops):
-            named = (loop.review.reviewers.people if loop.review.reviewers else None) or []
-            unknown = [name for name in named if name.casefold() not in names]
-            if unknown:
-                known = [p.name for p in self.people]
-                raise ValueError(
-                    f"loops[{i}].review.reviewers.people: {unknown[0]!r} is not in the top-level people: list"
-                    f"{did_you_mean(unknown[0], known)}"
-                )
-        return self
-
-    @model_validator(mode="after")
-    def _across(self) -> BotConfig:
-        seen: set[str] = set()
-        for i, loop in enumerate(self.loops):
-            if loop.name in seen:
-                raise ValueError(f"loops[{i}].name: {loop.name!r} is used twice; loop names must be unique")
-            seen.add(loop.name)
             targets = [(f"post_to[{j}]", t) for j, t in enumerate(loop.review.post_to)]
             targets += [(f"timeout.escalate_to[{j}]", t) for j, t in enumerate(loop.review.timeout.escalate_to)]
             for where, target in targets:

@@ -1,7 +1,7 @@
 """What `status` and `decide` read from the config: ``CoreConfig``'s verdict, remembered per content.
 
-They read only the keys of ``bot.config.CoreConfig`` (state_dir, people,
-store); a channel block is neither validated nor needs its variables set.
+They validate ``bot.config.CoreConfig``: the config but for its channel
+blocks, which they neither validate nor need the variables of.
 Importing pydantic (about twice a bare interpreter's start-up) and the
 config models (twice more) would break their start-up budget
 (bench/cli_startup_bench.py), so the verdict on a valid view is remembered
@@ -10,7 +10,9 @@ models' source and pydantic's version; which keys those are, the models
 themselves wrote down): a later run with the same input reads the answer
 back instead of importing pydantic. The models are the only judges - the
 memo holds their answer, never a rule of its own - and a view with a
-``store:`` block (its URL is a secret) is not remembered.
+``store:`` block (its URL is a secret) is not remembered. An entry holds
+no secret; its name is a SHA-256 of data that may hold values from the
+environment (a loop's options), never of a channel block's.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config_file import channel_stand_in, read_config, resolve_state_dir
+from .config_file import CHANNEL_BLOCKS, channel_stand_in, read_config, resolve_state_dir
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config_blocks import StoreConfig
@@ -85,7 +87,7 @@ def load_view(path: str | os.PathLike[str], environ: Mapping[str, str] | None = 
         }
         store, store_secrets = core.store, tuple(core.secret_values())
         if memo is not None and store is None:  # a store block's URL is a secret: judged every time
-            memo.remember(read.data, list(CoreConfig.model_fields), entry)
+            memo.remember(read.data, [key for key in CoreConfig.model_fields if key not in CHANNEL_BLOCKS], entry)
     return ConfigView(
         state_dir=resolve_state_dir(Path(entry["state_dir"]), path),
         people=tuple(Person(name, tuple(accounts)) for name, accounts in entry["people"]),
@@ -114,8 +116,9 @@ def _plain(value: Any) -> bool:
 
 
 class _Memo:
-    """The verdicts in ``folder``: ``<judges>.keys`` lists the keys the models judge (``CoreConfig``'s fields,
-    as the models of that source said), ``<hash>.json`` each verdict, named by those keys' data."""
+    """The verdicts in ``folder``: ``<judges>.keys`` lists the keys the models judge (``CoreConfig``'s fields
+    but the channel blocks, as the models of that source said), ``<hash>.json`` each verdict, named by those
+    keys' data."""
 
     def __init__(self, folder: Path, judges: str) -> None:
         self.folder, self.judges = folder, judges

@@ -51,22 +51,11 @@ def test_the_probe_sees_an_import_when_there_is_one() -> None:
     assert "apscheduler" in loaded_after("import apscheduler.triggers.cron")
 
 
-@pytest.mark.parametrize("argv", [["status"], ["decide", "nosuch-1", "approve"]])
-def test_status_and_decide_load_neither_the_engine_nor_the_scheduler(argv: list[str], tmp_path: Path) -> None:
-    """They read the config's state_dir, people and store: a cron line is for check, run and serve to judge."""
-    config = tmp_path / "config.yaml"
-    config.write_text("state_dir: ./state\nloops:\n  - {name: demo, pattern: demo, schedule: {cron: '0 9 * * 1-5'}}\n")
-    code = f"import bot.cli\nbot.cli.main(['--config', {str(config)!r}, *{argv!r}])"
-    loaded = loaded_after(code)
-    assert not {"apscheduler", "jsonschema", "uvicorn", "starlette", "slack_bolt", "github", "asyncio",
-                "sqlalchemy"} & set(loaded)
-
-
-#: What status and decide need not load once the models have judged the config's state_dir, people and store
+#: What status and decide need not load once the models have judged the config but its channel blocks
 #: (bot.config_memo remembers the verdict): pydantic and the config models (importing pydantic alone is about
-#: 2x a bare start-up, building the models 2x more: beyond the 5x budget of bench/cli_startup_bench.py), the
-#: scheduler, the engine's state and persistence, and the rest of the stack. The first run after an edit
-#: loads pydantic to judge; the budget is for the runs after it.
+#: 2x a bare start-up, the models 2x more: beyond the 5x budget of bench/cli_startup_bench.py), the scheduler
+#: (a cron line is APScheduler's to judge), the engine's state and persistence, and the rest of the stack. The
+#: first run after an edit loads what judging needs; the budget is for the runs after it.
 NOT_FOR_STATUS_OR_DECIDE = (
     "pydantic", "bot.config", "bot.config_blocks", "apscheduler", "sqlalchemy", "jsonschema", "asyncio",
     "starlette", "uvicorn", "slack_bolt", "slack_sdk", "github", "httpx", "loop_engine.engine",
@@ -87,11 +76,13 @@ def heavy_after(config: Path, argv: list[str]) -> list[str]:
 
 @pytest.mark.parametrize("argv", [["status"], ["decide", "nosuch-1", "approve"]])
 def test_status_and_decide_on_the_example_config_load_no_pydantic_nor_engine(argv: list[str], tmp_path: Path) -> None:
-    """The example (`loopbot init`): the first run has the models judge it, every later one reads their verdict."""
+    """The example (`loopbot init`, a cron line, a checkpoint preset): the first run has the models judge it,
+    APScheduler its cron line; every later one reads their verdict."""
     config = tmp_path / "config.yaml"
     config.write_text((REPO / "config.example.yaml").read_text())
     first = heavy_after(config, argv)
-    assert "pydantic" in first and [name for name in first if not name.startswith(("pydantic", "bot.config"))] == []
+    assert {"pydantic", "apscheduler.triggers.cron"} <= set(first)
+    assert not {"bot.runner", "bot.worker", "loop_engine.engine", "sqlalchemy", "uvicorn"} & set(first)
     assert heavy_after(config, argv) == []
 
 
@@ -109,11 +100,23 @@ def test_status_and_a_vote_on_an_open_review_load_no_pydantic_and_no_engine(tmp_
 
 
 def test_an_edited_config_is_judged_by_the_models_again(tmp_path: Path) -> None:
-    """The guard above can fail: a changed people: list is read through pydantic, once."""
+    """The guard above can fail: a changed people: list or cron line is judged again, once."""
     config = tmp_path / "config.yaml"
     config.write_text("people:\n  - {name: alice, local: alice}\n")
     heavy_after(config, ["status"])
     assert heavy_after(config, ["status"]) == []
     config.write_text("people:\n  - {name: alice, local: alice}\n  - {name: bob, local: bob}\n")
     assert "pydantic" in heavy_after(config, ["status"])
+    assert heavy_after(config, ["status"]) == []
+    config.write_text("loops:\n  - {name: demo, pattern: demo, schedule: {cron: '0 9 * * 1-5'}}\n")
+    assert "apscheduler" in heavy_after(config, ["decide", "nosuch-1", "approve"])
+    assert heavy_after(config, ["decide", "nosuch-1", "approve"]) == []
+
+
+def test_an_edited_channel_block_needs_no_judging(tmp_path: Path) -> None:
+    """status and decide never read slack: or github:, so a change there leaves their verdict standing."""
+    config = tmp_path / "config.yaml"
+    config.write_text("slack: {bot_token: xoxb-1, signing_secret: s1}\n")
+    heavy_after(config, ["status"])
+    config.write_text("slack: {bot_token: xoxb-2, signing_secret: s2}\ngithub: {token: ${GITHUB_TOKEN}}\n")
     assert heavy_after(config, ["status"]) == []
