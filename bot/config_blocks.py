@@ -53,7 +53,7 @@ Duration = Annotated[timedelta, BeforeValidator(duration)]
 
 class _Model(BaseModel):
     # defer_build: a block's validator is built when a model using it is first validated, not at import;
-    # status and decide build CoreConfig's blocks alone (bot.config_memo), serve and check all of them.
+    # status and decide build CoreConfig's, without the channel blocks (bot.config_memo); serve all of them.
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
