@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:  # pragma: no cover - typing only; each command loads what it needs when it runs
     from adapters.local import LocalChannel
     from bot.config import BotConfig
-    from bot.config_view import ConfigView
+    from bot.config_memo import ConfigView
     from bot.runner import Runner
     from bot.store import Store
     from loop_engine.review import HumanDecision
@@ -662,8 +662,10 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Any, Path], int]] = {
 COMMANDS_WITHOUT_CONFIG = {"init": cmd_init}
 #: The commands that build loops: they refuse a config naming a loop that cannot be built.
 _BUILDS_LOOPS = frozenset({"check", "serve", "run"})
-#: The commands that read only the store's keys of a config, which they get as a ``ConfigView``.
+#: The commands that never read the channel blocks: they validate ``CoreConfig`` and get a ``ConfigView``.
 _READ_VIEW = frozenset({"status", "decide"})
+#: The commands that talk to Slack and GitHub, so need every variable of their blocks (`check --offline` does not).
+_TALK_TO_CHANNELS = frozenset({"serve", "run", "check"})
 
 
 def _check_loops(config: BotConfig, path: Path) -> None:
@@ -680,21 +682,22 @@ def _check_loops(config: BotConfig, path: Path) -> None:
         raise ConfigError([f"{path}: {line}" for line in problems])
 
 
-def _load(command: str, path: Path) -> BotConfig | ConfigView:
-    """The config ``command`` works with; ConfigError when it is invalid, whichever the command.
+def _load(args: argparse.Namespace, path: Path) -> BotConfig | ConfigView:
+    """The config ``args.command`` works with; ConfigError when it is invalid, whichever the command.
 
-    ``status`` and ``decide`` take a ``ConfigView``, which is read without
-    loading pydantic whenever the config is plain enough to be checked
-    without it (bot.config_view).
+    ``status`` and ``decide`` take a ``ConfigView`` (bot.config_memo): the
+    channel blocks are not validated. A command that talks to no channel
+    loads a config whose channel secrets' variables are unset.
     """
-    if command in _READ_VIEW:
-        from bot.config_view import load_view
+    if args.command in _READ_VIEW:
+        from bot.config_memo import load_view
 
         return load_view(path)
     from bot.config import load_config
 
-    config = load_config(path)
-    if command in _BUILDS_LOOPS:
+    talks = args.command in _TALK_TO_CHANNELS and not getattr(args, "offline", False)
+    config = load_config(path, need_secrets=talks)
+    if args.command in _BUILDS_LOOPS:
         _check_loops(config, path)
     return config
 
@@ -746,7 +749,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _login_name_as_user()
         path = _config_path(args)
         try:
-            config = _load(args.command, path)
+            config = _load(args, path)
         except ConfigError as err:
             _err(f"invalid config:\n{err}")
             return EXIT_FAILED

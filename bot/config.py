@@ -5,17 +5,18 @@
 typos surface) or raises ``ConfigError`` whose lines read
 ``config.yaml: loops[1].schedule.cron: <what is wrong>``. Secrets are
 ``SecretStr``: they never show in repr/str, ``redacted()`` or ``summary()``.
-Keys are design.md's "Contracts" plus bot_contract.md.
+``CoreConfig``, the keys every command reads, is ``BotConfig``'s base and
+all that `status` and `decide` validate (``validate_core``, through
+``bot.config_memo``): each key is declared once, in one of the two.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Self, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -29,15 +30,18 @@ from pydantic import (
 )
 
 from .config_file import (
+    CHANNEL_BLOCKS,
     MAX_CONFIG_BYTES,
     MAX_CONFIG_DEPTH,
     MAX_CONFIG_NODES,
     ConfigData,
     ConfigError,
+    channel_stand_in,
     read_config,
     resolve_state_dir,
     substitute_env,
 )
+from .config_errors import error_lines, walk_types
 from .config_blocks import (
     CheckpointBlock,
     Duration,
@@ -79,17 +83,18 @@ __all__ = [
     "ReviewConfig",
     "CheckpointBlock",
     "LoopConfig",
+    "CoreConfig",
     "BotConfig",
     "load_config",
     "validate_config",
+    "validate_core",
+    "channel_secret_keys",
     "substitute_env",
     "MAX_CONFIG_BYTES",
     "MAX_CONFIG_DEPTH",
     "MAX_CONFIG_NODES",
 ]
 
-#: Environment values shorter than this are not hidden in error messages (no secret is that short).
-_MIN_SECRET = 4
 #: Which reviewer keys name accounts of which channel.
 _REVIEWER_KEYS = {
     "local": ("local",),
@@ -98,16 +103,25 @@ _REVIEWER_KEYS = {
 }
 
 
-class BotConfig(BaseModel):
-    """The whole config file; build it with ``load_config``."""
+class CoreConfig(BaseModel):
+    """The config without its channel blocks: all that a command which never talks to Slack or GitHub checks.
 
-    model_config = ConfigDict(extra="forbid")
+    `status` and `decide` validate this (``validate_core``, through
+    ``bot.config_memo``), so a ``slack:`` or ``github:`` block - or its unset
+    secret - cannot stop them; ``BotConfig`` adds those blocks, refuses
+    unknown keys (here they are ignored) and checks what spans the channels.
+    Built when first validated (``defer_build``), as the blocks are.
+    """
+
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     state_dir: Path = Path("./state")
     timezone: str = "UTC"
     server: ServerConfig = Field(default_factory=ServerConfig)
-    slack: SlackConfig | None = None
-    github: GitHubConfig | None = None
+    # The channel blocks, not judged here: BotConfig gives them their models. Held in their place so that
+    # BotConfig's keys keep the file's order (pydantic orders a subclass's fields after its base's).
+    slack: Any = None
+    github: Any = None
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     loops: list[LoopConfig] = Field(default_factory=list)
     people: list[PersonConfig] = Field(default_factory=list)
@@ -119,7 +133,7 @@ class BotConfig(BaseModel):
         return check_timezone(value)
 
     @model_validator(mode="after")
-    def _people(self) -> BotConfig:
+    def _people(self) -> Self:
         """One name per person and one person per account, or "counted once" would be a guess."""
         names: set[str] = set()
         owner: dict[str, str] = {}
@@ -146,12 +160,39 @@ class BotConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _across(self) -> BotConfig:
+    def _loop_names(self) -> Self:
         seen: set[str] = set()
         for i, loop in enumerate(self.loops):
             if loop.name in seen:
                 raise ValueError(f"loops[{i}].name: {loop.name!r} is used twice; loop names must be unique")
             seen.add(loop.name)
+        return self
+
+    def _secret_blocks(self) -> tuple[BaseModel | None, ...]:
+        return (self.store,)
+
+    def secret_values(self) -> Iterator[str]:
+        """Every secret's plain value, for log redaction; never print these."""
+        for block in self._secret_blocks():
+            if block is None:
+                continue
+            for value in block.__dict__.values():
+                if isinstance(value, SecretStr) and value.get_secret_value():
+                    yield value.get_secret_value()
+
+
+class BotConfig(CoreConfig):
+    """The whole config file; build it with ``load_config``."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    slack: SlackConfig | None = None
+    github: GitHubConfig | None = None
+
+    @model_validator(mode="after")
+    def _channel_targets(self) -> BotConfig:
+        """A review posted or escalated to a channel needs that channel's top-level block."""
+        for i, loop in enumerate(self.loops):
             targets = [(f"post_to[{j}]", t) for j, t in enumerate(loop.review.post_to)]
             targets += [(f"timeout.escalate_to[{j}]", t) for j, t in enumerate(loop.review.timeout.escalate_to)]
             for where, target in targets:
@@ -161,6 +202,9 @@ class BotConfig(BaseModel):
                             f"loops[{i}].review.{where}.{kind}: needs the top-level {kind}: block configured"
                         )
         return self
+
+    def _secret_blocks(self) -> tuple[BaseModel | None, ...]:
+        return (self.slack, self.github, self.store)
 
     def loop(self, name: str) -> LoopConfig | None:
         return next((loop for loop in self.loops if loop.name == name), None)
@@ -197,15 +241,6 @@ class BotConfig(BaseModel):
                     f"{', '.join(spans)}; without a people: entry one person voting on two channels counts twice"
                 )
         return warnings
-
-    def secret_values(self) -> Iterator[str]:
-        """Every secret's plain value, for log redaction; never print these."""
-        for block in (self.slack, self.github, self.store):
-            if block is None:
-                continue
-            for value in block.__dict__.values():
-                if isinstance(value, SecretStr) and value.get_secret_value():
-                    yield value.get_secret_value()
 
     def redacted(self) -> dict[str, Any]:
         """The config as plain data with every secret shown as "***" (safe for logs and status)."""
@@ -251,84 +286,28 @@ class BotConfig(BaseModel):
         return "\n".join(lines)
 
 
-def _loc(parts: tuple[int | str, ...]) -> str:
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
-def _known_keys(loc: tuple[int | str, ...]) -> list[str]:
-    """The keys the model at ``loc`` accepts, to suggest a fix for a typo."""
-    model: Any = BotConfig
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        field = getattr(model, "model_fields", {}).get(part)
-        if field is None:
-            return []
-        annotation = field.annotation
-        model = next((a for a in _walk_types(annotation) if isinstance(a, type) and issubclass(a, BaseModel)), None)
-        if model is None:
-            return []
-    return list(getattr(model, "model_fields", {}))
-
-
-def _walk_types(annotation: Any) -> Iterator[Any]:
-    yield annotation
-    for arg in getattr(annotation, "__args__", ()):
-        yield from _walk_types(arg)
-
-
-def _explain(error: Any) -> tuple[str, str]:
-    """(key path, message) for one pydantic error, in the words a config author needs."""
-    def shown(part: Any) -> bool:  # drop pydantic's union/validator labels from the key path
-        return not (isinstance(part, str) and ("[" in part or part.startswith("function-")))
-
-    loc = tuple(part for part in error["loc"] if shown(part))
-    kind, message = error["type"], error["msg"]
-    if kind == "extra_forbidden":
-        known = _known_keys(loc[:-1])
-        message = f"unknown key{did_you_mean(str(loc[-1]), known)}; known keys here: {', '.join(known)}"
-    elif kind == "missing":
-        message = "required key is missing"
-    elif message.startswith("Value error, "):
-        message = message[len("Value error, ") :]
-    # Validators on a whole block name a deeper key themselves ("loops[1].name: ...").
-    if re.match(r"^(?:loops|people)\[\d+\]\S*: ", message):
-        where, _, message = message.partition(": ")
-        return where, message
-    return _loc(loc) or "(top level)", message
-
-
-def _hide(message: str, values: set[str]) -> str:
-    """Blank out environment values an error message quotes (short ones cannot be secrets)."""
-    for value in sorted(values, key=len, reverse=True):
-        if len(value) >= _MIN_SECRET:
-            message = message.replace(value, "***")
-    return message
-
-
-def _from_env_note(where: str, taken: Mapping[str, str], environ: Mapping[str, str]) -> str:
-    var = taken.get(where)
-    if var is None:
-        return ""
-    return f" (the value {environ[var]!r} comes from ${var}: fix ${var}, or set {where} in the file)"
-
-
-#: The blocks whose unset variables ``need_secrets=False`` lets pass.
+#: The blocks whose unset variables ``need_secrets=False`` lets pass (``bot.config_file.CHANNEL_BLOCKS``).
 _SECRET_BLOCKS: dict[str, type[BaseModel]] = {"slack": SlackConfig, "github": GitHubConfig}
 #: Stand-ins other than the first value a key's type accepts: an empty webhook secret is an error, an unset one
 #: (for a command that needs no secrets) stands for none - no webhook.
 _STAND_INS: dict[str, Any] = {"github.webhook_secret": None}
+assert tuple(_SECRET_BLOCKS) == CHANNEL_BLOCKS
 
 
 def _secret_stand_in(path: str, name: str, placeholders: dict[str, str]) -> str | None:
     """"" for an unset variable inside a slack:/github: block, None (an error) anywhere else."""
-    if path.split(".", 1)[0] not in _SECRET_BLOCKS:
-        return None
-    placeholders[path] = name
-    return ""
+    stand_in = channel_stand_in(path, name)
+    if stand_in is not None:
+        placeholders[path] = name
+    return stand_in
+
+
+def channel_secret_keys() -> dict[str, list[str]]:
+    """The keys of each channel block that hold a secret (``SecretStr`` in its model), for redaction."""
+    return {
+        block: [key for key, field in model.model_fields.items() if SecretStr in walk_types(field.annotation)]
+        for block, model in _SECRET_BLOCKS.items()
+    }
 
 
 def _fill_placeholders(data: dict[str, Any], placeholders: Mapping[str, str]) -> None:
@@ -380,14 +359,24 @@ def load_config(
 
 def validate_config(read: ConfigData, path: str | os.PathLike[str], environ: Mapping[str, str]) -> BotConfig:
     """The models' verdict on ``read`` (from ``read_config(path, environ)``): the config, or every problem."""
-    name = str(path)
-    try:
-        config = BotConfig.model_validate(read.data)
-    except ValidationError as err:
-        lines = [
-            f"{name}: {where}: {_hide(message, read.from_env)}{_from_env_note(where, read.taken, environ)}"
-            for where, message in map(_explain, err.errors())
-        ]
-        raise ConfigError(lines) from None
+    config = _validated(BotConfig, read, path, environ)
     config.state_dir = resolve_state_dir(config.state_dir, path)
     return config
+
+
+def validate_core(read: ConfigData, path: str | os.PathLike[str], environ: Mapping[str, str]) -> CoreConfig:
+    """``CoreConfig``'s verdict on ``read``: the keys every command reads, or their problems (state_dir as written)."""
+    return _validated(CoreConfig, read, path, environ)
+
+
+_Model = TypeVar("_Model", bound=CoreConfig)
+
+
+def _validated(
+    model: type[_Model], read: ConfigData, path: str | os.PathLike[str], environ: Mapping[str, str]
+) -> _Model:
+    name = str(path)
+    try:
+        return model.model_validate(read.data)
+    except ValidationError as err:
+        raise ConfigError(error_lines(model, err, read, environ, name)) from None

@@ -21,7 +21,6 @@ from .config_rules import (
     check_timezone,
     checkpoint_config,
     duration,
-    person_accounts,
 )
 from .reviews import Reviewers, ReviewPolicy
 
@@ -53,7 +52,9 @@ Duration = Annotated[timedelta, BeforeValidator(duration)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # defer_build: a block's validator is built when a model using it is first validated, not at import;
+    # status and decide build CoreConfig's, without the channel blocks (bot.config_memo); serve all of them.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class ServerConfig(_Model):
@@ -126,7 +127,7 @@ class StoreConfig(_Model):
     lease_seconds: float = Field(60.0, gt=0, le=86400)
     election_interval: float = Field(2.0, gt=0, le=60)
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
     @field_validator("url")
     @classmethod
@@ -210,7 +211,7 @@ class PersonConfig(_Model):
 
     def accounts(self) -> list[str]:
         """The channel-qualified ids ("slack:U0AAA") this person votes as."""
-        return person_accounts(self)
+        return [f"{kind}:{value}" for kind in ("local", "slack", "github") if (value := getattr(self, kind))]
 
 
 class ReviewersConfig(_Model):

@@ -1,10 +1,10 @@
 """The config file as plain data: read within limits, parsed as YAML, ``${ENV}`` substituted.
 
 No pydantic here: ``bot.config`` validates this data with its models, and
-``bot.config_view`` checks it without them for `status` and `decide`, which
-then start without loading pydantic (~0.1 s). Both raise the same
-``ConfigError`` for the file itself (missing, too large, not YAML, an unset
-variable).
+``bot.config_memo`` reads it for `status` and `decide`, which start without
+loading pydantic when the models have already judged the keys they read.
+Both raise the same ``ConfigError`` for the file itself (missing, too
+large, not YAML, an unset variable).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import yaml
 __all__ = [
     "ConfigError",
     "ConfigData",
+    "CHANNEL_BLOCKS",
+    "channel_stand_in",
     "MAX_CONFIG_BYTES",
     "MAX_CONFIG_DEPTH",
     "MAX_CONFIG_NODES",
@@ -38,6 +40,8 @@ _SERVER_ENV = {"port": "PORT", "host": "HOST"}
 MAX_CONFIG_BYTES = 1024 * 1024
 MAX_CONFIG_DEPTH = 50
 MAX_CONFIG_NODES = 100_000
+#: The top-level blocks of the channels' settings and secrets: only commands that talk to a channel need them.
+CHANNEL_BLOCKS = ("slack", "github")
 
 
 class ConfigError(ValueError):
@@ -107,6 +111,15 @@ def substitute_env(
         return ""
 
     return _ENV.sub(replace, value), errors
+
+
+def channel_stand_in(path: str, name: str) -> str | None:
+    """An ``unset`` for ``read_config``: "" for a variable inside a channel block, None (an error) elsewhere.
+
+    A command that never talks to Slack or GitHub must load a config whose
+    ``bot_token: ${SLACK_BOT_TOKEN}`` is unset in its shell.
+    """
+    return "" if path.split(".", 1)[0].split("[", 1)[0] in CHANNEL_BLOCKS else None
 
 
 class _RepeatedKey(yaml.YAMLError):

@@ -1,8 +1,9 @@
-"""The rules one config value must follow, without pydantic.
+"""The rules one config value must follow, which the models of ``bot.config_blocks`` apply.
 
-The models of ``bot.config_blocks`` and the quick check of ``bot.config_view``
-apply these same functions, so a value means the same on both paths. Each
-raises ValueError with the words a config author reads.
+Kept apart from the models so they read as declarations, and so that
+``bot.scheduler`` translates a crontab line as the config check did
+(``crontab_to_apscheduler``) without importing pydantic. Each raises
+ValueError with the words a config author reads.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ __all__ = [
     "crontab_to_apscheduler",
     "check_cron",
     "checkpoint_config",
-    "person_accounts",
 ]
 
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -104,59 +104,17 @@ def crontab_to_apscheduler(expression: str) -> str:
     return " ".join([*fields[:4], ",".join(days)])
 
 
-#: (lowest, highest, names) of each field of an APScheduler crontab, in order; names count from ``lowest``.
-_CRON_FIELDS = (
-    (0, 59, ()),
-    (0, 23, ()),
-    (1, 31, ()),
-    (1, 12, ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")),
-    (0, 6, ("mon", "tue", "wed", "thu", "fri", "sat", "sun")),
-)
-_CRON_ITEM = re.compile(r"(?:\*|(?P<first>[0-9]{1,2})(?:-(?P<last>[0-9]{1,2}))?)(?:/(?P<step>[0-9]{1,2}))?")
-_CRON_NAMES = re.compile(r"(?P<first>[a-z]{3})(?:-(?P<last>[a-z]{3}))?")
-
-
-def _plain_cron_item(item: str, lowest: int, highest: int, names: tuple[str, ...]) -> bool:
-    """Whether ``item`` is one APScheduler certainly takes: ``*``, N, N-M, either with /STEP, or names N-M.
-
-    A subset of its grammar (no ``L``, ``1st mon``, ...), within its own
-    bounds: a range rising inside the field, a step from 1 up to the span.
-    """
-    if names and (match := _CRON_NAMES.fullmatch(item)):
-        if match["first"] not in names or (match["last"] is not None and match["last"] not in names):
-            return False
-        return match["last"] is None or names.index(match["first"]) <= names.index(match["last"])
-    match = _CRON_ITEM.fullmatch(item)
-    if match is None:
-        return False
-    first = lowest if match["first"] is None else int(match["first"])
-    last = (highest if match["step"] else first) if match["last"] is None else int(match["last"])
-    step = None if match["step"] is None else int(match["step"])
-    return lowest <= first <= last <= highest and (step is None or 1 <= step <= last - first)
-
-
-def _plain_cron(expression: str) -> bool:
-    fields = expression.split()
-    return len(fields) == 5 and all(
-        _plain_cron_item(item, *bounds) for field, bounds in zip(fields, _CRON_FIELDS, strict=True)
-        for item in field.split(",")
-    )
-
-
 def check_cron(value: str) -> str:
-    """The expression as APScheduler reads it (day names, see ``crontab_to_apscheduler``).
+    """The expression as APScheduler reads it (day names, see ``crontab_to_apscheduler``), checked by APScheduler.
 
-    APScheduler's own parser (~45 ms to import) is asked only about an
-    expression outside the plain grammar of ``_plain_cron``, which it takes
-    whole: `status` and `decide` read a config with an everyday cron line
-    without loading the scheduler.
+    APScheduler is imported here, not at the top: only the commands that
+    validate loops (check, serve, run) read a ``schedule:``.
     """
+    from apscheduler.triggers.cron import CronTrigger
+
     try:
         expression = crontab_to_apscheduler(value.strip())
-        if not _plain_cron(expression):
-            from apscheduler.triggers.cron import CronTrigger
-
-            CronTrigger.from_crontab(expression, timezone=ZoneInfo("UTC"))
+        CronTrigger.from_crontab(expression, timezone=ZoneInfo("UTC"))
     except ValueError as err:
         raise ValueError(f"invalid cron expression {value!r}: {err}") from err
     return expression
@@ -178,8 +136,3 @@ def checkpoint_config(preset: str | None, fields: dict[str, Any]) -> CheckpointC
         return CheckpointConfig(**{**base.__dict__, **fields})
     except ConfigurationError as err:
         raise ValueError(str(err)) from err
-
-
-def person_accounts(person: Any) -> list[str]:
-    """The channel-qualified ids ("slack:U0AAA") a ``people:`` entry votes as."""
-    return [f"{kind}:{value}" for kind in ("local", "slack", "github") if (value := getattr(person, kind))]

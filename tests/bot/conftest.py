@@ -25,6 +25,14 @@ def stream() -> Iterator[io.StringIO]:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _config_memo_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """`status` and `decide` remember config verdicts under $XDG_CACHE_HOME (bot.config_memo): not the user's."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _postgres_cluster_cleanup() -> Iterator[None]:
     """The throwaway cluster is stopped and removed when the session ends (harmless if none started)."""
     yield

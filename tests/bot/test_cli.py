@@ -605,3 +605,78 @@ def test_the_decide_line_of_python_m_bot_cli(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(sys, "argv", [str(Path(__file__).parents[2] / "bot" / "cli.py")])
     monkeypatch.chdir("/")
     assert _decide_command(Path("config.yaml")) == f"{shlex.quote(os.path.abspath(sys.executable))} -m bot.cli decide"
+
+
+# -- channel secrets: only the commands that talk to Slack or GitHub need their variables ----------
+
+SLACK_FROM_ENV = {"bot_token": "${SLACK_BOT_TOKEN}", "signing_secret": "${SLACK_SIGNING_SECRET}"}
+GITHUB_FROM_ENV = [
+    ({"token": "${GITHUB_TOKEN}", "webhook_secret": "${GITHUB_WEBHOOK_SECRET}"},
+     ["github.token: environment variable GITHUB_TOKEN",
+      "github.webhook_secret: environment variable GITHUB_WEBHOOK_SECRET"]),
+    ({"app_id": "${GITHUB_APP_ID}", "private_key": "${GITHUB_PRIVATE_KEY}", "installation_id": 7,
+      "webhook_secret": "${GITHUB_WEBHOOK_SECRET}"},
+     ["github.app_id: environment variable GITHUB_APP_ID", "github.private_key: environment variable "
+      "GITHUB_PRIVATE_KEY", "github.webhook_secret: environment variable GITHUB_WEBHOOK_SECRET"]),
+]
+UNSET = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "GITHUB_TOKEN", "GITHUB_WEBHOOK_SECRET", "GITHUB_APP_ID",
+         "GITHUB_PRIVATE_KEY")
+
+
+@pytest.fixture
+def no_channel_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in UNSET:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize(("github", "missing"), GITHUB_FROM_ENV)
+@pytest.mark.usefixtures("no_channel_variables")
+def test_status_decide_and_offline_check_need_no_channel_variables(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], github: dict[str, object], missing: list[str]
+) -> None:
+    path = write_config(tmp_path, [demo()], slack=SLACK_FROM_ENV, github=github)
+    for _ in range(2):  # the models judge the first time, the memo answers the second
+        code, out, err = cli(capsys, "status", "--config", str(path))
+        assert code == EXIT_OK and "no runs yet" in out, err
+    code, _, err = cli(capsys, "decide", "demo-1", "approve", "--config", str(path))
+    assert code == EXIT_USAGE and "demo-1" in err and "invalid config" not in err
+    code, out, err = cli(capsys, "check", "--offline", "--config", str(path))
+    assert code == EXIT_OK and "slack (POST /slack/events)" in out, err
+    code, _, err = cli(capsys, "migrate", "--config", str(path))  # the store's commands talk to no channel
+    assert code == EXIT_FAILED and "migrate needs a PostgreSQL store" in err and "invalid config" not in err
+
+
+@pytest.mark.parametrize(("github", "missing"), GITHUB_FROM_ENV)
+@pytest.mark.parametrize("command", [["serve"], ["check"], ["run", "demo"]])
+@pytest.mark.usefixtures("no_channel_variables")
+def test_serve_run_and_the_online_check_name_every_missing_variable_with_its_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], github: dict[str, object], missing: list[str],
+    command: list[str],
+) -> None:
+    path = write_config(tmp_path, [demo()], slack=SLACK_FROM_ENV, github=github)
+    code, out, err = cli(capsys, *command, "--config", str(path))
+    assert code == EXIT_FAILED and out == ""
+    lines = err.splitlines()
+    assert lines[0] == "loopbot: invalid config:"
+    expected = ["slack.bot_token: environment variable SLACK_BOT_TOKEN",
+                "slack.signing_secret: environment variable SLACK_SIGNING_SECRET", *missing]
+    assert sorted(line.split(" is not set")[0] for line in lines[1:]) == sorted(f"{path}: {key}" for key in expected)
+
+
+@pytest.mark.usefixtures("no_channel_variables")
+def test_a_channel_block_status_does_not_read_is_not_its_concern(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A typo in slack: stops check (which names it), not status: status never talks to Slack."""
+    path = write_config(tmp_path, [demo()], slack={"bot_tokn": "xoxb-x", "signing_secret": SIGNING})
+    assert cli(capsys, "status", "--config", str(path))[0] == EXIT_OK
+    code, _, err = cli(capsys, "check", "--offline", "--config", str(path))
+    assert code == EXIT_FAILED and "slack.bot_tokn: unknown key" in err
+
+
+def test_status_refuses_what_it_reads_as_load_config_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_config(tmp_path, [demo()], people=[{"name": "alice", "local": "alice"}, {"name": "Alice"}])
+    for command in ("status", "check"):
+        code, _, err = cli(capsys, command, "--offline" if command == "check" else "--json", "--config", str(path))
+        assert code == EXIT_FAILED
+        assert err.splitlines()[1:] == [f"{path}: people[1].name: 'Alice' is listed twice"]
