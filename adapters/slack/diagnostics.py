@@ -20,7 +20,7 @@ from typing import Any
 from adapters.channel import ReviewPost
 
 from .limits import cut
-from .mrkdwn import escape, inert, to_mrkdwn
+from .mrkdwn import inert, to_mrkdwn
 
 __all__ = ["MAX_PART", "diagnostics", "words"]
 
@@ -141,7 +141,7 @@ def diagnostics(post: ReviewPost, is_open: bool) -> list[str]:
     request = post.request
     summary = request.state_summary
     trigger = _TRIGGERS.get(request.trigger.name, words(request.trigger.name))
-    where = (f"Loop {escape(post.loop)} · run `{escape(post.run_id)}` · review `{escape(post.review_id)}` · "
+    where = (f"Loop {inert(post.loop)} · run `{inert(post.run_id)}` · review `{inert(post.review_id)}` · "
              f"asked because {trigger}")
     reason = request.context.get("reason")
     asked_reason = request.proposal is None and isinstance(reason, str) and bool(reason.strip())

@@ -259,7 +259,7 @@ def render_review(post: ReviewPost, outcome: str | None = None, *, command: str 
 
 def render_run_parent(loop: str, run_id: str) -> RenderedMessage:
     """The one message per run whose thread holds its reviews."""
-    text = f"*{escape(loop)}* run `{escape(run_id)}` started; its reviews and updates are in this thread."
+    text = f"*{inert(loop)}* run `{inert(run_id)}` started; its reviews and updates are in this thread."
     return RenderedMessage(_fallback(f"{loop} run {run_id} started"), [_section(cut(text, MAX_TEXT))])
 
 
