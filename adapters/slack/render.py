@@ -58,6 +58,10 @@ MAX_OUTCOME = 1500
 MAX_REPLIES = 6
 #: The fallback ``text`` (notifications, screen readers).
 MAX_FALLBACK = 300
+#: The question on top; a longer one is cut there and shown whole after it.
+MAX_ASKED = 1500
+#: Who may answer, listed.
+MAX_WHO = 1800
 
 ACTION_PREFIX = "loopbot_"
 #: Button label -> action_id; the button's value is the review id.
@@ -150,14 +154,27 @@ def _who(post: ReviewPost) -> str:
     need = post.approvals_required
     approvals = f"{need} approval{'s' if need != 1 else ''} needed"
     if named:
-        who = ", ".join([*(f"<@{escape(u)}>" for u in users), *(f"members of <!subteam^{escape(g)}>" for g in groups)])
+        # groups first: they are few, and a long list of users must not push them out of sight
+        mentions = [*(f"members of <!subteam^{escape(g)}>" for g in groups), *(f"<@{escape(u)}>" for u in users)]
+        shown = _fitting(mentions, MAX_WHO)
+        who = ", ".join(shown) + (f" and {len(mentions) - len(shown)} more" if len(shown) < len(mentions) else "")
         count = f"{need} of {len(users)} must approve" if users and not groups and len(users) > 1 else approvals
         return f"*Who can answer:* {who} ({count})"
     if post.reviewers_hint:
-        return f"*Who can answer:* {cut(inert(post.reviewers_hint), 1000)} ({approvals})"
+        return f"*Who can answer:* {cut(inert(post.reviewers_hint), MAX_WHO)} ({approvals})"
     if post.restricted:
         return f"*Who can answer:* nobody on Slack is named for this review ({approvals} elsewhere)"
     return f"*Who can answer:* anyone in this channel ({approvals})"
+
+
+def _fitting(mentions: list[str], room: int) -> list[str]:
+    """The leading mentions that fit in ``room`` characters (a mention is never cut: it would ping no one)."""
+    kept: list[str] = []
+    for mention in mentions:
+        if sum(len(m) + 2 for m in kept) + len(mention) > room:
+            break
+        kept.append(mention)
+    return kept
 
 
 def _how(post: ReviewPost, command: str) -> str:
@@ -212,8 +229,8 @@ def _spread(head: list[dict[str, Any]], body: list[dict[str, Any]], tail: list[d
     rows = sum(len(s.rows) for s in proposal.sections if isinstance(s, Table))
     counted = f" ({rows:,} table rows in all)" if rows else ""
     names = ", ".join(f"`{escape(f.filename)}`" for f in files)
-    words = (f"_This is the start of the proposal{counted}. The whole proposal is in the file(s) {names} "
-             f"in this thread._")
+    named = f"the files {names}" if len(names) <= 250 else f"the {len(files)} files uploaded"
+    words = f"_This is the start of the proposal{counted}. The whole proposal is in {named} in this thread._"
     return [*head, *shown, _section(words), *tail], (), files
 
 
@@ -235,9 +252,11 @@ def _review(post: ReviewPost, outcome: str | None, command: str, notice: str = "
         head += _sections(f":rotating_light: {cut(outcome_line(notice), MAX_OUTCOME)}")
     if outcome:
         head.append(_section(_outcome_shown(outcome)))
-    asked = cut(inert(" ".join(_asked(post).split())), MAX_TEXT - 2)
-    head.append(_section(f"*{asked}*"))
-    body = [_section(piece) for piece in proposal_pieces(post.request.proposal)] if post.request.proposal else []
+    asked = inert(" ".join(_asked(post).split()))
+    head.append(_section(f"*{cut(asked, MAX_ASKED)}*"))
+    body = _sections(f"The whole question: {asked}") if len(asked) > MAX_ASKED else []
+    if post.request.proposal is not None:
+        body += [_section(piece) for piece in proposal_pieces(post.request.proposal)]
     tail: list[dict[str, Any]] = []
     if is_open:
         tail += [_section(f"{_who(post)}\n{_how(post, command)}"), _buttons(post.review_id)]

@@ -36,30 +36,25 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl
 
-from slack_sdk.models.blocks import Block
 from slack_sdk.signature import SignatureVerifier
+
+from .slack_blocks import block_problem
+from .slack_files import BOT_USER, FileUploads
 
 __all__ = ["Call", "FakeSlackApi", "FakeSocketMode", "block_problem", "signed_headers", "BOT_TOKEN", "APP_TOKEN",
            "BOT_USER"]
 
 BOT_TOKEN = "xoxb-test-token"
 APP_TOKEN = "xapp-test-token"
-BOT_USER = "U0BOT"
 TEAM = "T0TEAM"
 
 #: Parameters slack_sdk may send as JSON strings inside a form body.
 _JSON_PARAMS = ("blocks", "metadata", "view", "attachments", "files")
-#: Slack's limits on one message (protocols.md): a text object, blocks, block text in all.
-MAX_TEXT = 3000
-MAX_HEADER = 150
-MAX_BLOCKS = 50
-MAX_BLOCK_TEXT = 12_000
 
 
 @dataclass
@@ -96,7 +91,7 @@ def signed_headers(
     }
 
 
-class FakeSlackApi:
+class FakeSlackApi(FileUploads):
     """``with FakeSlackApi() as slack: WebClient(BOT_TOKEN, base_url=slack.base_url)``."""
 
     def __init__(self, *, usergroups: dict[str, list[str]] | None = None,
@@ -253,12 +248,6 @@ class FakeSlackApi:
         return {"ok": True, "members": list(users[start:start + limit]),
                 "response_metadata": {"next_cursor": f"dXNlcjo{start + limit}" if more else ""}}
 
-    def uploaded(self, channel: str | None = None) -> list[dict[str, Any]]:
-        """The files completed into ``channel`` (every channel: None), with their content as text."""
-        with self._lock:
-            done = [dict(f) for f in self.files.values() if f.get("channel") and channel in (None, f["channel"])]
-        return [{**f, "text": bytes(f.get("content") or b"").decode("utf-8")} for f in done]
-
     def _refuse(self, method: str, error: str, detail: str) -> dict[str, Any]:
         self.refused.append((method, error, detail))
         return {"ok": False, "error": error, "response_metadata": {"messages": [f"[ERROR] {detail}"]}}
@@ -272,47 +261,6 @@ class FakeSlackApi:
         if problem is not None:
             return self._refuse(method, *problem)
         return None
-
-    def _get_upload_url(self, params: dict[str, Any]) -> dict[str, Any]:
-        if self.scopes is not None and "files:write" not in self.scopes:
-            return {"ok": False, "error": "missing_scope", "needed": "files:write"}
-        filename, length = str(params.get("filename") or ""), str(params.get("length") or "")
-        if not filename or not length.isdigit():
-            return {"ok": False, "error": "invalid_arguments"}
-        file_id = f"F{uuid.uuid4().hex[:10].upper()}"
-        self.files[file_id] = {"id": file_id, "filename": filename, "length": int(length)}
-        upload_url = self.base_url.replace("/api/", f"/upload/v1/{file_id}")
-        return {"ok": True, "upload_url": upload_url, "file_id": file_id}
-
-    def _complete_upload(self, params: dict[str, Any]) -> dict[str, Any]:
-        if self.scopes is not None and "files:write" not in self.scopes:
-            return {"ok": False, "error": "missing_scope", "needed": "files:write"}
-        listed = params.get("files")
-        if not isinstance(listed, list) or not listed:
-            return {"ok": False, "error": "invalid_arguments"}
-        channel, thread_ts = str(params.get("channel_id") or ""), str(params.get("thread_ts") or "")
-        shared = []
-        for item in listed:
-            found = self.files.get(str(item.get("id")))
-            if found is None or found.get("content") is None or len(found["content"]) != found["length"]:
-                return {"ok": False, "error": "file_not_found"}
-            found.update(title=str(item.get("title") or found["filename"]), channel=channel, thread_ts=thread_ts)
-            shared.append({"id": found["id"], "name": found["filename"], "title": found["title"]})
-        if channel:
-            message: dict[str, Any] = {"text": "", "user": BOT_USER, "files": shared, "upload": True}
-            if thread_ts:
-                message["thread_ts"] = thread_ts
-            self._store(channel, message)
-        return {"ok": True, "files": [{"id": f["id"], "title": f["title"]} for f in shared]}
-
-    def _receive_upload(self, path: str, body: bytes) -> tuple[int, str]:
-        file_id = path.rsplit("/", 1)[-1]
-        with self._lock:
-            found = self.files.get(file_id)
-            if found is None:
-                return 404, "not found"
-            found["content"] = body
-        return 200, f"OK - {len(body)}"
 
     def answer(self, method: str, params: dict[str, Any]) -> dict[str, Any]:  # noqa: C901 - one branch per method
         channel = str(params.get("channel", ""))
@@ -461,57 +409,6 @@ class FakeSlackApi:
                     self._send(200, body, headers)
 
         return Handler
-
-
-def _text_objects(value: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every text object (``{"type": "mrkdwn" | "plain_text", "text": ...}``) in a block, with where it is."""
-    if isinstance(value, dict):
-        if value.get("type") in ("mrkdwn", "plain_text") and "text" in value:
-            yield path, value
-        for key, item in value.items():
-            yield from _text_objects(item, f"{path}.{key}")
-    elif isinstance(value, list):
-        for n, item in enumerate(value):
-            yield from _text_objects(item, f"{path}[{n}]")
-
-
-def _block_text(value: Any) -> int:
-    if isinstance(value, dict):
-        return sum(len(v) if k == "text" and isinstance(v, str) else _block_text(v) for k, v in value.items())
-    if isinstance(value, list):
-        return sum(_block_text(item) for item in value)
-    return 0
-
-
-def block_problem(blocks: Any) -> tuple[str, str] | None:
-    """(error, what is wrong) for blocks Slack would refuse, or None: its limits, then slack_sdk's models."""
-    if not isinstance(blocks, list):
-        return "invalid_blocks_format", "blocks must be a list"
-    if len(blocks) > MAX_BLOCKS:
-        return "invalid_blocks", f"{len(blocks)} blocks; no more than {MAX_BLOCKS} items allowed"
-    for n, block in enumerate(blocks):
-        if not isinstance(block, dict):
-            return "invalid_blocks", f"blocks[{n}] is not an object"
-        for where, text in _text_objects(block, f"blocks[{n}]"):
-            limit = MAX_HEADER if block.get("type") == "header" else MAX_TEXT
-            shown = text.get("text")
-            if not isinstance(shown, str) or not shown:
-                return "invalid_blocks", f"{where}.text must be a non-empty string"
-            if len(shown) > limit:
-                return "invalid_blocks", f"{where}.text: {len(shown)} characters, must be less than {limit + 1}"
-        if block.get("type") in ("actions", "context") and not block.get("elements"):
-            return "invalid_blocks", f"blocks[{n}].elements must not be empty"
-        parsed = Block.parse(block)
-        if parsed is None:
-            return "invalid_blocks", f"blocks[{n}]: unknown block type {block.get('type')!r}"
-        try:
-            parsed.validate_json()
-        except Exception as err:  # slack_sdk's SlackObjectFormationError and its kin
-            return "invalid_blocks", f"blocks[{n}]: {err}"
-    total = _block_text(blocks)
-    if total > MAX_BLOCK_TEXT:
-        return "msg_blocks_too_long", f"{total} characters of block text; at most {MAX_BLOCK_TEXT:,}"
-    return None
 
 
 def _header_value(value: float | str) -> str:

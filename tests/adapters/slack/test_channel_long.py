@@ -162,3 +162,13 @@ def test_the_fake_takes_files_as_files_upload_v2_sends_them(slack: FakeSlackApi)
     assert (file["filename"], file["title"], file["text"], file["thread_ts"]) == ("a.csv", "A", "a,b\n1,2\n", parent)
     shared = [m for m in slack.channel_messages("C0REVIEW") if m.get("files")]
     assert shared[0]["files"][0]["title"] == "A" and shared[0]["thread_ts"] == parent
+
+
+def test_an_escalation_of_a_long_proposal_carries_it_on_in_its_own_thread(slack: FakeSlackApi) -> None:
+    ref = channel_for(slack).post_escalation(Target("slack", channel="C0REVIEW"), table_post(400), "Escalated: 8h")
+    more = tagged(slack, EVENT_MORE)
+    assert more and {m["thread_ts"] for m in more} == {ref.data["ts"]}
+    shown = thread_texts(slack)
+    assert all(re.search(rf"#{n}\s+Crash on start {n}\s", shown) for n in range(400))
+    channel_for(slack).post_escalation(Target("slack", channel="C0REVIEW"), table_post(400), "Escalated: 8h")
+    assert len(tagged(slack, EVENT_MORE)) == len(more)

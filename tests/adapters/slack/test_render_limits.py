@@ -139,7 +139,7 @@ def test_without_a_proposal_the_loops_reason_is_asked() -> None:
 def test_who_may_answer_names_every_user_and_user_group() -> None:
     post = make_post(reviewers={"slack": ("U0AAA", "S0OPS")}, approvals_required=1)
     shown = every_text(render_review(post))
-    assert "*Who can answer:* <@U0AAA>, members of <!subteam^S0OPS> (1 approval needed)" in shown
+    assert "*Who can answer:* members of <!subteam^S0OPS>, <@U0AAA> (1 approval needed)" in shown
 
 
 def test_a_decided_review_shows_no_stale_waiting_state() -> None:
@@ -217,3 +217,20 @@ def test_a_very_long_reason_takes_several_replies() -> None:
 def test_run_end_shows_the_loops_summary() -> None:
     text = "Run triage-run-3 completed. Result: 1 iteration(s); Triaged 7 issues: 3 labelled, 4 skipped"
     assert all_texts(render_update(text)) == [text]
+
+
+def test_a_long_list_of_reviewers_is_bounded_and_mentions_stay_whole() -> None:
+    users = tuple(f"U{n:08d}" for n in range(500))
+    message = render_review(make_post(reviewers={"slack": (*users, "S0OPS")}, approvals_required=3))
+    assert_fits(message)
+    [who] = [t for t in all_texts(message) if t.startswith("*Who can answer:*")]
+    assert "members of <!subteam^S0OPS>, <@U00000000>" in who and re.search(r"and \d+ more \(3 approvals needed\)", who)
+    assert who.count("<") == len(re.findall(r"<@U\d{8}>", who)) + who.count("<!subteam^S0OPS>")  # none cut
+
+
+def test_a_long_question_is_cut_on_top_and_shown_whole_after_it() -> None:
+    reason = "Should I " + "label this " * 400 + "now?"
+    message = render_review(make_post(request=make_request(context={"reason": reason})))
+    assert_fits(message)
+    assert message.blocks[1]["text"]["text"].endswith("…*")
+    assert reason.split() == every_text(message).split("The whole question: ", 1)[1].split()[: len(reason.split())]
