@@ -216,11 +216,11 @@ def _spread(head: list[dict[str, Any]], body: list[dict[str, Any]], tail: list[d
             break
         shown.append(block)
     rest = body[len(shown):]
-    label = f"Review {escape(post.review_id)}: the proposal, continued"
+    label = f"Review {inert(post.review_id)}: the proposal, continued"
     pages = _pack(rest, label)
     proposal = post.request.proposal
     if len(pages) <= MAX_REPLIES or proposal is None:
-        more = tuple(RenderedMessage(_fallback(f"Review {post.review_id}: the proposal, continued"), page)
+        more = tuple(RenderedMessage(inert(_fallback(f"Review {post.review_id}: the proposal, continued")), page)
                      for page in pages)
         words = f"_The proposal goes on in the next {len(pages)} repl{'y' if len(pages) == 1 else 'ies'} " \
                 f"in this thread._"
@@ -279,7 +279,7 @@ def render_review(post: ReviewPost, outcome: str | None = None, *, command: str 
 def render_run_parent(loop: str, run_id: str) -> RenderedMessage:
     """The one message per run whose thread holds its reviews."""
     text = f"*{inert(loop)}* run `{inert(run_id)}` started; its reviews and updates are in this thread."
-    return RenderedMessage(_fallback(f"{loop} run {run_id} started"), [_section(cut(text, MAX_TEXT))])
+    return RenderedMessage(inert(_fallback(f"{loop} run {run_id} started")), [_section(cut(text, MAX_TEXT))])
 
 
 def render_update(text: str) -> RenderedMessage:

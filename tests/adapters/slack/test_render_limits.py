@@ -97,7 +97,9 @@ def test_every_slack_renderer_fits_slacks_limits(loop_text: str, voter_text: str
         assert_fits(update)
         for part in (update, *update.more):
             assert_inert_on_slack(part, {"U0AAA"} if text.startswith("Decided") else set())
-    assert_fits(render_run_parent(loop_text[:300] or "demo", "demo-run-1"))
+    parent = render_run_parent(loop_text[:300] or "demo", "demo-run-1")
+    assert_fits(parent)
+    assert_inert_on_slack(parent, set())
 
 
 # --- the order, and words for people ------------------------------------------------------------------------
