@@ -10,6 +10,12 @@ twice; an in-process cache saves the lookups on the happy path. Updates
 (reminders, the outcome, the run's end) are thread replies, tagged the same
 way so that they too are posted once; once the review is no longer open the
 review message is re-rendered without buttons and with the outcome on top.
+
+A message too long for Slack's limits arrives whole all the same
+(``render``): the review's proposal goes on in further replies tagged
+``loopbot_more {review_id, part}`` or in files uploaded to the thread
+(``files_upload_v2``), an update in replies tagged with its part; a retry
+finds the parts already there and posts only the missing ones.
 """
 
 from __future__ import annotations
@@ -23,9 +29,10 @@ from typing import Any, Protocol
 from adapters.channel import Answer, ChannelError, MessageRef, ReviewPost, Target
 
 from .mrkdwn import is_outcome, render_answer
-from .render import render_escalation, render_review, render_run_parent, render_update
+from .limits import cut
+from .render import RenderedMessage, render_escalation, render_review, render_run_parent, render_update
 
-__all__ = ["ChatApi", "SlackChannel", "EVENT_RUN", "EVENT_REVIEW", "EVENT_UPDATE", "EVENT_ESCALATION"]
+__all__ = ["ChatApi", "SlackChannel", "EVENT_RUN", "EVENT_REVIEW", "EVENT_UPDATE", "EVENT_ESCALATION", "EVENT_MORE"]
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +40,9 @@ EVENT_RUN = "loopbot_run"
 EVENT_REVIEW = "loopbot_review"
 EVENT_UPDATE = "loopbot_update"
 EVENT_ESCALATION = "loopbot_escalation"
+EVENT_MORE = "loopbot_more"
+#: How much of an outcome the review message's metadata keeps (to show it again on a later re-render).
+_STORED_OUTCOME = 2000
 
 
 class ChatApi(Protocol):
@@ -53,6 +63,8 @@ class ChatApi(Protocol):
 
     def replies(self, channel: str, thread_ts: str) -> Iterator[dict[str, Any]]: ...
 
+    def upload_file(self, channel: str, thread_ts: str, *, filename: str, title: str, content: str) -> None: ...
+
 
 def _metadata(event_type: str, **payload: str) -> dict[str, Any]:
     return {"event_type": event_type, "event_payload": payload}
@@ -65,6 +77,14 @@ def _tagged(message: Mapping[str, Any], event_type: str, **payload: str) -> bool
         return False
     found = metadata.get("event_payload") or {}
     return all(found.get(key) == value for key, value in payload.items())
+
+
+def _update_part(message: Mapping[str, Any], review_id: str, digest: str, part: int) -> bool:
+    """Is this part ``part`` of the update with ``digest``? (A first part carries no part number.)"""
+    if not _tagged(message, EVENT_UPDATE, review_id=review_id, digest=digest):
+        return False
+    found = ((message.get("metadata") or {}).get("event_payload") or {}).get("part")
+    return str(found or "1") == str(part)
 
 
 def _digest(text: str) -> str:
@@ -128,17 +148,19 @@ class SlackChannel:
             key = (EVENT_REVIEW, channel_id, post.review_id)
             ts = self._posted.get(key)
             if ts is None:
-                found = self._find(self.client.replies(channel_id, parent_ts), EVENT_REVIEW, review_id=post.review_id)
+                thread = list(self.client.replies(channel_id, parent_ts))
+                found = self._find(iter(thread), EVENT_REVIEW, review_id=post.review_id)
+                message = render_review(post, command=self.command)
                 if found is not None:
                     ts = str(found["ts"])
                 else:
-                    message = render_review(post, command=self.command)
                     result = self.client.post_message(
                         channel_id, message.text, blocks=message.blocks, thread_ts=parent_ts,
                         reply_broadcast=self.broadcast,
                         metadata=_metadata(EVENT_REVIEW, review_id=post.review_id, run_id=post.run_id),
                     )
                     ts = str(result["ts"])
+                self._post_rest(channel_id, parent_ts, post.review_id, message, thread)
                 self._posted[key] = ts
         return MessageRef(self.name, {"channel": channel_id, "ts": ts, "thread_ts": parent_ts}, target.key)
 
@@ -161,14 +183,31 @@ class SlackChannel:
                 message = render_review(post, outcome, command=self.command)
                 payload = {"review_id": post.review_id, "run_id": post.run_id}
                 if outcome:
-                    payload["outcome"] = outcome
+                    payload["outcome"] = cut(outcome, _STORED_OUTCOME)
                 self.client.update_message(channel, ts, message.text, blocks=message.blocks,
                                            metadata=_metadata(event_type, **payload))
-            if text.strip() and not any(_tagged(m, EVENT_UPDATE, review_id=post.review_id, digest=digest)
-                                        for m in thread):
+            if text.strip():
                 reply = render_update(text)
-                self.client.post_message(channel, reply.text, blocks=reply.blocks, thread_ts=thread_ts,
-                                         metadata=_metadata(EVENT_UPDATE, review_id=post.review_id, digest=digest))
+                for part, piece in enumerate((reply, *reply.more), 1):
+                    if any(_update_part(m, post.review_id, digest, part) for m in thread):
+                        continue
+                    tag = {"part": str(part)} if part > 1 else {}
+                    self.client.post_message(channel, piece.text, blocks=piece.blocks, thread_ts=thread_ts,
+                                             metadata=_metadata(EVENT_UPDATE, review_id=post.review_id,
+                                                                digest=digest, **tag))
+
+    def _post_rest(self, channel: str, thread_ts: str, review_id: str, message: RenderedMessage,
+                   thread: list[dict[str, Any]]) -> None:
+        """The replies and files that carry on ``message``, each posted unless the thread already has it."""
+        for part, piece in enumerate(message.more, 1):
+            if not any(_tagged(m, EVENT_MORE, review_id=review_id, part=str(part)) for m in thread):
+                self.client.post_message(channel, piece.text, blocks=piece.blocks, thread_ts=thread_ts,
+                                         metadata=_metadata(EVENT_MORE, review_id=review_id, part=str(part)))
+        uploaded = {str(f.get("title")) for m in thread for f in (m.get("files") or []) if isinstance(f, dict)}
+        for file in message.files:
+            if file.title not in uploaded:
+                self.client.upload_file(channel, thread_ts, filename=file.filename, title=file.title,
+                                        content=file.content)
 
     @staticmethod
     def _stored_outcome(thread: list[dict[str, Any]], ts: str) -> str | None:
@@ -187,15 +226,18 @@ class SlackChannel:
             channel_id = channel
             if ts is None:
                 found = self._find(self.client.history(channel), EVENT_ESCALATION, review_id=post.review_id)
+                message = render_escalation(post, text, command=self.command)
                 if found is not None:
                     ts = str(found["ts"])
                 else:
-                    message = render_escalation(post, text, command=self.command)
                     result = self.client.post_message(
                         channel, message.text, blocks=message.blocks,
                         metadata=_metadata(EVENT_ESCALATION, review_id=post.review_id, run_id=post.run_id),
                     )
                     ts, channel_id = str(result["ts"]), str(result.get("channel") or channel)
+                if message.more or message.files:
+                    self._post_rest(channel_id, ts, post.review_id, message,
+                                    list(self.client.replies(channel_id, ts)))
                 self._posted[key] = ts
         data = {"channel": channel_id, "ts": ts, "thread_ts": ts, "event_type": EVENT_ESCALATION}
         return MessageRef(self.name, data, target.key)

@@ -22,6 +22,7 @@ REQUIRED_SCOPES = (
     "channels:read",
     "chat:write",
     "commands",
+    "files:write",
     "groups:history",
     "groups:read",
     "reactions:write",

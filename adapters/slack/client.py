@@ -147,6 +147,17 @@ class SlackClient:
             raise ChannelError(f"the response_url refused the answer (HTTP {result.status_code}: {result.body}); "
                                "it expires 30 minutes after the command", permanent=True)
 
+    def upload_file(self, channel: str, thread_ts: str, *, filename: str, title: str, content: str) -> None:
+        """A file in a thread (``files_upload_v2``: an upload URL, the bytes, complete); needs ``files:write``."""
+        method = "files.completeUploadExternal"
+        try:
+            self.web.files_upload_v2(channel=channel, thread_ts=thread_ts, filename=filename, title=title,
+                                     content=content.encode("utf-8"))
+        except SlackApiError as exc:
+            raise channel_error(exc, exc.response.api_url.rsplit("/", 1)[-1] or method, {"channel": channel}) from exc
+        except (SlackClientError, URLError, OSError) as exc:  # the upload URL refused the bytes, or no network
+            raise channel_error(exc, method, {"channel": channel}) from exc
+
     def add_reaction(self, channel: str, ts: str, name: str) -> None:
         try:
             self.web.api_call("reactions.add", data={"channel": channel, "timestamp": ts, "name": name})

@@ -25,8 +25,15 @@ _HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 _BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__", re.DOTALL)
 #: ``[text](url)``; the text holds no ``[`` and both are bounded, so many ``[`` cost a scan each, not the line's rest.
 _LINK = re.compile(r"\[([^\[\]\n]{1,300})\]\((https?://[^()\s|]{1,2000})\)")
-#: A user or user-group mention the bot wrote into an answer ("who may answer: <@U0AAA>"), after escaping.
+#: A user or user-group mention, after escaping.
 _MENTION = re.compile(r"&lt;(@[UW][A-Z0-9]+|!subteam\^S[A-Z0-9]+)&gt;")
+#: The only mentions loopbot writes into an answer (``bot.reviews.authorize``), after escaping: the refused
+#: voter at the start, and the list of who may answer at the very end. Anywhere else a mention is a voter's text.
+_REFUSED_VOTER = re.compile(r"\A((?:vote refused: )?)&lt;(@[UW][A-Z0-9]+)&gt;(?= is not one of this loop's Slack)")
+_WHO_MAY = re.compile(
+    r"(; who may answer: )((?:&lt;(?:@[UW][A-Z0-9]+|!subteam\^S[A-Z0-9]+)&gt;(?:, )?)+)"
+    r"(?=(?:; people who may answer: [^\"\n]*)?\Z)"
+)
 _VOTER = re.compile(r"\bslack:([UW][A-Z0-9]+)\b")
 _DECIDED = re.compile(
     r"\ADecided: (?P<decision>[A-Z]+) by (?P<who>.+?) at (?P<when>\S+)"
@@ -76,9 +83,20 @@ def is_outcome(text: str) -> bool:
     return bool(_DECIDED.match(text.strip()) or _TIMED_OUT.match(text.strip()))
 
 
+def _restore(match: re.Match[str]) -> str:
+    return match.group(1) + _MENTION.sub(r"<\1>", match.group(2))
+
+
 def render_answer(answer: Answer) -> str:
-    """What a voter is told, as mrkdwn: escaped but for user and group mentions; column lines go in a code block."""
-    text = _MENTION.sub(r"<\1>", escape(answer.text.strip()))
+    """What a voter is told, as mrkdwn: escaped but for the mentions loopbot wrote; column lines go in a code block.
+
+    Answers echo what voters wrote (a command's words, a modify's changes,
+    another voter's proposed changes), so a mention is made live only where
+    loopbot itself names people: the refused voter and who may answer.
+    """
+    text = escape(answer.text.strip())
+    text = _REFUSED_VOTER.sub(lambda m: f"{m.group(1)}<{m.group(2)}>", text)
+    text = _WHO_MAY.sub(_restore, text)
     first, _, rest = text.partition("\n")
     if any(line.startswith("  ") for line in rest.splitlines()):
         return f"{first}\n```{rest}```"

@@ -1,55 +1,67 @@
-"""What does a review look like in Slack? ``ReviewPost`` -> Block Kit blocks in mrkdwn.
+"""What does a review look like in Slack? ``ReviewPost`` -> Block Kit messages in mrkdwn, within Slack's limits.
 
-mrkdwn is not Markdown (protocols.md): no headings, no tables, ``*bold*``
-with single asterisks, and only ``&``, ``<`` and ``>`` need escaping. So
-this module builds the message from the request's fields instead of
-converting ``ReviewRequest.to_markdown()``: a header, the facts as short
-labelled lines, the current step, the recent failures, who may answer and
-how many must agree, the buttons (only while the review is open), and a
-pointer to the full text in the local channel's file. Everything that came
-from the loop or a voter is inert (``mrkdwn.inert``): a failure message
-cannot ping ``<!channel>``, ``<!subteam^…>`` or ``<@U…>``, and a link shows
-its real target. The reviewers (and an outcome's voters), named by loopbot,
-are the only mentions; the text objects are ``verbatim``, so Slack links no
-bare URL or ``#channel`` on its own. Long content is cut to Block Kit's
-limits (section text ≤ 3,000 characters, header ≤ 150, ≤ 50 blocks).
+A person opening the review reads, in this order: what is asked (the
+proposal's summary, "Approve to apply 91 label changes to octo/ops", or the
+request's reason), the proposal itself (``proposal_view``), who may answer
+and how on Slack (the buttons, the slash command, an @-mention in the
+thread; every user and user group named, and how many must agree), then the
+engine's diagnostics collapsed into a context block, in words for people.
+
+Nothing is cut silently (``limits``): a proposal too long for the message
+goes on in further thread replies (``RenderedMessage.more``), and one too
+long for a few replies is uploaded whole to the thread as files
+(``RenderedMessage.files``: markdown, and each table as CSV), the message
+saying where the rest is. An outcome's long reason is cut with "…" in the
+review message; the thread reply with the outcome holds it whole, split over
+as many replies as it needs.
+
+Everything that came from the loop or a voter is inert (``mrkdwn.inert``):
+no ``<!channel>``, ``<!subteam^…>`` or ``<@U…>`` from it pings anyone, and a
+link shows its real target. The reviewers loopbot names (and an outcome's
+voters) are the only mentions; text objects are ``verbatim``, so Slack links
+no bare URL or ``#channel`` on its own. No path on the bot's server is shown.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.channel import ReviewPost
+from loop_engine.proposal import Table
 
-from .mrkdwn import escape, inert, outcome_line, to_mrkdwn
+from .diagnostics import diagnostics
+from .limits import MAX_BLOCKS, MAX_HEADER, MAX_MESSAGE_TEXT, MAX_TEXT, block_text, cut, split_text
+from .mrkdwn import escape, inert, outcome_line
+from .proposal_view import SlackFile, proposal_files, proposal_pieces
 
 __all__ = [
     "ACTION_IDS",
     "ACTION_PREFIX",
     "MAX_BLOCKS",
     "MAX_HEADER",
+    "MAX_MESSAGE_TEXT",
     "MAX_SECTION",
     "RenderedMessage",
-    "full_text_pointer",
+    "SlackFile",
     "render_escalation",
     "render_review",
     "render_run_parent",
     "render_update",
 ]
 
-MAX_SECTION = 3000
-MAX_HEADER = 150
-MAX_BLOCKS = 50
-#: How much of one loop-provided value (a failure message, a context value) is shown.
-MAX_VALUE = 500
-#: How many unrecovered failures are listed (the latest ones).
-MAX_FAILURES = 5
-#: How many state / context entries are listed.
-MAX_LISTED = 25
+MAX_SECTION = MAX_TEXT
+#: How much of an outcome (its reason) the review message shows; the thread reply has it whole.
+MAX_OUTCOME = 1500
+#: Further thread replies a proposal may take; past that it is uploaded as files instead.
+MAX_REPLIES = 6
+#: The fallback ``text`` (notifications, screen readers).
+MAX_FALLBACK = 300
+#: The question on top; a longer one is cut there and shown whole after it.
+MAX_ASKED = 1500
+#: Who may answer, listed.
+MAX_WHO = 1800
 
 ACTION_PREFIX = "loopbot_"
 #: Button label -> action_id; the button's value is the review id.
@@ -61,48 +73,23 @@ ACTION_IDS: dict[str, str] = {
     "Pause": "loopbot_pause",
 }
 _BUTTON_STYLE = {"Approve": "primary", "Reject": "danger"}
-
-#: Summary keys shown in their own sections, not in the facts list.
-_OWN_SECTION = ("current_step", "unrecovered_failures")
-_SUMMARY_HEAD = ("iteration", "status", "plan_progress", "failures")
+#: A review's status as the title says it.
+_STATUS_WORDS = {"open": "waiting for a decision", "decided": "decided", "applied": "applied",
+                 "failed": "applying it failed"}
 
 
 @dataclass(frozen=True)
 class RenderedMessage:
-    """``text`` is the notification / fallback line; ``blocks`` what Slack shows."""
+    """``text`` is the notification / fallback line; ``blocks`` what Slack shows.
+
+    ``more`` are further thread replies that carry on where this message
+    stops (in order), ``files`` what is uploaded to the thread after them.
+    """
 
     text: str
     blocks: list[dict[str, Any]]
-
-
-# --- text ------------------------------------------------------------------------
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _show(value: Any) -> str:
-    """A summary/context value as one escaped, bounded line."""
-    if value is None:
-        shown = "-"
-    elif isinstance(value, str):
-        shown = value
-    elif isinstance(value, datetime):
-        shown = value.isoformat()
-    else:
-        shown = json.dumps(value, ensure_ascii=False, default=repr)
-    return to_mrkdwn(_cut(" ".join(shown.split()), MAX_VALUE))
-
-
-def _label(key: str) -> str:
-    return inert(key.replace("_", " ").capitalize())
-
-
-def _mentions(users: Iterable[str]) -> str:
-    return ", ".join(f"<@{user}>" for user in users)
-
-
-def full_text_pointer(review_id: str) -> str:
-    return f"`local-reviews/{escape(review_id)}.md` in the bot's state directory"
+    more: tuple[RenderedMessage, ...] = ()
+    files: tuple[SlackFile, ...] = field(default=())
 
 
 # --- blocks ------------------------------------------------------------------------
@@ -116,27 +103,16 @@ def _section(text: str) -> dict[str, Any]:
 
 
 def _sections(text: str) -> list[dict[str, Any]]:
-    """``text`` in as many sections as it needs, split at line ends (one long line is cut)."""
-    chunks: list[str] = []
-    current = ""
-    for line in text.split("\n"):
-        line = _cut(line, MAX_SECTION)
-        if current and len(current) + 1 + len(line) > MAX_SECTION:
-            chunks.append(current)
-            current = line
-        else:
-            current = f"{current}\n{line}" if current else line
-    if current:
-        chunks.append(current)
-    return [_section(chunk) for chunk in chunks]
+    """``text`` whole, in as many sections as it needs."""
+    return [_section(piece) for piece in split_text(text, MAX_TEXT) if piece.strip()]
 
 
 def _header(text: str) -> dict[str, Any]:
-    return {"type": "header", "text": {"type": "plain_text", "text": _cut(text, MAX_HEADER), "emoji": True}}
+    return {"type": "header", "text": {"type": "plain_text", "text": cut(text, MAX_HEADER), "emoji": True}}
 
 
-def _context(text: str) -> dict[str, Any]:
-    return {"type": "context", "elements": [_mrkdwn(_cut(text, MAX_SECTION))]}
+def _context(texts: Iterable[str]) -> dict[str, Any]:
+    return {"type": "context", "elements": [_mrkdwn(cut(text, MAX_TEXT)) for text in texts][:10]}
 
 
 def _buttons(review_id: str) -> dict[str, Any]:
@@ -145,7 +121,7 @@ def _buttons(review_id: str) -> dict[str, Any]:
         button: dict[str, Any] = {
             "type": "button",
             "action_id": action_id,
-            "value": review_id,
+            "value": review_id[:2000],
             "text": {"type": "plain_text", "text": label},
         }
         if label in _BUTTON_STYLE:
@@ -154,75 +130,142 @@ def _buttons(review_id: str) -> dict[str, Any]:
     return {"type": "actions", "block_id": f"loopbot_review:{review_id}"[:255], "elements": elements}
 
 
-def _who(post: ReviewPost) -> str:
-    users = tuple(post.reviewers.get("slack", ()))
-    need = post.approvals_required
-    if users:
-        who = _mentions(users)
-        return f"*Who can answer:* {who} ({need} of them must approve)" if len(users) > 1 or need > 1 else (
-            f"*Who can answer:* {who}"
-        )
-    if post.reviewers_hint:
-        return f"*Who can answer:* {inert(post.reviewers_hint)} ({need} must approve)"
-    if post.restricted:
-        return f"*Who can answer:* nobody on Slack is named for this review ({need} approval(s) needed elsewhere)"
-    return f"*Who can answer:* anyone in this channel ({need} approval{'s' if need != 1 else ''} needed)"
+def _fallback(text: str) -> str:
+    return cut(" ".join(text.split()), MAX_FALLBACK) or "loopbot"
 
 
-def _headline(post: ReviewPost) -> str:
+# --- what is asked, and who may answer ------------------------------------------------
+def _asked(post: ReviewPost) -> str:
+    """The question in one line: the proposal's summary, else the loop's reason, else its proposed action."""
     request = post.request
-    return "\n".join([
-        f"*Loop:* {escape(post.loop)}   *Run:* `{escape(post.run_id)}`   *Review:* `{escape(post.review_id)}`",
-        f"*Triggered by:* {escape(request.trigger.value.replace('_', ' '))}",
-        f"*Proposed action:* {_show(request.proposed_action or '-')}",
-    ])
+    if request.proposal is not None:
+        return request.proposal.summary
+    reason = request.context.get("reason")
+    if isinstance(reason, str) and reason.strip():
+        return reason
+    return request.proposed_action or "A decision is needed"
 
 
-def _listed(title: str, items: list[tuple[str, Any]]) -> str:
-    """A titled bullet list of at most ``MAX_LISTED`` items, saying how many more there are."""
-    if not items:
-        return ""
-    lines = [f"*{title}*", *(f"• {_label(key)}: {_show(value)}" for key, value in items[:MAX_LISTED])]
-    if len(items) > MAX_LISTED:
-        lines.append(f"_…and {len(items) - MAX_LISTED} more_")
-    return "\n".join(lines)
+def _who(post: ReviewPost) -> str:
+    """Every user and user group that may answer on Slack (ids: ``U…``/``W…`` users, ``S…`` groups), N of M."""
+    named = tuple(post.reviewers.get("slack", ()))
+    users = [name for name in named if not name.startswith("S")]
+    groups = [name for name in named if name.startswith("S")]
+    need = post.approvals_required
+    approvals = f"{need} approval{'s' if need != 1 else ''} needed"
+    if named:
+        # groups first: they are few, and a long list of users must not push them out of sight
+        mentions = [*(f"members of <!subteam^{escape(g)}>" for g in groups), *(f"<@{escape(u)}>" for u in users)]
+        shown = _fitting(mentions, MAX_WHO)
+        who = ", ".join(shown) + (f" and {len(mentions) - len(shown)} more" if len(shown) < len(mentions) else "")
+        count = f"{need} of {len(users)} must approve" if users and not groups and len(users) > 1 else approvals
+        return f"*Who can answer:* {who} ({count})"
+    if post.reviewers_hint:
+        return f"*Who can answer:* {cut(inert(post.reviewers_hint), MAX_WHO)} ({approvals})"
+    if post.restricted:
+        return f"*Who can answer:* nobody on Slack is named for this review ({approvals} elsewhere)"
+    return f"*Who can answer:* anyone in this channel ({approvals})"
 
 
-def _state(post: ReviewPost) -> str:
-    summary = post.request.state_summary
-    keys = [k for k in _SUMMARY_HEAD if k in summary] + [k for k in summary if k not in _SUMMARY_HEAD]
-    return _listed("State", [(k, summary[k]) for k in keys if k not in _OWN_SECTION])
+def _fitting(mentions: list[str], room: int) -> list[str]:
+    """The leading mentions that fit in ``room`` characters (a mention is never cut: it would ping no one)."""
+    kept: list[str] = []
+    for mention in mentions:
+        if sum(len(m) + 2 for m in kept) + len(mention) > room:
+            break
+        kept.append(mention)
+    return kept
 
 
-def _step_and_failures(post: ReviewPost) -> str:
-    summary = post.request.state_summary
-    lines: list[str] = []
-    if summary.get("current_step"):
-        lines.append(f"*Current step:* {_show(summary['current_step'])}")
-    failures = summary.get("unrecovered_failures") or []
-    if isinstance(failures, list) and failures:
-        shown = failures[-MAX_FAILURES:]
-        more = len(failures) - len(shown)
-        lines.append(f"*Recent failures* ({len(failures)} unrecovered{f', latest {len(shown)} shown' if more else ''})")
-        for failure in shown:
-            if isinstance(failure, dict):
-                kind = _show(failure.get("type", "failure"))
-                step = f" at step `{_show(failure['step'])}`" if failure.get("step") else ""
-                lines.append(f"• {kind}{step}: {_show(failure.get('message', ''))}")
-            else:
-                lines.append(f"• {_show(failure)}")
-    return "\n".join(lines)
+def _how(post: ReviewPost, command: str) -> str:
+    review = escape(post.review_id)
+    slash = escape(command)
+    return (f"Press a button below, or type `{slash} approve {review}` (`{slash} reject {review} &lt;reason&gt;` "
+            f"to reject), or write `@loopbot approve` in this thread.")
 
 
-def _request_context(post: ReviewPost) -> str:
-    return _listed("Context", [(str(k), v) for k, v in post.request.context.items()])
+# --- fitting a message ---------------------------------------------------------------------
+def _fits(blocks: Sequence[dict[str, Any]], extra: Sequence[dict[str, Any]] = ()) -> bool:
+    return len(blocks) + len(extra) <= MAX_BLOCKS and block_text([*blocks, *extra]) <= MAX_MESSAGE_TEXT
 
 
-def _limit_blocks(body: list[dict[str, Any]], tail: list[dict[str, Any]], review_id: str) -> list[dict[str, Any]]:
-    room = MAX_BLOCKS - len(tail)
-    if len(body) > room:
-        body = body[: room - 1] + [_section(f"_…cut to fit Slack; the full text is in {full_text_pointer(review_id)}_")]
-    return body + tail
+def _pack(blocks: list[dict[str, Any]], label: str) -> list[list[dict[str, Any]]]:
+    """``blocks`` over as many messages as they need, each opening with a context line "``label``, part k of n"."""
+    pages: list[list[dict[str, Any]]] = []
+    current: list[dict[str, Any]] = []
+    room = [_context([f"{label}, part 0000 of 0000"])]
+    for block in blocks:
+        if current and not _fits([*current, block], room):
+            pages.append(current)
+            current = []
+        current.append(block)
+    if current:
+        pages.append(current)
+    return [[_context([f"{label}, part {n} of {len(pages)}"]), *page] for n, page in enumerate(pages, 1)]
+
+
+def _spread(head: list[dict[str, Any]], body: list[dict[str, Any]], tail: list[dict[str, Any]],
+            post: ReviewPost) -> tuple[list[dict[str, Any]], tuple[RenderedMessage, ...], tuple[SlackFile, ...]]:
+    """The review's blocks, the replies that carry the rest of its proposal, and the files that hold it all."""
+    if _fits([*head, *body, *tail]):
+        return [*head, *body, *tail], (), ()
+    note = _section("_" + "x" * 400 + "_")
+    shown: list[dict[str, Any]] = []
+    for block in body:
+        if not _fits([*head, *shown, block, note, *tail]):
+            break
+        shown.append(block)
+    rest = body[len(shown):]
+    label = f"Review {inert(post.review_id)}: the proposal, continued"
+    pages = _pack(rest, label)
+    proposal = post.request.proposal
+    if len(pages) <= MAX_REPLIES or proposal is None:
+        more = tuple(RenderedMessage(inert(_fallback(f"Review {post.review_id}: the proposal, continued")), page)
+                     for page in pages)
+        words = f"_The proposal goes on in the next {len(pages)} repl{'y' if len(pages) == 1 else 'ies'} " \
+                f"in this thread._"
+        return [*head, *shown, _section(words), *tail], more, ()
+    files = tuple(proposal_files(post.review_id, proposal))
+    rows = sum(len(s.rows) for s in proposal.sections if isinstance(s, Table))
+    counted = f" ({rows:,} table rows in all)" if rows else ""
+    names = ", ".join(f"`{escape(f.filename)}`" for f in files)
+    named = f"the files {names}" if len(names) <= 250 else f"the {len(files)} files uploaded"
+    words = f"_This is the start of the proposal{counted}. The whole proposal is in {named} in this thread._"
+    return [*head, *shown, _section(words), *tail], (), files
+
+
+# --- the renderers -------------------------------------------------------------------------
+def _outcome_shown(outcome: str) -> str:
+    line = outcome_line(outcome)
+    if len(line) <= MAX_OUTCOME and "\n" not in line:
+        return f"*{line}*"
+    return cut(line, MAX_OUTCOME) + "\n_The whole outcome is in this thread._"
+
+
+def _review(post: ReviewPost, outcome: str | None, command: str, notice: str = "") -> RenderedMessage:
+    is_open = post.status == "open"
+    title = f"Review {post.review_id}: {post.loop}"
+    if not is_open:
+        title += f" ({_STATUS_WORDS.get(post.status, post.status)})"
+    head: list[dict[str, Any]] = [_header(title)]
+    if notice:
+        head += _sections(f":rotating_light: {cut(outcome_line(notice), MAX_OUTCOME)}")
+    if outcome:
+        head.append(_section(_outcome_shown(outcome)))
+    asked = inert(" ".join(_asked(post).split()))
+    head.append(_section(f"*{cut(asked, MAX_ASKED)}*"))
+    body = _sections(f"The whole question: {asked}") if len(asked) > MAX_ASKED else []
+    if post.request.proposal is not None:
+        body += [_section(piece) for piece in proposal_pieces(post.request.proposal)]
+    tail: list[dict[str, Any]] = []
+    if is_open:
+        tail += [_section(f"{_who(post)}\n{_how(post, command)}"), _buttons(post.review_id)]
+    tail.append(_context(diagnostics(post, is_open)))
+    blocks, more, files = _spread(head, body, tail, post)
+    state = "needs a decision" if is_open else _STATUS_WORDS.get(post.status, post.status)
+    text = _fallback(f"{notice.strip()} - " * bool(notice) + f"Review {post.review_id} ({post.loop}) {state}: "
+                     f"{_asked(post)}")
+    return RenderedMessage(inert(text), blocks, more, files)
 
 
 def render_review(post: ReviewPost, outcome: str | None = None, *, command: str = "/loopbot") -> RenderedMessage:
@@ -230,49 +273,26 @@ def render_review(post: ReviewPost, outcome: str | None = None, *, command: str 
 
     ``command`` is the slash command the app answers (``slack.command``), named in the how-to-answer line.
     """
-    is_open = post.status == "open"
-    title = f"Review {post.review_id}: {post.loop}" + ("" if is_open else f" ({post.status})")
-    body: list[dict[str, Any]] = [_header(title)]
-    if outcome:
-        body.append(_section(f"*{outcome_line(outcome)}*" if "\n" not in outcome else outcome_line(outcome)))
-    body += _sections(_headline(post))
-    if is_open:
-        body.append(_section(_who(post)))
-    for extra in (_step_and_failures(post), _state(post), _request_context(post)):
-        if extra:
-            body += _sections(extra)
-    tail: list[dict[str, Any]] = []
-    if is_open:
-        tail.append(_buttons(post.review_id))
-        how = (
-            f"Or type `{escape(command)} approve {escape(post.review_id)}` (reject needs a reason), "
-            f"or `@loopbot approve` in this thread. Full text: {full_text_pointer(post.review_id)}."
-        )
-    else:
-        how = f"Full text: {full_text_pointer(post.review_id)}."
-    tail.append(_context(how))
-    state = "needs a decision" if is_open else post.status
-    text = _cut(f"Review {post.review_id} ({post.loop}) {state}: {inert(post.request.proposed_action)}", MAX_SECTION)
-    return RenderedMessage(text, _limit_blocks(body, tail, post.review_id))
+    return _review(post, outcome, command)
 
 
 def render_run_parent(loop: str, run_id: str) -> RenderedMessage:
     """The one message per run whose thread holds its reviews."""
-    text = f"*{escape(loop)}* run `{escape(run_id)}` started; its reviews and updates are in this thread."
-    return RenderedMessage(f"{loop} run {run_id} started", [_section(text)])
+    text = f"*{inert(loop)}* run `{inert(run_id)}` started; its reviews and updates are in this thread."
+    return RenderedMessage(inert(_fallback(f"{loop} run {run_id} started")), [_section(cut(text, MAX_TEXT))])
 
 
 def render_update(text: str) -> RenderedMessage:
-    """A thread reply: a reminder, the outcome, the run's end."""
+    """A thread reply (a reminder, the outcome, the run's end) whole: what one message cannot hold goes in ``more``."""
     line = outcome_line(text)
-    return RenderedMessage(_cut(line, MAX_SECTION), _sections(line)[: MAX_BLOCKS])
+    blocks = _sections(line) or [_section("-")]
+    if _fits(blocks):
+        return RenderedMessage(_fallback(line), blocks)
+    pages = _pack(blocks, "loopbot")
+    first, *rest = (RenderedMessage(_fallback(line), page) for page in pages)
+    return RenderedMessage(first.text, first.blocks, tuple(rest))
 
 
 def render_escalation(post: ReviewPost, text: str, *, command: str = "/loopbot") -> RenderedMessage:
-    """The review again, with the escalation notice on top."""
-    review = render_review(post, command=command)
-    notice = _sections(f":rotating_light: {outcome_line(text)}")
-    blocks = review.blocks[:1] + notice + review.blocks[1:]
-    if len(blocks) > MAX_BLOCKS:
-        blocks = blocks[: MAX_BLOCKS - 2] + blocks[-2:]
-    return RenderedMessage(_cut(f"{inert(text.strip())} - {review.text}", MAX_SECTION), blocks)
+    """The review again, with the escalation notice on top (and its proposal's rest in its own thread)."""
+    return _review(post, None, command, notice=text)

@@ -30,8 +30,8 @@ __all__ = ["ReviewDesk", "review_post", "outcome_text"]
 
 log = logging.getLogger(__name__)
 
-#: Which reviewer keys list each channel's own ids, for ``ReviewPost.reviewers``.
-_CHANNEL_IDS = {"local": ("local",), "slack": ("slack_users",), "github": ("github_users",)}
+#: Which reviewer keys list each channel's own ids, for ``ReviewPost.reviewers`` (Slack: users U…, groups S…).
+_CHANNEL_IDS = {"local": ("local",), "slack": ("slack_users", "slack_groups"), "github": ("github_users",)}
 
 
 def review_post(review: Review) -> ReviewPost:

@@ -194,6 +194,12 @@ def test_the_posted_review_carries_how_many_approvals_it_needs() -> None:
     assert (post.reviewers_hint, post.approvals_required) == ("alice, bob", 2)
 
 
+def test_the_posted_review_names_the_slack_user_groups_that_may_answer() -> None:
+    review = make_review(reviewers=Reviewers(slack_users=["U0AAA"], slack_groups=["S0OPS"]))
+    review.request = ReviewRequest("checkpoint_0001", CheckpointTrigger.ON_EXTERNAL_REQUEST, timestamp=T0).to_dict()
+    assert review_post(review).reviewers["slack"] == ("U0AAA", "S0OPS")
+
+
 def test_the_outcome_text_shows_the_changes_a_modify_applies() -> None:
     review = make_review()
     cast_vote(review, vote("local:alice", M, "smaller", modifications=ALICE), now=T0)

@@ -10,6 +10,18 @@ messages it was sent per channel, so ``conversations.history`` /
 real. ``fail(method, ...)`` makes the next calls answer 429 / 500 / an
 ``ok: false`` error.
 
+It is as strict as Slack about what a message may hold: a text object over
+3,000 characters or a block that slack_sdk's Block Kit models refuse is
+``invalid_blocks``, more than 50 blocks too, and more than 12,000 characters
+of block text in one message ``msg_blocks_too_long``. Every refusal of that
+kind is also kept in ``refused``, and leaving the fake (``stop``) fails the
+test when there is one, unless the test said ``allow_invalid = True``: a
+message loopbot sends that Slack would refuse fails its test even where the
+test never looks at that message. Files arrive as ``files_upload_v2`` sends
+them: ``files.getUploadURLExternal`` (needs ``files:write``), the bytes to
+the upload URL it names (served here), ``files.completeUploadExternal``,
+which shares them into the thread; ``files`` holds what arrived.
+
 ``FakeSocketMode`` serves Slack's Socket Mode WebSocket (``websockets``):
 it says hello, sends envelopes and returns the acknowledgement the app sent.
 ``signed_headers`` signs an inbound request exactly as Slack does.
@@ -31,15 +43,18 @@ from urllib.parse import parse_qsl
 
 from slack_sdk.signature import SignatureVerifier
 
-__all__ = ["Call", "FakeSlackApi", "FakeSocketMode", "signed_headers", "BOT_TOKEN", "APP_TOKEN", "BOT_USER"]
+from .slack_blocks import block_problem
+from .slack_files import BOT_USER, FileUploads
+
+__all__ = ["Call", "FakeSlackApi", "FakeSocketMode", "block_problem", "signed_headers", "BOT_TOKEN", "APP_TOKEN",
+           "BOT_USER"]
 
 BOT_TOKEN = "xoxb-test-token"
 APP_TOKEN = "xapp-test-token"
-BOT_USER = "U0BOT"
 TEAM = "T0TEAM"
 
 #: Parameters slack_sdk may send as JSON strings inside a form body.
-_JSON_PARAMS = ("blocks", "metadata", "view", "attachments")
+_JSON_PARAMS = ("blocks", "metadata", "view", "attachments", "files")
 
 
 @dataclass
@@ -76,7 +91,7 @@ def signed_headers(
     }
 
 
-class FakeSlackApi:
+class FakeSlackApi(FileUploads):
     """``with FakeSlackApi() as slack: WebClient(BOT_TOKEN, base_url=slack.base_url)``."""
 
     def __init__(self, *, usergroups: dict[str, list[str]] | None = None,
@@ -90,8 +105,14 @@ class FakeSlackApi:
         #: What auth.test reports in ``x-oauth-scopes`` (None: no header).
         self.scopes: list[str] | None = [
             "app_mentions:read", "channels:history", "channels:read", "chat:write", "commands", "groups:history",
-            "groups:read", "reactions:write", "usergroups:read",
+            "groups:read", "reactions:write", "usergroups:read", "files:write",
         ]
+        #: Messages Slack would have refused: (method, error, what was wrong).
+        self.refused: list[tuple[str, str, str]] = []
+        #: A test that sends invalid messages on purpose sets this, so that ``stop`` does not fail it.
+        self.allow_invalid = False
+        #: file id -> {"filename", "title", "length", "content" (bytes, once uploaded), "channel", "thread_ts"}.
+        self.files: dict[str, dict[str, Any]] = {}
         self._failures: dict[str, list[_Failure]] = {}
         self._stalls: dict[str, list[list[Any]]] = {}  # method -> [[calls to let through first, release event]]
         self._lock = threading.Lock()
@@ -109,6 +130,8 @@ class FakeSlackApi:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+        if self.refused and not self.allow_invalid:
+            raise AssertionError(f"Slack would have refused {len(self.refused)} message(s): {self.refused[:3]}")
 
     def __enter__(self) -> FakeSlackApi:
         return self.start()
@@ -225,8 +248,30 @@ class FakeSlackApi:
         return {"ok": True, "members": list(users[start:start + limit]),
                 "response_metadata": {"next_cursor": f"dXNlcjo{start + limit}" if more else ""}}
 
+    def _refuse(self, method: str, error: str, detail: str) -> dict[str, Any]:
+        self.refused.append((method, error, detail))
+        return {"ok": False, "error": error, "response_metadata": {"messages": [f"[ERROR] {detail}"]}}
+
+    def _check_blocks(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        """Slack's answer to a message it would refuse (``invalid_blocks``, ``msg_blocks_too_long``), else None."""
+        blocks = params.get("blocks")
+        if blocks is None:
+            return None
+        problem = block_problem(blocks)
+        if problem is not None:
+            return self._refuse(method, *problem)
+        return None
+
     def answer(self, method: str, params: dict[str, Any]) -> dict[str, Any]:  # noqa: C901 - one branch per method
         channel = str(params.get("channel", ""))
+        if method in ("chat.postMessage", "chat.update", "chat.postEphemeral"):
+            refused = self._check_blocks(method, params)
+            if refused is not None:
+                return refused
+        if method == "files.getUploadURLExternal":
+            return self._get_upload_url(params)
+        if method == "files.completeUploadExternal":
+            return self._complete_upload(params)
         if method == "auth.test":
             return {"ok": True, "url": "https://test.slack.com/", "team": "Test Team", "user": "loopbot",
                     "team_id": TEAM, "user_id": BOT_USER, "bot_id": "B0BOT"}
@@ -320,6 +365,15 @@ class FakeSlackApi:
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 length = int(self.headers.get("Content-Length") or 0)
+                if self.path.startswith("/upload/"):  # a file's bytes, as files_upload_v2 sends them
+                    status, text = fake._receive_upload(self.path, self.rfile.read(length) if length else b"")
+                    raw_answer = text.encode()
+                    self.send_response(status)
+                    self.send_header("Content-Type", "text/plain")
+                    self.send_header("Content-Length", str(len(raw_answer)))
+                    self.end_headers()
+                    self.wfile.write(raw_answer)
+                    return
                 raw = self.rfile.read(length).decode("utf-8") if length else ""
                 params = _parse_body(raw, self.headers.get("Content-Type", ""))
                 if self.path.startswith("/response/"):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from adapters.channel import ChannelError
 from adapters.slack.check import check_connection
@@ -65,13 +68,18 @@ def test_check_connection_says_what_is_wrong(slack: FakeSlackApi) -> None:
 
 
 def test_the_manifest_asks_for_the_scopes_check_connection_wants() -> None:
-    from pathlib import Path
-
-    import yaml
-
     from adapters.slack.check import REQUIRED_SCOPES
 
     manifest = yaml.safe_load((Path(__file__).parents[3] / "slack-manifest.yaml").read_text())
     assert sorted(manifest["oauth_config"]["scopes"]["bot"]) == sorted(REQUIRED_SCOPES)
     assert manifest["settings"]["event_subscriptions"]["bot_events"] == ["app_mention"]
     assert manifest["features"]["slash_commands"][0]["url"].endswith("/slack/events")
+
+
+def test_check_connection_asks_for_files_write_where_a_long_proposal_is_uploaded(slack: FakeSlackApi) -> None:
+    client = SlackClient(BOT_TOKEN, base_url=slack.base_url)
+    slack.scopes = [scope for scope in slack.scopes or [] if scope != "files:write"]
+    with pytest.raises(ChannelError, match=r"lacks the scopes files:write\b"):
+        check_connection(client)
+    manifest = yaml.safe_load((Path(__file__).parents[3] / "slack-manifest.yaml").read_text(encoding="utf-8"))
+    assert "files:write" in manifest["oauth_config"]["scopes"]["bot"]

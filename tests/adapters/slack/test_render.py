@@ -9,8 +9,18 @@ from typing import Any
 from adapters.channel import Answer, AnswerKind
 from adapters.inert import WORD_JOINER
 from adapters.slack.mrkdwn import escape, is_outcome, outcome_line, render_answer, to_mrkdwn
-from adapters.slack.render import ACTION_IDS, MAX_BLOCKS, MAX_HEADER, MAX_SECTION, render_escalation, render_review
+from adapters.slack.limits import block_text
+from adapters.slack.render import (
+    ACTION_IDS,
+    MAX_BLOCKS,
+    MAX_HEADER,
+    MAX_MESSAGE_TEXT,
+    MAX_SECTION,
+    render_escalation,
+    render_review,
+)
 from tests.adapters.slack.conftest import make_post, make_request
+from tests.fakes.slack_api import block_problem
 
 
 def texts(blocks: list[dict[str, Any]]) -> list[str]:
@@ -33,10 +43,11 @@ def test_open_review_shows_the_facts_who_may_answer_and_buttons() -> None:
     shown = "\n".join(texts(message.blocks))
     assert message.blocks[0] == {"type": "header", "text": {"type": "plain_text", "text": "Review triage-17: triage",
                                                             "emoji": True}}
-    for fact in ("*Triggered by:* on failure", "*Proposed action:* Continue with step apply: Apply labels",
-                 "*Current step:* apply: Apply labels", "Iteration: 2", "Plan progress: 2/4 steps done",
-                 "*Recent failures*", "TOOL_ERROR at step `apply`", "`triage-17`", "`triage-run-3`",
-                 "<@U0AAA>, <@U0BBB> (2 of them must approve)", "local-reviews/triage-17.md"):
+    for fact in ("asked because a step failed", "*Continue with step apply: Apply labels*",
+                 "step apply: Apply labels", "iteration 2", "plan 2/4 steps done",
+                 "1 unrecovered failure", "tool error at step apply", "`triage-17`", "`triage-run-3`",
+                 "<@U0AAA>, <@U0BBB> (2 of 2 must approve)", "`/loopbot approve triage-17`",
+                 "`@loopbot approve` in this thread"):
         assert fact in shown, fact
     buttons = actions(message.blocks)
     assert [b["action_id"] for b in buttons] == list(ACTION_IDS.values())
@@ -75,16 +86,18 @@ def test_a_huge_request_fits_block_kit_limits() -> None:
         ),
     )
     message = render_review(post)
+    assert block_problem(message.blocks) is None
     assert len(message.blocks) <= MAX_BLOCKS
     assert len(message.blocks[0]["text"]["text"]) <= MAX_HEADER
     assert all(len(t) <= MAX_SECTION for t in texts(message.blocks))
+    assert block_text(message.blocks) <= MAX_MESSAGE_TEXT
     assert len(message.text) <= MAX_SECTION
     assert actions(message.blocks), "the buttons survive the cut"
-    assert any("local-reviews/triage-17.md" in t for t in texts(message.blocks))
     dumped = json.dumps(message.blocks, ensure_ascii=False)
-    assert "latest 5 shown" in dumped and "…and 275 more" in dumped
+    assert re.search(r"200 unrecovered failures, the latest \d here", dumped)
+    assert re.search(r"…and 5\d\d more", dumped)
     escalated = render_escalation(post, "Escalated: nobody answered for 8h")
-    assert len(escalated.blocks) <= MAX_BLOCKS
+    assert block_problem(escalated.blocks) is None
 
 
 def test_decided_review_has_no_buttons_and_says_who_decided() -> None:
@@ -110,7 +123,7 @@ def test_outcome_lines() -> None:
 def test_who_may_answer_without_slack_ids() -> None:
     hinted = "\n".join(texts(render_review(make_post(reviewers={}, reviewers_hint="alice, bob",
                                                      approvals_required=1)).blocks))
-    assert "*Who can answer:* alice, bob (1 must approve)" in hinted
+    assert "*Who can answer:* alice, bob (1 approval needed)" in hinted
     anyone = "\n".join(texts(render_review(make_post(reviewers={}, approvals_required=1)).blocks))
     assert "anyone in this channel (1 approval needed)" in anyone
 
@@ -122,8 +135,22 @@ def test_answers_are_escaped_and_keep_columns() -> None:
     assert render_answer(Answer(AnswerKind.INFO, status)) == status
 
 
-def test_answers_keep_user_and_group_mentions_but_nothing_else() -> None:
-    refused = "vote refused: <@U0CCC> is not a reviewer; who may answer: <@U0AAA>, <!subteam^S0OPS>"
+def test_answers_keep_the_mentions_loopbot_writes_but_nothing_else() -> None:
+    refused = ("vote refused: <@U0CCC> is not one of this loop's Slack reviewers (review.reviewers.slack_users / "
+               "slack_groups); who may answer: <@U0AAA>, <!subteam^S0OPS>")
     assert render_answer(Answer(AnswerKind.REFUSED, refused)) == refused
+    with_people = refused + "; people who may answer: alice, bob"
+    assert render_answer(Answer(AnswerKind.REFUSED, with_people)) == with_people
     assert render_answer(Answer(AnswerKind.INFO, "<!channel> <@here> <#C0AAA>")) == (
         "&lt;!channel&gt; &lt;@here&gt; &lt;#C0AAA&gt;")
+
+
+def test_voter_text_echoed_in_an_answer_pings_nobody() -> None:
+    """A modify's changes and a mistyped command come back in the answer: their mentions stay text."""
+    tally = ('modify from slack:U0AAA recorded: 1 of 2 needed for these changes: {"context.note": "<@U0BOSS>"}; '
+             'slack:U0BBB proposed different changes: {"context.x": "<!subteam^S0ALL> <@U0CEO>"}')
+    shown = render_answer(Answer(AnswerKind.COUNTED, tally))
+    assert "<@" not in shown and "<!" not in shown
+    assert "&lt;@U0BOSS&gt;" in shown and "&lt;!subteam^S0ALL&gt; &lt;@U0CEO&gt;" in shown
+    forged = '"<@U0BOSS> is not one of this loop\'s Slack reviewers; who may answer: <@U0CEO>" is not a command'
+    assert "<@" not in render_answer(Answer(AnswerKind.INVALID, forged))
