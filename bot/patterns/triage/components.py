@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import replace
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,15 +33,23 @@ from loop_engine.components import ListPlanner
 from loop_engine.gates.base import DeterministicGate, GateContext, GateResult
 from loop_engine.types import Evaluation, LoopContext, Observation, Plan, Step
 
+from adapters.channel import ChannelError
+from adapters.github.channel import RUN_LABEL
+from adapters.github.render import run_marker
+
 from .github import TriageGitHub
 from .report import proposal_markdown, proposal_of, report_line, report_markdown, write_pair
 from .rules import Item, Rules, parse_time
 from .state import load_seen, save_seen
 
-__all__ = ["AllowedActionsGate", "TriageActor", "TriageEvaluator", "TriagePlanner", "modifications",
+__all__ = ["AllowedActionsGate", "TriageActor", "TriageEvaluator", "TriagePlanner", "modification_problem",
+           "modifications",
            "ALLOWED_ACTIONS", "REFUSED_ACTIONS"]
 
 log = logging.getLogger("bot.patterns.triage")
+
+#: How the issue loopbot opens for a run begins (its marker, without the run's id).
+RUN_MARKER = run_marker("").removesuffix(" -->")
 
 #: What a triage step may do. Everything else - close, merge, remove a label, ... - is refused by the gate.
 ALLOWED_ACTIONS = ("read", "propose", "report", "add_labels", "comment")
@@ -110,39 +119,114 @@ def modifications(context: Mapping[str, Any]) -> tuple[set[int], dict[int, list[
     return skip, overrides
 
 
+def _seen_entry(updated_at: str, item: Item, stale: bool) -> dict[str, Any]:
+    """What ``seen.json`` keeps of an item: GitHub's ``updated_at``, and when a person last acted (``activity_at``)."""
+    entry: dict[str, Any] = {"updated_at": updated_at, "stale": stale, "activity_at": item.updated_at}
+    if item.reviewed:
+        entry["reviewed"] = True
+    return entry
+
+
+def _ours_label(label: str) -> bool:
+    """loopbot's own labels (``loopbot``, ``loopbot:*``): written by loopbot, never "someone else"."""
+    return label == RUN_LABEL or label.startswith(RUN_LABEL + ":")
+
+
+def modification_problem(changes: Mapping[str, Any], rules: Rules) -> str | None:
+    """Why a MODIFY's ``skip`` / ``label.#N`` cannot apply (``LoopSpec.modification_problem``), else None.
+
+    Asked when the vote is cast, so a label outside the configured set is
+    refused to the voter, naming the allowed ones, not dropped after the decision.
+    """
+    context = changes.get("context")
+    if not isinstance(context, Mapping):
+        return None
+    allowed = ", ".join(rules.allowed_labels)
+    if "skip" in context and not _numbers(context["skip"]):
+        return f"skip names no issue numbers (e.g. skip=#12,#15), got {str(context['skip'])[:80]!r}"
+    raw = context.get("label")
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        return f"label takes an issue after it: label.#12=P1 (labels: {allowed})"
+    for key, value in raw.items():
+        if not _numbers(key):
+            return f"label.{key}: name an issue, e.g. label.#12=P1"
+        labels = _label_list(value)
+        outside = [label for label in labels if label not in rules.allowed_labels]
+        if not labels or outside:
+            what = f"{', '.join(outside)} is not a label daily-triage adds" if outside else "no label given"
+            return f"label.{key}: {what}; the labels it may add: {allowed}"
+    return None
+
+
 class TriagePlanner(ListPlanner):
     """Discovers open issues and PRs (paginated), skips what nothing changed since the last run, plans the changes."""
 
     def __init__(self, settings: Mapping[str, Any], rules: Rules, github: Callable[[], TriageGitHub],
-                 folder: Callable[[], Path], clock: Callable[[], datetime]) -> None:
+                 folder: Callable[[], Path], clock: Callable[[], datetime], *,
+                 own_issues: frozenset[int] = frozenset()) -> None:
         super().__init__(["propose", "recheck", "report"])
+        self.own_issues = own_issues
         self.settings = settings
         self.rules = rules
         self.github = github
         self.folder = folder
         self.clock = clock
 
+    def _ours(self, item: Item, gh: TriageGitHub, me: list[str | None]) -> bool:
+        """An issue loopbot posts its reviews on: configured in ``review.post_to``, or one it opened for a run."""
+        if item.number in self.own_issues:
+            return True
+        if not item.body.lstrip().startswith(RUN_MARKER):
+            return False
+        if not me:  # asked once, and only when an issue carries the marker
+            try:
+                me.append(gh.me().login)
+            except ChannelError as err:
+                log.warning("triage %s: cannot tell loopbot's own login (%s); an issue starting with loopbot's "
+                            "run marker is taken as loopbot's", self.settings["repository"], err)
+                me.append(None)
+        return me[0] is None or item.author.casefold() == me[0].casefold()
+
     def create_plan(self, goal: str, initial_context: dict[str, Any]) -> Plan:
         gh = self.github()
         now = self.clock()
         rows = gh.open_items()
-        items = [Item.from_json(row) for row in rows]
+        me: list[str | None] = []
+        items = [item for item in map(Item.from_json, rows) if not self._ours(item, gh, me)]
         seen = load_seen(self.folder())
+
+        def unchanged(item: Item) -> dict[str, Any] | None:
+            before = seen.get(str(item.number))
+            return before if before is not None and before.get("updated_at") == item.updated_at else None
+
+        def as_judged(item: Item) -> Item:
+            """The item as a person last left it: loopbot's own label writes do not make it recent."""
+            before = unchanged(item)
+            if before is None:
+                return item
+            return replace(item, updated_at=str(before.get("activity_at") or item.updated_at),
+                           reviewed=bool(before.get("reviewed")))
+
+        if any(item.is_pr and not item.assignees for item in items):  # reviewers are only on the pulls endpoint
+            requested = {int(pr["number"]): Item.from_json(pr).reviewers for pr in gh.open_pulls()}
+            items = [replace(i, reviewers=requested.get(i.number, ())) if i.is_pr else i for i in items]
+        items = [as_judged(item) if unchanged(item) else item for item in items]
         judged = {item.number: self.rules.judge(item, now) for item in items}
+        for index, item in enumerate(items):  # a submitted review drops the reviewer from the requested ones
+            if judged[item.number].needs_reviewer and unchanged(item) is None and gh.reviewed(item.number):
+                items[index] = replace(item, reviewed=True)
+                judged[item.number] = self.rules.judge(items[index], now)
+        real = {str(row.get("number")): str(row.get("updated_at") or "") for row in rows}
 
         def changed(item: Item) -> bool:
-            before = seen.get(str(item.number))
-            if before is None or before.get("updated_at") != item.updated_at:
+            before = unchanged(item)
+            if before is None:
                 return True
             return judged[item.number].stale and not before.get("stale")  # went stale since
 
         fresh = [item for item in items if changed(item)]
-        if any(item.is_pr and not item.assignees for item in fresh):  # reviewers are only on the pulls endpoint
-            reviewers = {int(pr["number"]): Item.from_json(pr).reviewers for pr in gh.open_pulls()}
-            fresh = [Item(**{**item.__dict__, "reviewers": reviewers.get(item.number, ())}) if item.is_pr else item
-                     for item in fresh]
-            items = [next((f for f in fresh if f.number == i.number), i) for i in items]
-            judged = {item.number: self.rules.judge(item, now) for item in items}
         order = {key: n for n, key in enumerate(self.rules.priorities)}
         proposals = [item for item in fresh if judged[item.number].add]
         proposals.sort(key=lambda i: (i.is_pr, order.get(judged[i.number].priority or "", 99), i.number))
@@ -171,7 +255,7 @@ class TriagePlanner(ListPlanner):
         }
         table = [{"number": i.number, "title": i.title[:200], "is_pr": i.is_pr,
                   "labels": judged[i.number].add, "why": judged[i.number].why} for i in kept]
-        remember = {str(i.number): {"updated_at": i.updated_at, "stale": judged[i.number].stale}
+        remember = {str(i.number): _seen_entry(real[str(i.number)], i, judged[i.number].stale)
                     for i in fresh if i.number not in left_out}
         steps = [Step(id="propose", description=f"Propose {len(kept)} change(s) and ask for a review",
                       metadata={"kind": "propose", "action": "propose", "table": table, "overview": overview,
@@ -189,10 +273,11 @@ class TriagePlanner(ListPlanner):
                     dependencies=["recheck"],
                     metadata={"kind": "change", "action": "add_labels", "number": item.number,
                               "labels": judged[item.number].add, "seen_labels": list(item.labels),
-                              "is_pr": item.is_pr, "index": index, "total": len(kept)}))
+                              "is_pr": item.is_pr, "index": index, "total": len(kept),
+                              "seen": _seen_entry(real[str(item.number)], item, judged[item.number].stale)}))
         steps.append(Step(id="report", description="Report what was applied", dependencies=change_ids or ["propose"],
                           metadata={"kind": "report", "action": "report", "overview": overview,
-                                    "proposed": [i.number for i in kept]}))
+                                    "proposed": [i.number for i in kept], "since": iso(now)}))
         return Plan(goal=goal, steps=steps, context=dict(initial_context))
 
 
@@ -308,6 +393,8 @@ class TriageActor:
             if missing:
                 self.github().add_labels(number, missing)
                 out["applied"] = missing
+                if isinstance(meta.get("seen"), dict):  # for the report to remember after loopbot's own write
+                    out["seen"] = {**meta["seen"], "labels": [*meta["seen_labels"], *missing]}
             else:
                 reason = "already labelled"
         if reason is not None:
@@ -322,7 +409,7 @@ class TriageActor:
             return None
         if current.get("state") != "open":
             return "closed since the proposal"
-        added = [x for x in current.get("labels", []) if x not in set(meta["seen_labels"])]
+        added = [x for x in current.get("labels", []) if x not in set(meta["seen_labels"]) and not _ours_label(x)]
         if added:
             return f"labelled since the proposal by someone else ({', '.join(added)})"
         if meta.get("is_pr") and current.get("assignees"):
@@ -358,6 +445,7 @@ class TriageActor:
         proposed = set(meta["proposed"])
         notes = [f"label.#{n} ignored: #{n} was not in the proposal" for n in sorted(set(overrides) - proposed)]
         gh = self.github()
+        self._remember_own_writes(meta.get("since"), changes)
         report: dict[str, Any] = {
             "repository": self.settings["repository"], "generated_at": iso(self.clock()),
             "priorities": overview["priorities"], "stale": overview["stale"],
@@ -377,6 +465,29 @@ class TriageActor:
         return {"kind": "report", "summary": line, "applied": len(applied), "skipped": len(skipped),
                 "priorities": overview["priorities"], "stale": overview["stale"],
                 "prs_needing_reviewers": overview["prs_needing_reviewers"], "files": report["files"]}
+
+
+    def _remember_own_writes(self, since: Any, changes: Mapping[int, Mapping[str, Any]]) -> None:
+        """After loopbot labelled issues, remember their new ``updated_at``: its own write is no change by anyone.
+
+        One re-read of what changed since the proposal; an issue that someone
+        else labelled or closed meanwhile is left to look changed, so the next
+        run judges it again.
+        """
+        written = {n: c["seen"] for n, c in changes.items() if "applied" in c and isinstance(c.get("seen"), dict)}
+        if not written or not isinstance(since, str):
+            return
+        updates = {}
+        for row in self.github().changed_since(since):
+            entry = written.get(int(row.get("number", 0)))
+            if entry is None or row.get("state", "open") != "open":
+                continue
+            labels = {str(x.get("name")) for x in row.get("labels") or [] if isinstance(x, dict)}
+            if {x for x in labels if not _ours_label(x)} <= set(entry["labels"]):
+                updates[str(row["number"])] = {**{k: v for k, v in entry.items() if k != "labels"},
+                                               "updated_at": str(row.get("updated_at") or "")}
+        if updates:
+            save_seen(self.folder(), updates)
 
 
 class TriageEvaluator:
