@@ -64,7 +64,7 @@ class VotePath:
         apply: Callable[[str], object] | None = None,
         loop_check: Callable[[str, dict[str, Any]], str | None] | None = None,
     ) -> None:
-        """``loop_check(loop, modifications)``: the loop's own word on a MODIFY (``LoopCatalog.modification_problem``)."""
+        """``loop_check(loop, modifications)``: the loop's own word on a MODIFY (``LoopCatalog``'s)."""
         self._loop_check = loop_check
         self._store = store
         self._authorizer = authorizer

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -218,13 +219,11 @@ def build(options: dict[str, Any], *, context: BuildContext | None = None, envir
             if "gh" not in cache:
                 if inactive is not None:
                     raise RuntimeError(f"daily-triage is inactive: {inactive}")
-                pacer_options: dict[str, Any] = {}
-                if sleep is not None:
-                    pacer_options["sleep"] = sleep
+                pause = sleep or time.sleep
                 cache["gh"] = TriageGitHub(
                     connection.client(), settings["repository"],
-                    pacer=Pacer(settings["writes_per_minute"], settings["writes_per_hour"], **pacer_options),
-                    max_wait=float(settings["max_wait"]), **({"sleep": sleep} if sleep is not None else {}))
+                    pacer=Pacer(settings["writes_per_minute"], settings["writes_per_hour"], sleep=pause),
+                    max_wait=float(settings["max_wait"]), sleep=pause)
             return cache["gh"]
 
         def folder() -> Path:

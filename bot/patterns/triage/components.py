@@ -22,25 +22,23 @@ earlier ones is in its metadata (written by the planner) or the observations.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import replace
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from loop_engine.components import ListPlanner
-from loop_engine.gates.base import DeterministicGate, GateContext, GateResult
 from loop_engine.types import Evaluation, LoopContext, Observation, Plan, Step
 
 from adapters.channel import ChannelError
-from adapters.github.channel import RUN_LABEL
 from adapters.github.render import run_marker
 
 from .github import TriageGitHub
+from .review import ALLOWED_ACTIONS, REFUSED_ACTIONS, AllowedActionsGate, modification_problem, modifications
 from .report import proposal_markdown, proposal_of, report_line, report_markdown, write_pair
 from .rules import Item, Rules, parse_time
-from .state import load_seen, save_seen
+from .state import after_own_writes, load_seen, ours_label, save_seen, seen_entry
 
 __all__ = ["AllowedActionsGate", "TriageActor", "TriageEvaluator", "TriagePlanner", "modification_problem",
            "modifications",
@@ -51,113 +49,8 @@ log = logging.getLogger("bot.patterns.triage")
 #: How the issue loopbot opens for a run begins (its marker, without the run's id).
 RUN_MARKER = run_marker("").removesuffix(" -->")
 
-#: What a triage step may do. Everything else - close, merge, remove a label, ... - is refused by the gate.
-ALLOWED_ACTIONS = ("read", "propose", "report", "add_labels", "comment")
-REFUSED_ACTIONS = ("close", "merge", "remove_label", "remove_labels", "set_labels", "lock", "delete")
-
-
 def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class AllowedActionsGate(DeterministicGate):
-    """Before each step: its action is one triage may take, and labels come from the configured set."""
-
-    name = "triage-allowed-actions"
-
-    def __init__(self, allowed_labels: Sequence[str]) -> None:
-        super().__init__()
-        self.allowed_labels = list(allowed_labels)
-
-    def problem(self, action: Any, labels: Any = None) -> str | None:
-        if action in REFUSED_ACTIONS:
-            return f"triage never does {action!r}; it only adds labels from its set and comments"
-        if action not in ALLOWED_ACTIONS:
-            return f"unknown action {action!r}; triage may only {', '.join(ALLOWED_ACTIONS)}"
-        if action == "add_labels":
-            if not isinstance(labels, list) or not labels or not all(isinstance(x, str) for x in labels):
-                return f"add_labels needs a non-empty list of label names, got {labels!r}"
-            outside = [x for x in labels if x not in self.allowed_labels]
-            if outside:
-                return f"label(s) {', '.join(outside)} not in the configured set ({', '.join(self.allowed_labels)})"
-        return None
-
-    def check(self, context: GateContext) -> GateResult:
-        metadata = context.metadata or {}
-        problem = self.problem(metadata.get("action"), metadata.get("labels"))
-        if problem is not None:
-            return self.result(False, problem, action=metadata.get("action"))
-        return self.result(True, "allowed", action=metadata.get("action"))
-
-
-def _numbers(value: Any) -> set[int]:
-    """``"#12,#15"``, ``[12, "#15"]``, ``12`` -> {12, 15}."""
-    if isinstance(value, bool):
-        return set()
-    if isinstance(value, int):
-        return {value}
-    if isinstance(value, list):
-        return set().union(*(_numbers(v) for v in value)) if value else set()
-    return {int(n) for n in re.findall(r"\d+", str(value or ""))}
-
-
-def _label_list(value: Any) -> list[str]:
-    if isinstance(value, list):
-        return [str(v).strip() for v in value if str(v).strip()]
-    return [part.strip() for part in str(value).split(",") if part.strip()]
-
-
-def modifications(context: Mapping[str, Any]) -> tuple[set[int], dict[int, list[str]]]:
-    """The reviewer's MODIFY, as merged into the run's context: (numbers to skip, number -> labels)."""
-    skip = _numbers(context.get("skip"))
-    raw = context.get("label") or {}
-    overrides: dict[int, list[str]] = {}
-    if isinstance(raw, dict):
-        for key, value in raw.items():
-            for number in _numbers(key):
-                overrides[number] = _label_list(value)
-    return skip, overrides
-
-
-def _seen_entry(updated_at: str, item: Item, stale: bool) -> dict[str, Any]:
-    """What ``seen.json`` keeps of an item: GitHub's ``updated_at``, and when a person last acted (``activity_at``)."""
-    entry: dict[str, Any] = {"updated_at": updated_at, "stale": stale, "activity_at": item.updated_at}
-    if item.reviewed:
-        entry["reviewed"] = True
-    return entry
-
-
-def _ours_label(label: str) -> bool:
-    """loopbot's own labels (``loopbot``, ``loopbot:*``): written by loopbot, never "someone else"."""
-    return label == RUN_LABEL or label.startswith(RUN_LABEL + ":")
-
-
-def modification_problem(changes: Mapping[str, Any], rules: Rules) -> str | None:
-    """Why a MODIFY's ``skip`` / ``label.#N`` cannot apply (``LoopSpec.modification_problem``), else None.
-
-    Asked when the vote is cast, so a label outside the configured set is
-    refused to the voter, naming the allowed ones, not dropped after the decision.
-    """
-    context = changes.get("context")
-    if not isinstance(context, Mapping):
-        return None
-    allowed = ", ".join(rules.allowed_labels)
-    if "skip" in context and not _numbers(context["skip"]):
-        return f"skip names no issue numbers (e.g. skip=#12,#15), got {str(context['skip'])[:80]!r}"
-    raw = context.get("label")
-    if raw is None:
-        return None
-    if not isinstance(raw, Mapping):
-        return f"label takes an issue after it: label.#12=P1 (labels: {allowed})"
-    for key, value in raw.items():
-        if not _numbers(key):
-            return f"label.{key}: name an issue, e.g. label.#12=P1"
-        labels = _label_list(value)
-        outside = [label for label in labels if label not in rules.allowed_labels]
-        if not labels or outside:
-            what = f"{', '.join(outside)} is not a label daily-triage adds" if outside else "no label given"
-            return f"label.{key}: {what}; the labels it may add: {allowed}"
-    return None
 
 
 class TriagePlanner(ListPlanner):
@@ -255,7 +148,7 @@ class TriagePlanner(ListPlanner):
         }
         table = [{"number": i.number, "title": i.title[:200], "is_pr": i.is_pr,
                   "labels": judged[i.number].add, "why": judged[i.number].why} for i in kept]
-        remember = {str(i.number): _seen_entry(real[str(i.number)], i, judged[i.number].stale)
+        remember = {str(i.number): seen_entry(real[str(i.number)], i, judged[i.number].stale)
                     for i in fresh if i.number not in left_out}
         steps = [Step(id="propose", description=f"Propose {len(kept)} change(s) and ask for a review",
                       metadata={"kind": "propose", "action": "propose", "table": table, "overview": overview,
@@ -274,7 +167,7 @@ class TriagePlanner(ListPlanner):
                     metadata={"kind": "change", "action": "add_labels", "number": item.number,
                               "labels": judged[item.number].add, "seen_labels": list(item.labels),
                               "is_pr": item.is_pr, "index": index, "total": len(kept),
-                              "seen": _seen_entry(real[str(item.number)], item, judged[item.number].stale)}))
+                              "seen": seen_entry(real[str(item.number)], item, judged[item.number].stale)}))
         steps.append(Step(id="report", description="Report what was applied", dependencies=change_ids or ["propose"],
                           metadata={"kind": "report", "action": "report", "overview": overview,
                                     "proposed": [i.number for i in kept], "since": iso(now)}))
@@ -409,7 +302,7 @@ class TriageActor:
             return None
         if current.get("state") != "open":
             return "closed since the proposal"
-        added = [x for x in current.get("labels", []) if x not in set(meta["seen_labels"]) and not _ours_label(x)]
+        added = [x for x in current.get("labels", []) if x not in set(meta["seen_labels"]) and not ours_label(x)]
         if added:
             return f"labelled since the proposal by someone else ({', '.join(added)})"
         if meta.get("is_pr") and current.get("assignees"):
@@ -468,26 +361,12 @@ class TriageActor:
 
 
     def _remember_own_writes(self, since: Any, changes: Mapping[int, Mapping[str, Any]]) -> None:
-        """After loopbot labelled issues, remember their new ``updated_at``: its own write is no change by anyone.
-
-        One re-read of what changed since the proposal; an issue that someone
-        else labelled or closed meanwhile is left to look changed, so the next
-        run judges it again.
-        """
+        """After loopbot labelled issues, remember their new ``updated_at``: its own write is no change by anyone."""
         written = {n: c["seen"] for n, c in changes.items() if "applied" in c and isinstance(c.get("seen"), dict)}
-        if not written or not isinstance(since, str):
-            return
-        updates = {}
-        for row in self.github().changed_since(since):
-            entry = written.get(int(row.get("number", 0)))
-            if entry is None or row.get("state", "open") != "open":
-                continue
-            labels = {str(x.get("name")) for x in row.get("labels") or [] if isinstance(x, dict)}
-            if {x for x in labels if not _ours_label(x)} <= set(entry["labels"]):
-                updates[str(row["number"])] = {**{k: v for k, v in entry.items() if k != "labels"},
-                                               "updated_at": str(row.get("updated_at") or "")}
-        if updates:
-            save_seen(self.folder(), updates)
+        if written and isinstance(since, str):
+            updates = after_own_writes(written, self.github().changed_since(since))
+            if updates:
+                save_seen(self.folder(), updates)
 
 
 class TriageEvaluator:
