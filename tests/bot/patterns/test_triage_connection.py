@@ -1,4 +1,4 @@
-"""daily-triage talks to GitHub as the bot's ``github:`` block says - token, App, GHES base_url - unless options override.
+"""daily-triage talks to GitHub as the bot's ``github:`` block says (token, App, GHES base_url) unless options say else.
 
 A fake GitHub on 127.0.0.1 (``tests.fakes.github_triage``) answers; no
 ``GITHUB_TOKEN`` is in the environment the builder is given.
