@@ -265,7 +265,14 @@ class LoopCatalog:
             check = getattr(self._resolve(name).spec, "modification_problem", None)
         except (UnknownLoopError, LoopBuildError):
             return None
-        return None if check is None else check(modifications)
+        if check is None:
+            return None
+        try:
+            problem = check(modifications)
+        except Exception:  # the loop's own code: its failure must not lose the vote; the resume checks again
+            log.exception("loop %s: modification_problem(changes) failed; the vote is not refused for it", name)
+            return None
+        return problem if isinstance(problem, str) and problem.strip() else None
 
     def connection_checks(self) -> list[tuple[str, bool]]:
         """(line, ok) for each loop that checks its own connection (``LoopSpec.check_connection``), online."""

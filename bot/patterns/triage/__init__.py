@@ -39,7 +39,8 @@ build context; ``token_env`` overrides it; with neither, ``GITHUB_TOKEN``.
 can read the repository.
 
 Triage never proposes changes to the issues its own reviews are posted on
-(``review.post_to``) nor to the issues loopbot opened (one issue per run).
+(``review.post_to`` and ``escalate_to``), to its ``report_issue``, nor to
+the issues loopbot opened (one issue per run).
 """
 
 from __future__ import annotations
@@ -205,6 +206,7 @@ def build(options: dict[str, Any], *, context: BuildContext | None = None, envir
     inactive = _inactive(settings, connection, context.github)
     own_issues = frozenset(issue for repository, issue in context.review_issues
                            if repository.casefold() == settings["repository"].casefold() and issue is not None)
+    own_issues |= {settings["report_issue"]} if settings["report_issue"] else set()
     rules = Rules(settings["keywords"], settings["labels"], stale_days=settings["stale_days"],
                   stale_label=settings["stale_label"], review_label=settings["review_label"])
     now = clock or (lambda: datetime.now(UTC))

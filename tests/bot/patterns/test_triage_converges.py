@@ -40,11 +40,11 @@ def gh() -> Iterator[TriageGitHub]:
         yield fake
 
 
-def _spec(gh: TriageGitHub, tmp_path: Path, clock: Callable[[], datetime] = lambda: NOW) -> LoopSpec:
+def _spec(gh: TriageGitHub, tmp_path: Path, clock: Callable[[], datetime] = lambda: NOW, **extra: Any) -> LoopSpec:
     context = BuildContext(github=GitHubConnection(base_url=gh.base_url, token="ghp_block"),
                            review_issues=((REPO, REVIEW_ISSUE), (REPO, None)))
     options = {"repository": REPO, "state_dir": str(tmp_path / "state"), "writes_per_minute": None,
-               "writes_per_hour": None}
+               "writes_per_hour": None, **extra}
     return build(options, context=context, environ={}, clock=clock)
 
 
@@ -97,6 +97,11 @@ async def test_its_own_review_issues_are_never_proposed(gh: TriageGitHub, tmp_pa
     assert REVIEW_ISSUE not in proposed and 43 not in proposed
     assert proposed[44] == ["P2"] and proposed[1] == ["P1"]
     assert _overview(result)["open_issues"] == 3  # 1, 4 and 44: loopbot's own are not counted either
+
+
+async def test_its_report_issue_is_not_triaged_either(gh: TriageGitHub, tmp_path: Path) -> None:
+    result, _ = await _run(_spec(gh, tmp_path, report_issue=4), tmp_path)
+    assert set(_proposed(result)) == {1, 3}
 
 
 async def test_a_second_run_over_an_unchanged_repository_proposes_nothing(gh: TriageGitHub, tmp_path: Path) -> None:

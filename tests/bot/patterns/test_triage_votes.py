@@ -10,10 +10,13 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from adapters.channel import AnswerKind, Identity, Reply
 from adapters.commands import parse_command
 from bot.config import BotConfig
 from bot.desk import Authorizer, ListMembership, VotePath
+from bot.patterns import LoopSpec, get_pattern
 from bot.store import FileStore
 from bot.worker import LoopCatalog
 
@@ -54,3 +57,23 @@ def test_a_label_in_the_set_decides(tmp_path: Path) -> None:
     assert answer.kind is AnswerKind.DECIDED, answer.text
     [vote] = store.get_review("daily-triage-1").votes
     assert vote.modifications == {"context": {"skip": "#12", "label": {"#15": "urgent"}}}
+
+
+def raising_build(options: dict[str, object]) -> LoopSpec:
+    """A factory whose modify check fails: its failure must not refuse (or lose) the vote."""
+    demo = get_pattern("demo")({})
+
+    def broken(changes: dict[str, object]) -> str | None:
+        raise RuntimeError("bug in the loop")
+
+    return replace(demo, modification_problem=broken)
+
+
+def test_a_loop_check_that_fails_refuses_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    config = BotConfig.model_validate({
+        "state_dir": str(tmp_path / "state"),
+        "loops": [{"name": "mine", "factory": "tests.bot.patterns.test_triage_votes:raising_build"}],
+    })
+    with caplog.at_level("ERROR", logger="bot.worker"):
+        assert LoopCatalog(config).modification_problem("mine", {"context": {"a": 1}}) is None
+    assert "loop mine: modification_problem(changes) failed" in caplog.text
