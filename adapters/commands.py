@@ -7,7 +7,9 @@ The grammar (design.md, "Command grammar") is case-insensitive:
     retry [hint]
     modify key=value ...     or a fenced ```json / ```yaml block; the keys the
                              engine takes: context.KEY, plan.skip / plan.add,
-                             step.description / step.metadata / step.output
+                             step.description / step.metadata / step.output;
+                             ``skip=`` and ``label.KEY=`` are short for
+                             ``context.skip=`` and ``context.label.KEY=``
     pause [duration]         e.g. 2h, 1d
     status
     help
@@ -38,6 +40,7 @@ from .durations import parse_duration
 from .suggest import did_you_mean
 
 __all__ = [
+    "CONTEXT_SHORTHANDS",
     "Command",
     "CommandError",
     "Verb",
@@ -132,6 +135,9 @@ HELP_TEXT = (
 )
 
 _MODIFY_USAGE = "usage: modify [review-id] context.KEY=VALUE ..."
+#: Keys a modify may give without ``context.``: the run's context is where they go (daily-triage's
+#: ``skip=#12,#15 label.#12=P1``). Any other bare key is refused, so a misspelt ``plna.skip`` is not taken.
+CONTEXT_SHORTHANDS = ("skip", "label")
 _BY_NAME: dict[str, VerbSpec] = {name: spec for spec in VERBS for name in spec.names}
 _DECISION_NAMES = [name for spec in VERBS if isinstance(spec.verb, HumanDecision) for name in spec.names]
 
@@ -245,7 +251,8 @@ def parse_assignments(tokens: list[str]) -> dict[str, Any]:
             raise CommandError(f'modify expects key=value, got "{_shorten(token)}"\n{_MODIFY_USAGE}')
         if len(parts) > MAX_VALUE_DEPTH // 2:
             raise CommandError(f'{_shorten(key.strip())}: at most {MAX_VALUE_DEPTH // 2} dotted parts in a key')
-        _set_path(result, key.strip(), _scalar(value, key.strip(), len(parts)))
+        path = f"context.{key.strip()}" if parts[0] in CONTEXT_SHORTHANDS else key.strip()
+        _set_path(result, path, _scalar(value, key.strip(), len(parts)))
     problem = value_problem(result)
     if problem is not None:  # each value fits, all of them together may not
         raise CommandError(problem)
@@ -398,7 +405,14 @@ def _parse_block(info: str, body: str) -> dict[str, Any]:
         raise CommandError(f"modify: the fenced block is not valid {kind}: {exc}") from None
     if not isinstance(data, dict) or not data:
         raise CommandError("modify: the fenced block must hold a mapping of keys to new values")
-    return {str(key): value for key, value in data.items()}
+    result = {str(key): value for key, value in data.items() if str(key) not in CONTEXT_SHORTHANDS}
+    short = {str(key): value for key, value in data.items() if str(key) in CONTEXT_SHORTHANDS}
+    if short:
+        context = result.get("context", {})
+        if not isinstance(context, dict):
+            raise CommandError(f'modify: {", ".join(short)} go into context, which the block gives as one value')
+        result["context"] = {**context, **short}
+    return result
 
 
 def _parse_modify(rest: str) -> dict[str, Any]:

@@ -246,12 +246,14 @@ def cmd_check(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
         _err(f"warning: no loops configured in {path}; add one under loops: - see `loopbot init` for an example")
     for warning in config.review_warnings():
         _err(f"warning: {warning}")
-    if args.offline or (config.slack is None and config.github is None):
+    if args.offline:
         return EXIT_OK
     from bot.desk.connections import check_connections
+    from bot.worker import LoopCatalog
 
     failed = False
-    for line, ok in check_connections(config):
+    # each channel's connection, then each loop's own (daily-triage's GitHub, as that loop will use it)
+    for line, ok in [*check_connections(config), *LoopCatalog(config, config_dir=path.parent).connection_checks()]:
         print(line) if ok else _err(line)
         failed = failed or not ok
     return EXIT_FAILED if failed else EXIT_OK
@@ -534,6 +536,22 @@ def _changes(args: argparse.Namespace, decision: HumanDecision, now: datetime) -
     return changes
 
 
+def _loop_check(path: Path) -> Callable[[str, dict[str, Any]], str | None] | None:
+    """The loops' own word on a MODIFY (``LoopCatalog.modification_problem``), as `serve` asks it.
+
+    Only for modify: it loads the whole config and builds the loop. A config
+    that cannot be loaded so leaves the check to the run's resume.
+    """
+    from bot.config import ConfigError, load_config
+    from bot.worker import LoopCatalog
+
+    try:
+        catalog = LoopCatalog(load_config(path, need_secrets=False), config_dir=path.parent)
+    except ConfigError:
+        return None
+    return catalog.modification_problem
+
+
 def cmd_decide(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
     from adapters.commands import CommandError, decision_from_word
     from adapters.suggest import did_you_mean
@@ -576,7 +594,8 @@ def cmd_decide(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
         # the vote rules would refuse it too, but with the chat's syntax
         _err(f'a reject needs a reason: {_decide_command(path)} {review.id} reject --feedback "the labels are wrong"')
         return EXIT_USAGE  # a missing argument, like modify without --set
-    votes = VotePath(store, authorizer, clock=lambda: now, people=people)  # this process applies nothing
+    votes = VotePath(store, authorizer, clock=lambda: now, people=people,  # this process applies nothing
+                     loop_check=_loop_check(path) if decision is HumanDecision.MODIFY else None)
     reply = Reply(Identity("local", voter, voter), Command(decision, review.id, args.feedback, modifications),
                   review_id=review.id, via="cli")
     answer = votes.handle(reply)

@@ -47,6 +47,7 @@ from bot.service import Service
 from bot.store import ServeLock
 from bot.store.base import Store
 from bot.store.open import open_store
+from bot.worker import LoopCatalog
 
 __all__ = ["health", "create_app", "bind_socket", "HttpServer", "serve", "STOP_BUDGET"]
 
@@ -300,10 +301,11 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
         store = open_store(config)
         channels = Channels(config, store, decide_command)
         desk = ReviewDesk(store, channels.posting(), clock=utcnow)
-        runner = Runner(config, store, desk)
+        catalog = LoopCatalog(config)
+        runner = Runner(config, store, desk, catalog=catalog)
         # in-process votes (Slack, GitHub) resume their run at once; `loopbot decide` is picked up by the tick
         votes = VotePath(store, channels.authorizer(), clock=utcnow, people=channels.people,
-                         apply=runner.apply_decided)
+                         apply=runner.apply_decided, loop_check=catalog.modification_problem)
         port = int(sock.getsockname()[1])
 
         def fire(name: str) -> None:

@@ -30,7 +30,7 @@ from loop_engine.types import ExecutionState, LoopContext, LoopResult, LoopState
 from adapters.suggest import did_you_mean
 
 from bot.config import BotConfig, LoopConfig
-from bot.patterns import LoopSpec, PatternError, get_pattern, load_factory
+from bot.patterns import BuildContext, GitHubConnection, LoopSpec, PatternError, build_spec, get_pattern, load_factory
 from bot.store.base import Store
 
 __all__ = [
@@ -199,7 +199,7 @@ class LoopCatalog:
     def _resolve(self, name: str) -> _Loop:
         if name not in self._loops:
             loop = self.loop_config(name)
-            self._loops[name] = _Loop(loop, _build_spec(loop, self._config_dir))
+            self._loops[name] = _Loop(loop, _build_spec(loop, self._config_dir, build_context(self._config, loop)))
         return self._loops[name]
 
     def check(self) -> list[str]:
@@ -255,6 +255,42 @@ class LoopCatalog:
             return None
         return text.strip()
 
+    def modification_problem(self, name: str, modifications: dict[str, Any]) -> str | None:
+        """Why the loop refuses these MODIFY changes (``LoopSpec.modification_problem``), else None.
+
+        Asked when a vote is cast. A loop gone from the config, or that cannot
+        be built, refuses nothing here: the run's resume says what is wrong.
+        """
+        try:
+            check = getattr(self._resolve(name).spec, "modification_problem", None)
+        except (UnknownLoopError, LoopBuildError):
+            return None
+        if check is None:
+            return None
+        try:
+            problem = check(modifications)
+        except Exception:  # the loop's own code: its failure must not lose the vote; the resume checks again
+            log.exception("loop %s: modification_problem(changes) failed; the vote is not refused for it", name)
+            return None
+        return problem if isinstance(problem, str) and problem.strip() else None
+
+    def connection_checks(self) -> list[tuple[str, bool]]:
+        """(line, ok) for each loop that checks its own connection (``LoopSpec.check_connection``), online."""
+        lines = []
+        for name in self.names:
+            try:
+                resolved = self._resolve(name)
+            except LoopBuildError:
+                continue  # reported by check()
+            check = getattr(resolved.spec, "check_connection", None)
+            if check is None or self.inactive(name):
+                continue
+            try:
+                lines.append((f"loop {name}: {check()}", True))
+            except Exception as err:  # noqa: BLE001 - each loop's own failure is its line
+                lines.append((f"loop {name}: {err}", False))
+        return lines
+
     def new_engine(self, name: str, run_id: str, store: Store, stop_requested: Callable[[], bool],
                    claim_held: Callable[[], bool] = lambda: True) -> LoopEngine:
         """A fresh engine (components registered anew) that saves into ``run_id``'s snapshot while it may."""
@@ -276,7 +312,24 @@ def _source(loop: LoopConfig) -> tuple[str, str]:
     return key, source
 
 
-def _build_spec(loop: LoopConfig, config_dir: Path | None = None) -> LoopSpec:
+def build_context(config: BotConfig, loop: LoopConfig) -> BuildContext:
+    """What a builder may be given: the bot's ``github:`` connection and where the loop's reviews go on GitHub."""
+    github = None
+    if config.github is not None:
+        block = config.github
+        github = GitHubConnection(
+            base_url=block.base_url,
+            token=block.token.get_secret_value() or None if block.token is not None else None,
+            app_id=block.app_id,
+            private_key=block.private_key.get_secret_value() or None if block.private_key is not None else None,
+            installation_id=block.installation_id,
+        )
+    targets = [t.github for t in (*loop.review.post_to, *loop.review.timeout.escalate_to) if t.github is not None]
+    issues = tuple(dict.fromkeys((t.repository, t.issue) for t in targets))
+    return BuildContext(github=github, review_issues=issues)
+
+
+def _build_spec(loop: LoopConfig, config_dir: Path | None = None, context: BuildContext | None = None) -> LoopSpec:
     """Resolve the loop's pattern or factory and call it with the options; failures name the key at fault.
 
     A factory's module is looked up in ``config_dir`` first (see ``LoopCatalog``).
@@ -292,7 +345,7 @@ def _build_spec(loop: LoopConfig, config_dir: Path | None = None) -> LoopSpec:
     except PatternError as err:
         raise LoopBuildError(loop.name, key, _import_problem(err, source, config_dir)) from err
     try:
-        spec = builder(dict(loop.options))
+        spec = build_spec(builder, dict(loop.options), context)
     except PatternError as err:  # a builder's way of refusing its options
         raise LoopBuildError(loop.name, "options", str(err)) from err
     except Exception as err:  # user code crashed: whatever it raised, the loop cannot be built

@@ -62,7 +62,10 @@ class VotePath:
         clock: Callable[[], datetime],
         people: People | None = None,
         apply: Callable[[str], object] | None = None,
+        loop_check: Callable[[str, dict[str, Any]], str | None] | None = None,
     ) -> None:
+        """``loop_check(loop, modifications)``: the loop's own word on a MODIFY (``LoopCatalog``'s)."""
+        self._loop_check = loop_check
         self._store = store
         self._authorizer = authorizer
         self._clock = clock
@@ -137,6 +140,11 @@ class VotePath:
             problem = plan_changes_problem(self._store, review.run_id, command.modifications["plan"])
             if problem is not None:  # refused now, not when the run resumes and fails with it
                 log.info("review %s: %s modify refused: %s", review.id, voter, problem)
+                return Answer(AnswerKind.REFUSED, f"vote refused: {problem}", review.id)
+        if refusal is None and review.outcome is None and command.modifications and self._loop_check is not None:
+            problem = self._loop_check(review.loop, dict(command.modifications))
+            if problem is not None:  # the loop would drop the change after the decision: say so to the voter now
+                log.info("review %s: %s modify refused by loop %s: %s", review.id, voter, review.loop, problem)
                 return Answer(AnswerKind.REFUSED, f"vote refused: {problem}", review.id)
         vote = Vote(
             voter=voter, decision=decision, feedback=command.argument, modifications=dict(command.modifications),

@@ -5,16 +5,23 @@ factories rather than one engine, because a run is resumed in whatever
 process is alive when its decision arrives, and that process must build a
 fresh engine with the same components. The runner passes each new engine
 its ``checkpoint`` and ``persistence`` by keyword. A spec may also word
-how a run ended (``summarize``), which the bot shows instead of the output.
+how a run ended (``summarize``), which the bot shows instead of the output,
+refuse a MODIFY when the vote is cast (``modification_problem``) and check
+the connection its runs will use (``check_connection``, `loopbot check`).
+
+A builder that takes a keyword ``context`` is given a ``BuildContext``: what
+the bot knows that a loop may need - its ``github:`` connection and the
+issues its reviews are posted on - passed in, never read from a global.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from loop_engine.types import LoopContext, LoopResult
@@ -24,7 +31,11 @@ from adapters.suggest import did_you_mean
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from loop_engine.engine import LoopEngine
 
+    from adapters.github.client import GitHubClient
+
 __all__ = [
+    "BuildContext",
+    "GitHubConnection",
     "LoopSpec",
     "EngineFactory",
     "PatternBuilder",
@@ -35,6 +46,7 @@ __all__ = [
     "register_pattern",
     "available_patterns",
     "load_factory",
+    "build_spec",
 ]
 
 
@@ -56,9 +68,59 @@ class LoopSpec:
     engine_factory: EngineFactory
     context_factory: Callable[[], LoopContext]
     summarize: Callable[[LoopResult], str] | None = None
+    #: Why a MODIFY's changes (as voted: ``{"context": {...}, ...}``) cannot apply to this loop, else None;
+    #: asked when the vote is cast, so a change the loop would drop is refused to the voter instead.
+    modification_problem: Callable[[dict[str, Any]], str | None] | None = None
+    #: What the loop's own connection is, asked online by `loopbot check`; raises (ChannelError) when it fails.
+    check_connection: Callable[[], str] | None = None
 
 
-PatternBuilder = Callable[[dict[str, Any]], LoopSpec]
+@dataclass(frozen=True)
+class GitHubConnection:
+    """The bot's ``github:`` block as a loop may use it: where, and a token or an App installation.
+
+    Secrets are left out of ``repr`` so that a logged context shows none.
+    """
+
+    base_url: str
+    token: str | None = field(default=None, repr=False)
+    app_id: int | None = None
+    private_key: str | None = field(default=None, repr=False)
+    installation_id: int | None = None
+
+    @property
+    def problem(self) -> str | None:
+        """Why no client can be made (no token, an incomplete App), else None."""
+        if self.token:
+            return None
+        if self.app_id is not None and self.private_key and self.installation_id is not None:
+            return None
+        return "the github: block has neither a token nor app_id + private_key + installation_id"
+
+    @property
+    def auth(self) -> str:
+        return "token" if self.token else "GitHub App installation"
+
+    def client(self) -> GitHubClient:
+        from adapters.github.client import make_client  # here: building a registry entry needs no HTTP stack
+
+        return make_client(self.base_url, token=self.token, app_id=self.app_id, private_key=self.private_key,
+                           installation_id=self.installation_id)
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What the bot passes a builder that asks for it (a keyword ``context``).
+
+    ``review_issues``: where this loop's reviews go on GitHub, as
+    (repository, issue) - issue None for one issue per run, opened by loopbot.
+    """
+
+    github: GitHubConnection | None = None
+    review_issues: tuple[tuple[str, int | None], ...] = ()
+
+
+PatternBuilder = Callable[..., LoopSpec]
 
 
 class PatternError(ValueError):
@@ -138,3 +200,14 @@ def load_factory(reference: str) -> PatternBuilder:
     if not callable(target):
         raise FactoryError(f'factory "{reference}" is a {type(target).__name__}, not a callable taking options')
     return target
+
+
+def build_spec(builder: PatternBuilder, options: dict[str, Any], context: BuildContext | None = None) -> Any:
+    """``builder(options)``, and ``context=`` too when the builder takes it (older factories take options only)."""
+    try:
+        takes = "context" in inspect.signature(builder).parameters
+    except (TypeError, ValueError):  # a callable without a signature (a C builtin): options only
+        takes = False
+    if takes:
+        return builder(options, context=context or BuildContext())
+    return builder(options)

@@ -11,7 +11,9 @@ answer and failures injected on demand (``fail(...)``: 403 secondary rate
 limit, 429, 500, ... N times, then normal answers again).
 
 Every object is complete and its URLs use the server's own base URL, so
-PyGithub never lazily fetches anything and its URL checks pass.
+PyGithub never lazily fetches anything and its URL checks pass. With
+``prefix="/api/v3"`` it serves as GitHub Enterprise Server does: under that
+path only (``base_url`` includes it), 404 anywhere else.
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ def _iso(moment: datetime) -> str:
 class FakeGitHub:
     """``with FakeGitHub() as gh: Github(base_url=gh.base_url, ...)``; inspect ``gh.calls``."""
 
-    def __init__(self, *, bot_login: str = BOT_LOGIN, page_size_cap: int = 100) -> None:
+    def __init__(self, *, bot_login: str = BOT_LOGIN, page_size_cap: int = 100, prefix: str = "") -> None:
+        self.prefix = prefix.rstrip("/")
         self.bot_login = bot_login
         self.page_size_cap = page_size_cap
         self.lock = threading.RLock()
@@ -96,7 +99,7 @@ class FakeGitHub:
     @property
     def base_url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"http://{host!s}:{port}{self.prefix}"
 
     def start(self) -> FakeGitHub:
         self._thread.start()
@@ -257,10 +260,12 @@ class FakeGitHub:
                 except ValueError:
                     body = raw.decode("utf-8", "replace")
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                call = Call(self.command, unquote(split.path), query, body, headers)
+                path = unquote(split.path)
+                outside = bool(fake.prefix) and not path.startswith(fake.prefix + "/")
+                call = Call(self.command, path if outside else path[len(fake.prefix):], query, body, headers)
                 with fake.lock:
                     fake.calls.append(call)
-                status, payload, headers = fake._answer(call)
+                status, payload, headers = (404, {"message": "Not Found"}, {}) if outside else fake._answer(call)
                 call.status = status
                 release = fake._stall_for(call)
                 if release is not None:

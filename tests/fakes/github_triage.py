@@ -9,7 +9,9 @@ with:
   ``since`` (updated at or after), PRs included with a ``pull_request`` key,
   newest first as GitHub lists them;
 - ``GET /repos/{o}/{r}/pulls`` (open PRs with ``requested_reviewers``,
-  ``requested_teams`` and ``assignees``);
+  ``requested_teams`` and ``assignees``) and ``GET .../pulls/{n}/reviews``
+  (``review(repository, number, login)``: a submitted review, after which -
+  as on GitHub - the reviewer is no longer among the requested ones);
 - labels added through the API bump ``updated_at`` as GitHub does;
 - what people do meanwhile: ``close``, ``person_labels``;
 - rate limits: ``rate_limit(method, path, retry_after=0.05, times=1)`` injects
@@ -64,6 +66,16 @@ class TriageGitHub(FakeGitHub):
                         "diff_url": "", "patch_url": "", "merged_at": None,
                     }
                     issue["_reviewers"] = list(spec.get("reviewers", []))
+                    issue["_reviews"] = []
+
+    def review(self, repository: str, number: int, login: str = "bob", state: str = "APPROVED") -> None:
+        """``login`` submits a review of PR ``number``: it leaves the requested reviewers, ``updated_at`` moves."""
+        with self.lock:
+            issue = self.issues[(repository, number)]
+            issue["_reviewers"] = [who for who in issue["_reviewers"] if who != login]
+            issue["_reviews"].append({"id": self.new_id(), "user": self.user(login), "state": state,
+                                      "body": "", "submitted_at": self._tick()})
+            issue["updated_at"] = self._tick()
 
     def close(self, repository: str, number: int) -> None:
         with self.lock:
@@ -82,7 +94,8 @@ class TriageGitHub(FakeGitHub):
     # --- routes -----------------------------------------------------------------------------------
     def _routes(self) -> list[tuple[str, str, Any]]:
         repo = r"/repos/([^/]+/[^/]+)"
-        ours = [(repo + r"/issues", "GET", self._list_all), (repo + r"/pulls", "GET", self._list_pulls)]
+        ours = [(repo + r"/issues", "GET", self._list_all), (repo + r"/pulls", "GET", self._list_pulls),
+                (repo + r"/pulls/(\d+)/reviews", "GET", self._list_reviews)]
         return ours + super()._routes()
 
     @staticmethod
@@ -114,6 +127,12 @@ class TriageGitHub(FakeGitHub):
                 "requested_teams": [],
             })
         return self._page(call, rows)
+
+    def _list_reviews(self, call: Call, repository: str, number: str) -> Answer:
+        issue = self.issues.get((repository, int(number)))
+        if issue is None or "pull_request" not in issue:
+            return 404, {"message": "Not Found"}, {}
+        return self._page(call, list(issue["_reviews"]))
 
     def _add_labels(self, call: Call, repository: str, number: str) -> Answer:
         answer = super()._add_labels(call, repository, number)

@@ -14,8 +14,8 @@ report's line (``summarize``).
 Options (``loops[].options``)::
 
     repository: octo/ops            # required; empty: the loop is inactive
-    token_env: GITHUB_TOKEN         # the variable holding the token; unset: inactive
-    base_url: https://api.github.com
+    token_env: null                 # a variable holding a token: overrides the bot's github: block
+    base_url: null                  # overrides the github: block's base_url (GHES: https://HOST/api/v3)
     labels: {P0: P0, P1: P1, P2: P2}            # priority -> label name
     keywords: {P0: [security, ...], P1: [...], P2: []}  # whole words, case-insensitive
     stale_days: 30
@@ -31,14 +31,25 @@ Options (``loops[].options``)::
     max_wait: 120                   # longest rate-limit wait slept through, seconds
     progress_every: 25              # a progress line every N changes
     state_dir: null                 # default: the bot's state_dir
+
+The connection: the bot's ``github:`` block (its token or App installation,
+and its ``base_url``, so GitHub Enterprise Server works), given through the
+build context; ``token_env`` overrides it; with neither, ``GITHUB_TOKEN``.
+`loopbot check` asks GitHub, as that connection, who it is and whether it
+can read the repository.
+
+Triage never proposes changes to the issues its own reviews are posted on
+(``review.post_to`` and ``escalate_to``), to its ``report_issue``, nor to
+the issues loopbot opened (one issue per run).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -49,17 +60,20 @@ from loop_engine.config import LoopConfig
 from loop_engine.engine import LoopEngine
 from loop_engine.types import ComponentType, LoopContext, LoopResult
 
-from .. import LoopSpec, PatternError
-from .components import AllowedActionsGate, TriageActor, TriageEvaluator, TriagePlanner
+from adapters.channel import ChannelError
+from adapters.github.client import DEFAULT_BASE_URL
+
+from .. import BuildContext, GitHubConnection, LoopSpec, PatternError
+from .components import AllowedActionsGate, TriageActor, TriageEvaluator, TriagePlanner, modification_problem
 from .github import Pacer, TriageGitHub
 from .rules import DEFAULT_KEYWORDS, DEFAULT_LABELS, Rules
 
-__all__ = ["DEFAULTS", "TriageSpec", "build", "settings_from", "summarize"]
+__all__ = ["DEFAULTS", "TriageSpec", "build", "connection_of", "settings_from", "summarize"]
 
 DEFAULTS: dict[str, Any] = {
     "repository": "",
-    "token_env": "GITHUB_TOKEN",
-    "base_url": "https://api.github.com",
+    "token_env": None,
+    "base_url": None,
     "labels": dict(DEFAULT_LABELS),
     "keywords": {key: list(words) for key, words in DEFAULT_KEYWORDS.items()},
     "stale_days": 30,
@@ -132,8 +146,12 @@ def settings_from(options: dict[str, Any]) -> dict[str, Any]:
             raise PatternError(f"daily-triage: option {name} must be a number of seconds >= 0, got {s[name]!r}")
     if not isinstance(s["apply_without_review"], bool):
         raise PatternError("daily-triage: option apply_without_review must be true or false")
-    if not isinstance(s["token_env"], str) or not s["token_env"]:
-        raise PatternError("daily-triage: option token_env must name an environment variable")
+    if s["token_env"] is not None and (not isinstance(s["token_env"], str) or not s["token_env"]):
+        raise PatternError("daily-triage: option token_env must name an environment variable (or be null: "
+                           "the bot's github: block)")
+    if s["base_url"] is not None and (not isinstance(s["base_url"], str)
+                                      or not s["base_url"].startswith(("http://", "https://"))):
+        raise PatternError(f"daily-triage: option base_url must be an http(s) URL, got {s['base_url']!r}")
     return s
 
 
@@ -150,23 +168,45 @@ def summarize(result: LoopResult, repository: str) -> str:
     return f"triage of {repository}: " + (f"proposed {n:,} change(s), applied none" if n else "nothing to change")
 
 
-def _inactive(settings: dict[str, Any], environ: Any) -> str | None:
-    missing = []
-    if not environ.get(settings["token_env"]):
-        missing.append(f"{settings['token_env']} is not set")
+def connection_of(settings: dict[str, Any], github: GitHubConnection | None, environ: Any) -> GitHubConnection:
+    """The connection triage uses: ``token_env`` if set, else the bot's ``github:`` block, else ``GITHUB_TOKEN``.
+
+    ``base_url`` from the options wins over the block's.
+    """
+    base_url = settings["base_url"]
+    if settings["token_env"] is None and github is not None:
+        return replace(github, base_url=base_url or github.base_url)
+    variable = settings["token_env"] or "GITHUB_TOKEN"
+    default = github.base_url if github is not None else DEFAULT_BASE_URL
+    return GitHubConnection(base_url=base_url or default, token=environ.get(variable) or None)
+
+
+def _inactive(settings: dict[str, Any], connection: GitHubConnection, github: GitHubConnection | None) -> str | None:
+    missing, hint = [], ""
+    if connection.problem is not None:
+        if settings["token_env"] is None and github is not None:
+            missing.append(connection.problem)
+        else:
+            missing.append(f"{settings['token_env'] or 'GITHUB_TOKEN'} is not set")
+            hint = "" if settings["token_env"] else " (or give the bot a github: block)"
     if not settings["repository"]:
         missing.append("options.repository is empty")
     if not missing:
         return None
-    return " and ".join(missing) + "; set both to enable it"
+    return " and ".join(missing) + f"; set {'both' if len(missing) > 1 else 'it'}{hint} to enable it"
 
 
-def build(options: dict[str, Any], *, environ: Any = None, clock: Callable[[], datetime] | None = None,
-          sleep: Callable[[float], None] | None = None) -> LoopSpec:
+def build(options: dict[str, Any], *, context: BuildContext | None = None, environ: Any = None,
+          clock: Callable[[], datetime] | None = None, sleep: Callable[[float], None] | None = None) -> LoopSpec:
     """The ``daily-triage`` pattern's builder (``environ``, ``clock`` and ``sleep`` for tests and benches)."""
     settings = settings_from(options)
+    context = context or BuildContext()
     env = os.environ if environ is None else environ
-    inactive = _inactive(settings, env)
+    connection = connection_of(settings, context.github, env)
+    inactive = _inactive(settings, connection, context.github)
+    own_issues = frozenset(issue for repository, issue in context.review_issues
+                           if repository.casefold() == settings["repository"].casefold() and issue is not None)
+    own_issues |= {settings["report_issue"]} if settings["report_issue"] else set()
     rules = Rules(settings["keywords"], settings["labels"], stale_days=settings["stale_days"],
                   stale_label=settings["stale_label"], review_label=settings["review_label"])
     now = clock or (lambda: datetime.now(UTC))
@@ -181,13 +221,11 @@ def build(options: dict[str, Any], *, environ: Any = None, clock: Callable[[], d
             if "gh" not in cache:
                 if inactive is not None:
                     raise RuntimeError(f"daily-triage is inactive: {inactive}")
-                pacer_options: dict[str, Any] = {}
-                if sleep is not None:
-                    pacer_options["sleep"] = sleep
-                cache["gh"] = TriageGitHub.connect(
-                    settings["base_url"], str(env.get(settings["token_env"])), settings["repository"],
-                    pacer=Pacer(settings["writes_per_minute"], settings["writes_per_hour"], **pacer_options),
-                    max_wait=float(settings["max_wait"]), **({"sleep": sleep} if sleep is not None else {}))
+                pause = sleep or time.sleep
+                cache["gh"] = TriageGitHub(
+                    connection.client(), settings["repository"],
+                    pacer=Pacer(settings["writes_per_minute"], settings["writes_per_hour"], sleep=pause),
+                    max_wait=float(settings["max_wait"]), sleep=pause)
             return cache["gh"]
 
         def folder() -> Path:
@@ -204,7 +242,8 @@ def build(options: dict[str, Any], *, environ: Any = None, clock: Callable[[], d
         gate = AllowedActionsGate(rules.allowed_labels)
         engine = LoopEngine(LoopConfig(max_iterations=settings["max_changes"] + 10, max_recovery_attempts=3),
                             checkpoint=checkpoint, persistence=persistence)
-        engine.register_component(ComponentType.PLANNER, TriagePlanner(settings, rules, github, folder, now))
+        engine.register_component(ComponentType.PLANNER,
+                                  TriagePlanner(settings, rules, github, folder, now, own_issues=own_issues))
         engine.register_component(ComponentType.ACTOR,
                                   TriageActor(settings, rules, github, folder, run_name, checkpoint, gate, now))
         engine.register_component(ComponentType.OBSERVER, PassThroughObserver())
@@ -217,5 +256,19 @@ def build(options: dict[str, Any], *, environ: Any = None, clock: Callable[[], d
         return LoopContext(goal=f"Triage the open issues and pull requests of {repository}",
                            initial_context={"repository": settings["repository"], "skip": [], "label": {}})
 
+    def check_connection() -> str:
+        """Who triage acts as on GitHub and that it can read the repository (`loopbot check`, online)."""
+        client = connection.client()
+        me = client.me()
+        try:
+            client.get_json(f"/repos/{settings['repository']}/issues", {"per_page": "1"})
+        except ChannelError as err:
+            raise ChannelError(f"daily-triage cannot read {settings['repository']} at {connection.base_url} "
+                               f"({err}); give the token or App access to it", permanent=True) from err
+        return (f"daily-triage reads {settings['repository']} at {connection.base_url} "
+                f"with the {connection.auth} of @{me.login}")
+
     return TriageSpec(engine_factory=engine_factory, context_factory=context_factory,
-                      summarize=lambda result: summarize(result, settings["repository"]), inactive=inactive)
+                      summarize=lambda result: summarize(result, settings["repository"]),
+                      modification_problem=lambda changes: modification_problem(changes, rules),
+                      check_connection=check_connection, inactive=inactive)

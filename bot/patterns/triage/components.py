@@ -22,127 +22,104 @@ earlier ones is in its metadata (written by the planner) or the observations.
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from loop_engine.components import ListPlanner
-from loop_engine.gates.base import DeterministicGate, GateContext, GateResult
 from loop_engine.types import Evaluation, LoopContext, Observation, Plan, Step
 
+from adapters.channel import ChannelError
+from adapters.github.render import run_marker
+
 from .github import TriageGitHub
+from .review import ALLOWED_ACTIONS, REFUSED_ACTIONS, AllowedActionsGate, modification_problem, modifications
 from .report import proposal_markdown, proposal_of, report_line, report_markdown, write_pair
 from .rules import Item, Rules, parse_time
-from .state import load_seen, save_seen
+from .state import after_own_writes, load_seen, ours_label, save_seen, seen_entry
 
-__all__ = ["AllowedActionsGate", "TriageActor", "TriageEvaluator", "TriagePlanner", "modifications",
+__all__ = ["AllowedActionsGate", "TriageActor", "TriageEvaluator", "TriagePlanner", "modification_problem",
+           "modifications",
            "ALLOWED_ACTIONS", "REFUSED_ACTIONS"]
 
 log = logging.getLogger("bot.patterns.triage")
 
-#: What a triage step may do. Everything else - close, merge, remove a label, ... - is refused by the gate.
-ALLOWED_ACTIONS = ("read", "propose", "report", "add_labels", "comment")
-REFUSED_ACTIONS = ("close", "merge", "remove_label", "remove_labels", "set_labels", "lock", "delete")
-
+#: How the issue loopbot opens for a run begins (its marker, without the run's id).
+RUN_MARKER = run_marker("").removesuffix(" -->")
 
 def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class AllowedActionsGate(DeterministicGate):
-    """Before each step: its action is one triage may take, and labels come from the configured set."""
-
-    name = "triage-allowed-actions"
-
-    def __init__(self, allowed_labels: Sequence[str]) -> None:
-        super().__init__()
-        self.allowed_labels = list(allowed_labels)
-
-    def problem(self, action: Any, labels: Any = None) -> str | None:
-        if action in REFUSED_ACTIONS:
-            return f"triage never does {action!r}; it only adds labels from its set and comments"
-        if action not in ALLOWED_ACTIONS:
-            return f"unknown action {action!r}; triage may only {', '.join(ALLOWED_ACTIONS)}"
-        if action == "add_labels":
-            if not isinstance(labels, list) or not labels or not all(isinstance(x, str) for x in labels):
-                return f"add_labels needs a non-empty list of label names, got {labels!r}"
-            outside = [x for x in labels if x not in self.allowed_labels]
-            if outside:
-                return f"label(s) {', '.join(outside)} not in the configured set ({', '.join(self.allowed_labels)})"
-        return None
-
-    def check(self, context: GateContext) -> GateResult:
-        metadata = context.metadata or {}
-        problem = self.problem(metadata.get("action"), metadata.get("labels"))
-        if problem is not None:
-            return self.result(False, problem, action=metadata.get("action"))
-        return self.result(True, "allowed", action=metadata.get("action"))
-
-
-def _numbers(value: Any) -> set[int]:
-    """``"#12,#15"``, ``[12, "#15"]``, ``12`` -> {12, 15}."""
-    if isinstance(value, bool):
-        return set()
-    if isinstance(value, int):
-        return {value}
-    if isinstance(value, list):
-        return set().union(*(_numbers(v) for v in value)) if value else set()
-    return {int(n) for n in re.findall(r"\d+", str(value or ""))}
-
-
-def _label_list(value: Any) -> list[str]:
-    if isinstance(value, list):
-        return [str(v).strip() for v in value if str(v).strip()]
-    return [part.strip() for part in str(value).split(",") if part.strip()]
-
-
-def modifications(context: Mapping[str, Any]) -> tuple[set[int], dict[int, list[str]]]:
-    """The reviewer's MODIFY, as merged into the run's context: (numbers to skip, number -> labels)."""
-    skip = _numbers(context.get("skip"))
-    raw = context.get("label") or {}
-    overrides: dict[int, list[str]] = {}
-    if isinstance(raw, dict):
-        for key, value in raw.items():
-            for number in _numbers(key):
-                overrides[number] = _label_list(value)
-    return skip, overrides
 
 
 class TriagePlanner(ListPlanner):
     """Discovers open issues and PRs (paginated), skips what nothing changed since the last run, plans the changes."""
 
     def __init__(self, settings: Mapping[str, Any], rules: Rules, github: Callable[[], TriageGitHub],
-                 folder: Callable[[], Path], clock: Callable[[], datetime]) -> None:
+                 folder: Callable[[], Path], clock: Callable[[], datetime], *,
+                 own_issues: frozenset[int] = frozenset()) -> None:
         super().__init__(["propose", "recheck", "report"])
+        self.own_issues = own_issues
         self.settings = settings
         self.rules = rules
         self.github = github
         self.folder = folder
         self.clock = clock
 
+    def _ours(self, item: Item, gh: TriageGitHub, me: list[str | None]) -> bool:
+        """An issue loopbot posts its reviews on: configured in ``review.post_to``, or one it opened for a run."""
+        if item.number in self.own_issues:
+            return True
+        if not item.body.lstrip().startswith(RUN_MARKER):
+            return False
+        if not me:  # asked once, and only when an issue carries the marker
+            try:
+                me.append(gh.me().login)
+            except ChannelError as err:
+                log.warning("triage %s: cannot tell loopbot's own login (%s); an issue starting with loopbot's "
+                            "run marker is taken as loopbot's", self.settings["repository"], err)
+                me.append(None)
+        return me[0] is None or item.author.casefold() == me[0].casefold()
+
     def create_plan(self, goal: str, initial_context: dict[str, Any]) -> Plan:
         gh = self.github()
         now = self.clock()
         rows = gh.open_items()
-        items = [Item.from_json(row) for row in rows]
+        me: list[str | None] = []
+        items = [item for item in map(Item.from_json, rows) if not self._ours(item, gh, me)]
         seen = load_seen(self.folder())
+
+        def unchanged(item: Item) -> dict[str, Any] | None:
+            before = seen.get(str(item.number))
+            return before if before is not None and before.get("updated_at") == item.updated_at else None
+
+        def as_judged(item: Item) -> Item:
+            """The item as a person last left it: loopbot's own label writes do not make it recent."""
+            before = unchanged(item)
+            if before is None:
+                return item
+            return replace(item, updated_at=str(before.get("activity_at") or item.updated_at),
+                           reviewed=bool(before.get("reviewed")))
+
+        if any(item.is_pr and not item.assignees for item in items):  # reviewers are only on the pulls endpoint
+            requested = {int(pr["number"]): Item.from_json(pr).reviewers for pr in gh.open_pulls()}
+            items = [replace(i, reviewers=requested.get(i.number, ())) if i.is_pr else i for i in items]
+        items = [as_judged(item) if unchanged(item) else item for item in items]
         judged = {item.number: self.rules.judge(item, now) for item in items}
+        for index, item in enumerate(items):  # a submitted review drops the reviewer from the requested ones
+            if judged[item.number].needs_reviewer and unchanged(item) is None and gh.reviewed(item.number):
+                items[index] = replace(item, reviewed=True)
+                judged[item.number] = self.rules.judge(items[index], now)
+        real = {str(row.get("number")): str(row.get("updated_at") or "") for row in rows}
 
         def changed(item: Item) -> bool:
-            before = seen.get(str(item.number))
-            if before is None or before.get("updated_at") != item.updated_at:
+            before = unchanged(item)
+            if before is None:
                 return True
             return judged[item.number].stale and not before.get("stale")  # went stale since
 
         fresh = [item for item in items if changed(item)]
-        if any(item.is_pr and not item.assignees for item in fresh):  # reviewers are only on the pulls endpoint
-            reviewers = {int(pr["number"]): Item.from_json(pr).reviewers for pr in gh.open_pulls()}
-            fresh = [Item(**{**item.__dict__, "reviewers": reviewers.get(item.number, ())}) if item.is_pr else item
-                     for item in fresh]
-            items = [next((f for f in fresh if f.number == i.number), i) for i in items]
-            judged = {item.number: self.rules.judge(item, now) for item in items}
         order = {key: n for n, key in enumerate(self.rules.priorities)}
         proposals = [item for item in fresh if judged[item.number].add]
         proposals.sort(key=lambda i: (i.is_pr, order.get(judged[i.number].priority or "", 99), i.number))
@@ -171,7 +148,7 @@ class TriagePlanner(ListPlanner):
         }
         table = [{"number": i.number, "title": i.title[:200], "is_pr": i.is_pr,
                   "labels": judged[i.number].add, "why": judged[i.number].why} for i in kept]
-        remember = {str(i.number): {"updated_at": i.updated_at, "stale": judged[i.number].stale}
+        remember = {str(i.number): seen_entry(real[str(i.number)], i, judged[i.number].stale)
                     for i in fresh if i.number not in left_out}
         steps = [Step(id="propose", description=f"Propose {len(kept)} change(s) and ask for a review",
                       metadata={"kind": "propose", "action": "propose", "table": table, "overview": overview,
@@ -189,10 +166,11 @@ class TriagePlanner(ListPlanner):
                     dependencies=["recheck"],
                     metadata={"kind": "change", "action": "add_labels", "number": item.number,
                               "labels": judged[item.number].add, "seen_labels": list(item.labels),
-                              "is_pr": item.is_pr, "index": index, "total": len(kept)}))
+                              "is_pr": item.is_pr, "index": index, "total": len(kept),
+                              "seen": seen_entry(real[str(item.number)], item, judged[item.number].stale)}))
         steps.append(Step(id="report", description="Report what was applied", dependencies=change_ids or ["propose"],
                           metadata={"kind": "report", "action": "report", "overview": overview,
-                                    "proposed": [i.number for i in kept]}))
+                                    "proposed": [i.number for i in kept], "since": iso(now)}))
         return Plan(goal=goal, steps=steps, context=dict(initial_context))
 
 
@@ -308,6 +286,8 @@ class TriageActor:
             if missing:
                 self.github().add_labels(number, missing)
                 out["applied"] = missing
+                if isinstance(meta.get("seen"), dict):  # for the report to remember after loopbot's own write
+                    out["seen"] = {**meta["seen"], "labels": [*meta["seen_labels"], *missing]}
             else:
                 reason = "already labelled"
         if reason is not None:
@@ -322,7 +302,7 @@ class TriageActor:
             return None
         if current.get("state") != "open":
             return "closed since the proposal"
-        added = [x for x in current.get("labels", []) if x not in set(meta["seen_labels"])]
+        added = [x for x in current.get("labels", []) if x not in set(meta["seen_labels"]) and not ours_label(x)]
         if added:
             return f"labelled since the proposal by someone else ({', '.join(added)})"
         if meta.get("is_pr") and current.get("assignees"):
@@ -358,6 +338,7 @@ class TriageActor:
         proposed = set(meta["proposed"])
         notes = [f"label.#{n} ignored: #{n} was not in the proposal" for n in sorted(set(overrides) - proposed)]
         gh = self.github()
+        self._remember_own_writes(meta.get("since"), changes)
         report: dict[str, Any] = {
             "repository": self.settings["repository"], "generated_at": iso(self.clock()),
             "priorities": overview["priorities"], "stale": overview["stale"],
@@ -377,6 +358,15 @@ class TriageActor:
         return {"kind": "report", "summary": line, "applied": len(applied), "skipped": len(skipped),
                 "priorities": overview["priorities"], "stale": overview["stale"],
                 "prs_needing_reviewers": overview["prs_needing_reviewers"], "files": report["files"]}
+
+
+    def _remember_own_writes(self, since: Any, changes: Mapping[int, Mapping[str, Any]]) -> None:
+        """After loopbot labelled issues, remember their new ``updated_at``: its own write is no change by anyone."""
+        written = {n: c["seen"] for n, c in changes.items() if "applied" in c and isinstance(c.get("seen"), dict)}
+        if written and isinstance(since, str):
+            updates = after_own_writes(written, self.github().changed_since(since))
+            if updates:
+                save_seen(self.folder(), updates)
 
 
 class TriageEvaluator:

@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from adapters.channel import ChannelError
-from adapters.github.client import GitHubClient, make_github
+from adapters.github.client import GitHubClient
+from adapters.github.identity import Me
 
 __all__ = ["Pacer", "TriageGitHub"]
 
@@ -88,10 +89,6 @@ class TriageGitHub:
         self.calls = 0
         self.rate_limited = 0
 
-    @classmethod
-    def connect(cls, base_url: str, token: str, repository: str, **options: Any) -> TriageGitHub:
-        return cls(GitHubClient(make_github(base_url, token=token)), repository, **options)
-
     def _send(self, what: str, call: Callable[[], T]) -> T:
         """``call()``, again after each rate limit's ``retry_after`` (within ``max_wait`` and ``max_retries``)."""
         attempt = 0
@@ -127,6 +124,18 @@ class TriageGitHub:
     def open_pulls(self) -> list[dict[str, Any]]:
         """Every open pull request, with ``requested_reviewers`` and ``requested_teams``."""
         return [row for page in self.pages("pulls", {"state": "open"}) for row in page]
+
+    def me(self) -> Me:
+        """Who triage acts as (a token's user or the App's ``<slug>[bot]``): its own issues are not triaged."""
+        return self._send("GET /user", self.client.me)
+
+    def reviewed(self, number: int) -> bool:
+        """Has anyone submitted a review of pull request ``number`` (a pending draft is no review)?"""
+        page = self._send(f"GET pulls/{number}/reviews",
+                          partial(self.client.get_json, f"/repos/{self.repository}/pulls/{number}/reviews",
+                                  {"per_page": "100"}))
+        rows = page.data if isinstance(page.data, list) else []
+        return any(isinstance(row, dict) and row.get("state") != "PENDING" for row in rows)
 
     def changed_since(self, since: str) -> list[dict[str, Any]]:
         """Issues and PRs, open or closed, updated at or after ``since`` (ISO 8601)."""

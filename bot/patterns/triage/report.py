@@ -22,7 +22,7 @@ __all__ = ["ANSWERS", "cell", "proposal_markdown", "proposal_of", "report_markdo
 #: What each answer does to a triage proposal, one line each.
 ANSWERS = (
     "approve applies every change above",
-    "modify context.skip=#12,#15 context.label.#12=P1 applies them without #12 and #15, and #12 as P1 "
+    "modify skip=#12,#15 label.#12=P1 applies them without #12 and #15, and #12 as P1 "
     "(skip drops changes, label.#N=L1,L2 replaces #N's labels)",
     "reject applies nothing",
 )

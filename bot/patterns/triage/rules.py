@@ -11,8 +11,8 @@ same answers.
   Issues that already carry a priority label are left alone; pull requests
   get no priority.
 - Stale: an issue with no update for ``stale_days``.
-- Review: a pull request with neither requested reviewers (users or teams)
-  nor assignees.
+- Review: a pull request with neither requested reviewers (users or teams),
+  a submitted review, nor assignees.
 """
 
 from __future__ import annotations
@@ -58,6 +58,8 @@ class Item:
     state: str = "open"
     assignees: tuple[str, ...] = ()
     reviewers: tuple[str, ...] = ()  # requested reviewers and teams (pull requests)
+    reviewed: bool = False  # a review was submitted (GitHub then drops the reviewer from the requested ones)
+    author: str = ""  # who opened it
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Item:
@@ -74,6 +76,7 @@ class Item:
             state=str(data.get("state") or "open"),
             assignees=logins(data.get("assignees")),
             reviewers=logins(data.get("requested_reviewers")) + logins(data.get("requested_teams"), "slug"),
+            author=str((data.get("user") or {}).get("login") or "") if isinstance(data.get("user"), dict) else "",
         )
 
 
@@ -154,7 +157,7 @@ class Rules:
         verdict = Judgement(number=item.number)
         present = {label.casefold() for label in item.labels}
         if item.is_pr:
-            if not item.reviewers and not item.assignees:
+            if not item.reviewers and not item.reviewed and not item.assignees:
                 verdict.needs_reviewer = True
                 if self.review_label and self.review_label.casefold() not in present:
                     verdict.add.append(self.review_label)

@@ -328,7 +328,8 @@ def test_inactive_until_token_and_repository_are_set() -> None:
     spec = get_pattern("daily-triage")({"repository": ""})
     assert isinstance(spec, TriageSpec) and spec.inactive is not None
     assert "options.repository is empty" in spec.inactive
-    assert build({"repository": REPO}, environ={}).inactive == "GITHUB_TOKEN is not set; set both to enable it"  # type: ignore[attr-defined]
+    assert build({"repository": REPO}, environ={}).inactive == (  # type: ignore[attr-defined]
+        "GITHUB_TOKEN is not set; set it (or give the bot a github: block) to enable it")
     assert build({"repository": REPO}, environ={"GITHUB_TOKEN": "x"}).inactive is None  # type: ignore[attr-defined]
 
 
