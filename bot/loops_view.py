@@ -37,9 +37,11 @@ class _Run(Protocol):
 
 
 def _duration(seconds: float) -> str:
+    """Whole minutes from an hour on ("20h36m", not "20h36m21s")."""
     from adapters.durations import format_duration  # small; only a listing needs it
 
-    return format_duration(timedelta(seconds=max(1, round(seconds))))
+    rounded = round(seconds / 60) * 60 if seconds >= 3600 else round(seconds)
+    return format_duration(timedelta(seconds=max(1, rounded)))
 
 
 def ago(delta: timedelta) -> str:
@@ -48,16 +50,20 @@ def ago(delta: timedelta) -> str:
 
 
 def _days(field: str) -> str | None:
-    """``mon-fri`` -> "Monday to Friday", ``mon,wed`` -> "Monday and Wednesday"; None when it is not that simple."""
+    """``mon-fri`` or ``mon,tue,wed,thu,fri`` -> "Monday to Friday", ``mon,wed`` -> "Monday and Wednesday";
+    None when it is not that simple."""
     if field == "*":
         return "every day"
-    parts = field.lower().split(",")
-    words: list[str] = []
-    for part in parts:
+    order = list(_DAYS)
+    days: list[int] = []
+    for part in field.lower().split(","):
         first, _, last = part.partition("-")
-        if first not in _DAYS or (last and last not in _DAYS):
+        if first not in _DAYS or (last and last not in _DAYS) or (last and order.index(last) < order.index(first)):
             return None
-        words.append(f"{_DAYS[first]} to {_DAYS[last]}" if last else _DAYS[first])
+        days += range(order.index(first), order.index(last or first) + 1)
+    if len(days) >= 3 and days == list(range(days[0], days[-1] + 1)):
+        return f"{_DAYS[order[days[0]]]} to {_DAYS[order[days[-1]]]}"
+    words = [_DAYS[order[day]] for day in days]
     return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0]
 
 

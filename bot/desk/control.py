@@ -72,7 +72,13 @@ class RunControl:
         if found is None:  # a run of a loop gone from the config: its reviewers' rules went with it
             return None
         refusal = self._authorizer.refusal(found.operator_policy(), reply.voter.qualified, where)
-        return None if refusal is None else f"{refusal} (the operators of loop {loop} may)"
+        if refusal is None:
+            return None
+        if getattr(found, "operators", None) is None:
+            return f"{refusal} (the operators of loop {loop} may: it names none, so its reviewers)"
+        # the membership words name the reviewers' keys: here the same rules read the operators: block
+        worded = refusal.replace("review.reviewers.", "operators.").replace("reviewers", "operators")
+        return f"{worded} (the operators of loop {loop} may)"
 
     def _run(self, reply: Reply, loop: str) -> Answer:
         if reply.voter.channel == "github":
