@@ -136,3 +136,20 @@ def test_cancel_comment_on_the_runs_issue_cancels_it(ws: Workspace, gh: FakeGitH
     wait_for(lambda: [r for r in replies_to(gh, "alice") if "does not start a run" in r["body"]],
              what="the answer that a comment starts no run")
     assert len(ws.status()["runs"]) == 1
+
+
+def test_json_logs_of_a_serve_parse_line_by_line_and_a_review_is_one_line(ws: Workspace) -> None:
+    import json
+
+    ws.write_config([demo_loop(run_on_start=True)], logging={"format": "json"})
+    bot = ws.serve()
+    review = ws.wait_open_review()
+    done = ws.cli("decide", review["id"], "approve", "--as", "alice")
+    assert done.returncode == 0, done.stderr
+    ws.wait_run(review["run"], "completed")
+    assert bot.terminate() == 0
+    records = [json.loads(line) for line in bot.log().splitlines()]  # every line parses
+    assert all({"time", "level", "logger", "message"} <= set(record) for record in records)
+    posted = [r["message"] for r in records if r["message"].startswith(f"review {review['id']} (loop demo")]
+    assert len(posted) == 1 and f"local-reviews/{review['id']}.md" in posted[0]
+    assert "## " not in bot.log()  # no review's markdown in the log
