@@ -35,7 +35,8 @@ def test_the_next_run_of_a_berlin_cron_loop_keeps_its_wall_clock_time_across_dst
 def test_schedules_in_words() -> None:
     assert schedule_words(LoopSchedule("a", cron="mon,tue,wed,thu,fri".join(["0 9 * * ", ""])), "UTC") == (
         "at 09:00, Monday to Friday", "UTC")
-    assert schedule_words(LoopSchedule("a", cron="15 * * * sat,sun"), "UTC")[0] == "every hour at :15, Saturday and Sunday"
+    hourly = schedule_words(LoopSchedule("a", cron="15 * * * sat,sun"), "UTC")[0]
+    assert hourly == "every hour at :15, Saturday and Sunday"
     assert schedule_words(LoopSchedule("a", cron="*/5 1-3 * * *"), "UTC")[0] == "cron */5 1-3 * * *"
     assert schedule_words(LoopSchedule("a", interval=1800), "UTC") == ("every 30m", None)
     assert schedule_words(LoopSchedule("a"), "UTC") == ("on request only (no schedule)", None)

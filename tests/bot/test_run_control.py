@@ -227,4 +227,35 @@ def test_status_json_shows_the_cancelled_run(tmp_path: Path, capsys: pytest.Capt
     capsys.readouterr()
     assert main(["--config", str(tmp_path / "config.yaml"), "status", "--json"]) == EXIT_OK
     runs = json.loads(capsys.readouterr().out)["runs"]
-    assert [(r["id"], r["status"], r["reason"]) for r in runs] == [(run_id, "cancelled", "cancelled by local:alice: why")]
+    shown = [(r["id"], r["status"], r["reason"]) for r in runs]
+    assert shown == [(run_id, "cancelled", "cancelled by local:alice: why")]
+
+
+# --- a loop's own code fails ------------------------------------------------------------------
+
+
+def test_a_raising_step_logs_one_traceback_and_keeps_its_file_and_line(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    import logging
+
+    from .slow_loop import FAIL_LINE, FAIL_MESSAGE
+
+    b = bench(tmp_path, [_slow(tmp_path, fail_at=2)])
+    with caplog.at_level(logging.INFO):
+        run = b.runner.run_foreground("slow")
+    assert run is not None and run.status == "waiting" and run.review_id  # retried, then asks a person
+    tracebacks = [r for r in caplog.records if r.exc_info is not None]
+    assert len(tracebacks) == 1, [r.getMessage() for r in tracebacks]  # once, however often the step was retried
+    (record,) = tracebacks
+    assert record.levelno == logging.WARNING
+    assert record.getMessage().startswith(f"run {run.id}, step step_2: the actor raised RuntimeError: {FAIL_MESSAGE}")
+    assert f"slow_loop.py:{FAIL_LINE}" in record.getMessage()
+    capsys.readouterr()
+    assert main(["--config", str(tmp_path / "config.yaml"), "status", "--json"]) == EXIT_OK
+    (shown,) = json.loads(capsys.readouterr().out)["runs"]
+    failure = shown["result"]["failures"][0]
+    assert failure["step"] == "step_2" and failure["source"] == "actor"
+    assert failure["file"].endswith("tests/bot/slow_loop.py") and failure["line"] == FAIL_LINE
+    # the review's diagnostics (its request's summary) say where, too
+    assert f"slow_loop.py:{FAIL_LINE}" in json.dumps(b.store.get_review(run.review_id).request)
