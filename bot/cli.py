@@ -53,14 +53,16 @@ exit codes:
   0  done (run: completed, paused for review, or handed to the server)
   1  failed or refused: invalid config; a vote the review refuses (not a reviewer, already decided,
      a change the run cannot make); a run that failed or was rejected; a run not started because its
-     loop already has an active run; an unusable store or state_dir (the message names the file:
+     loop already has an active run; a cancel by someone not among the loop's operators, or of a run
+     that has ended; an unusable store or state_dir (the message names the file:
      permission denied, disk full, read-only, a symlink, a file where a directory should be)
   2  usage - the command line is wrong by itself, and nothing is stored: unknown command, loop,
      review id or decision word; a missing or malformed argument (reject without --feedback, modify
      without --set, a --set or DURATION its decision does not take, a pause time with no zone or in
      the past); a --set value that cannot be stored (NaN, 1e999, nested deeper than 32 levels, over
      64 KiB); an argument that is not valid UTF-8
-  3  serve, run: another loopbot serve, or a foreground run, holds this state_dir (the message names its pid)
+  3  serve, run, apply, cancel: another loopbot serve, or a foreground run, holds this state_dir (the message
+     names its pid; run and cancel are handed to a serve, and apply leaves its work to one)
   130, 143  run: stopped by Ctrl-C (SIGINT) or SIGTERM; the run is saved and `loopbot serve` continues it
 
 config: --config PATH, else $LOOPBOT_CONFIG, else config.yaml

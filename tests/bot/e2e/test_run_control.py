@@ -84,6 +84,13 @@ def test_slash_cancel_of_a_waiting_run_closes_its_review_in_slack(desk: SlackDes
     said = wait_for(lambda: [t for t in desk.updates(review["id"]) if "cancelled by slack:U0BBB" in t],
                     what="the thread told the run was cancelled")
     assert said[0].startswith(f"Run {review['run']} cancelled by slack:U0BBB: wrong week.")
+    message = desk.posted_review(review["id"])
+
+    def closed() -> list[object]:
+        return [c for c in desk.fake.calls_to("chat.update") if c.params.get("ts") == message["ts"]
+                and "(cancelled)" in str(c.params.get("blocks")) and "actions" not in str(c.params.get("blocks"))]
+
+    wait_for(closed, what="the review message re-rendered as cancelled, without buttons")
     audit = (desk.ws.root / "state" / "runs-md" / f"{review['run']}.md").read_text()
     assert "cancelled by slack:U0BBB: wrong week" in audit
 
