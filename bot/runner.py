@@ -30,6 +30,7 @@ from loop_engine.types import LoopResult, LoopState, LoopStatus
 from bot.config import BotConfig, ReviewConfig
 from bot.desk.desk import ReviewDesk, outcome_text
 from bot.reviews import Review, Vote, mark_applied, mark_failed
+from bot.runner_control import ACTIVE_STATUSES, RunControlMixin, explained
 from bot.store.base import NO_CLAIM, Claim, CorruptDocumentError, RunRecord, Store, StoreError
 from bot.worker import (
     ClaimLost,
@@ -45,8 +46,6 @@ __all__ = ["Runner", "ACTIVE_STATUSES", "RUNS_MARKDOWN", "active_run", "history_
 
 log = logging.getLogger(__name__)
 
-#: Run statuses that hold a loop's one active slot (overlap: skip).
-ACTIVE_STATUSES = frozenset({"running", "waiting"})
 #: The folder of ``state_dir`` where each ended run's audit trail is written as ``<run id>.md``.
 RUNS_MARKDOWN = "runs-md"
 #: How much of a run's output its one-line summary quotes.
@@ -105,13 +104,6 @@ def active_run(store: Store, loop: str) -> RunRecord | None:
     return store.active_run(loop)
 
 
-def _explained(err: Exception) -> bool:
-    """Whether ``err`` says all there is to say (a refusal, a loop gone or unbuildable), so no traceback."""
-    if isinstance(err, LoopBuildError):
-        return err.expected
-    return isinstance(err, (ValueError, UnknownLoopError))
-
-
 def run_markdown(store: Store, run_id: str, checkpoints: Iterable[str] = ()) -> str:
     """A run's audit trail as markdown: how it ended and why, its result, each review's outcome and votes."""
     run = store.get_run(run_id)
@@ -143,7 +135,7 @@ def run_markdown(store: Store, run_id: str, checkpoints: Iterable[str] = ()) -> 
     return "\n".join(lines) + "\n"
 
 
-class Runner:
+class Runner(RunControlMixin):
     """Starts runs, opens reviews at pauses, applies outcomes, recovers after a restart."""
 
     def __init__(
@@ -239,53 +231,6 @@ class Runner:
                 self._release(run.id)
         return self._store.get_run(run.id)
 
-    def catch_up(self) -> list[str]:
-        """Apply every decided review and continue every interrupted run, here, one after another.
-
-        For a process that holds the state dir without serving (`loopbot run`,
-        `loopbot apply`): what a serve's tick and restart would do, so nobody
-        has to start a server to move a decided run on. Each run ends where it
-        next stops (completed, a new review, failed); the ids of the runs moved.
-        """
-        moved: list[str] = []
-        for review in self._store.decided_reviews():
-            if self._here(review.run_id, partial(self.apply_outcome, review.id)):
-                moved.append(review.run_id)
-        for run in self._store.active_runs():
-            interrupted = run.status == "running" and run.id not in moved and not self._stopping
-            if interrupted and self._here(run.id, partial(self._continue, run.id)):
-                log.info("run %s was interrupted; continued from its last snapshot", run.id)
-                moved.append(run.id)
-        return moved
-
-    def _here(self, run_id: str, job: Callable[[], None]) -> bool:
-        """``job`` on ``run_id`` in this thread under its claim, with a worker's boundary; False if not claimed."""
-        with self._lock:
-            if self._stopping or run_id in self._busy or run_id in self._claims:
-                return False
-            claim = self._store.claim_run(run_id)
-            if claim is None:
-                return False
-            self._claims[run_id] = claim
-        try:
-            job()
-        except RunInterrupted as stop:
-            if run_id not in self._cancels:
-                log.info("%s; it continues at the next start", stop)
-        except (UnknownLoopError, LoopBuildError) as err:
-            log.error("run %s cannot continue: %s", run_id, err, exc_info=None if _explained(err) else err)
-            self._fail(run_id, str(err))
-        except Exception as err:
-            log.exception("run %s stopped by an internal error", run_id)
-            self._fail(run_id, f"internal error: {err!r}")
-        finally:
-            try:
-                self._cancelled_at_boundary(run_id)
-            finally:
-                with self._lock:
-                    self._release(run_id)
-        return True
-
     def _engine(self, run: RunRecord) -> LoopEngine:
         """A fresh engine for ``run``: it stops between steps at shutdown, and before a write once its claim is lost."""
         claim = self._claims.get(run.id, NO_CLAIM)
@@ -339,7 +284,7 @@ class Runner:
                 if run_id not in self._cancels:
                     log.info("%s; it continues at the next start", stop)
             except (UnknownLoopError, LoopBuildError) as err:  # the loop left the config, or no longer builds
-                log.error("run %s cannot continue: %s", run_id, err, exc_info=None if _explained(err) else err)
+                log.error("run %s cannot continue: %s", run_id, err, exc_info=None if explained(err) else err)
                 self._fail(run_id, str(err))
             except Exception as err:  # the worker boundary: record the crash on the run, keep the bot up
                 log.exception("run %s stopped by an internal error", run_id)
@@ -354,57 +299,6 @@ class Runner:
             with self._lock:
                 self._busy.pop(run_id, None)
                 self._release(run_id)
-
-    # -- cancelling ----------------------------------------------------------------
-
-    def cancel(self, run_id: str, by: str, reason: str = "") -> str:
-        """Cancel ``run_id`` for ``by`` (who may was checked by the caller); what became of it, in words.
-
-        A run a worker of this process is running stops at its next step
-        boundary (its snapshot saved) and then ends ``cancelled``; any other
-        active run - waiting on a review, or left ``running`` by a stopped
-        process - ends now, under the store's claim on it, its review
-        closed as "cancelled by ...". ``UnknownRunError`` for no such run,
-        ``ValueError`` (the words for the sender) when it has ended or
-        another replica is working on it.
-        """
-        why = f"cancelled by {by}" + (f": {reason}" if reason.strip() else "")
-        with self._lock:  # held throughout: no worker may start on the run while it is being ended here
-            run = self._store.get_run(run_id)
-            if run.status not in ACTIVE_STATUSES:
-                raise ValueError(f"run {run_id} has already ended ({run.status}); there is nothing to cancel")
-            if run_id in self._busy:
-                self._cancels[run_id] = why
-                log.info("run %s: %s; it stops at its next step boundary", run_id, why)
-                return f"run {run_id} stops at its next step boundary, then ends cancelled ({why})"
-            claim = self._store.claim_run(run_id)
-            if claim is None:
-                raise ValueError(f"run {run_id} is being worked on by another replica right now; try again in a minute")
-            self._claims[run_id] = claim
-            try:
-                self._end_cancelled(run_id, why)
-            finally:
-                self._release(run_id)
-        return f"run {run_id} cancelled ({why})"
-
-    def _cancelled_at_boundary(self, run_id: str) -> None:
-        """After a worker stopped: a cancel asked for while it ran ends the run, if it has not ended already."""
-        with self._lock:
-            why = self._cancels.pop(run_id, None)
-        if why is not None and self._store.get_run(run_id).status in ACTIVE_STATUSES:
-            self._end_cancelled(run_id, why)
-
-    def _end_cancelled(self, run_id: str, why: str) -> None:
-        """Close the run's undecided or unapplied review, end the run ``cancelled``, tell every message."""
-        review = self._store.review_for_run(run_id)
-        if review is not None and review.status in ("open", "decided"):
-            def close(stored: Review) -> None:
-                stored.status, stored.error = "cancelled", why
-
-            self._store.update_review(review.id, close)
-        self._store.update_run(run_id, lambda run: self._finish(run, "cancelled", why))
-        log.info("run %s %s", run_id, why)
-        self._tell_end(run_id, "cancelled", why)
 
     def problem(self) -> str | None:
         """Why this runner cannot be trusted with its runs (one stopped and could not say so), else None."""
@@ -577,7 +471,7 @@ class Runner:
             f"review {review.id}'s {outcome.decision.name.lower()} could not be applied: {err}"
             f" (voted by {who} at {outcome.decided_at.isoformat(timespec='seconds')})"
         )
-        log.error("run %s failed: %s", run_id, reason, exc_info=None if _explained(err) else err)
+        log.error("run %s failed: %s", run_id, reason, exc_info=None if explained(err) else err)
         self._store.update_run(run_id, lambda r: self._finish(r, "failed", reason))
         def fail(stored: Review) -> Review:
             mark_failed(stored, reason)
