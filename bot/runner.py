@@ -127,7 +127,7 @@ def run_markdown(store: Store, run_id: str, checkpoints: Iterable[str] = ()) -> 
         lines += ["", f"## Review {review.id} ({escape_inline(review.checkpoint_id)}): {review.status}", ""]
         lines.append(f"- **Opened:** {review.created_at.isoformat(timespec='seconds')}")
         lines.append(f"- **Outcome:** {escape_inline(outcome_text(review))}")
-        if review.error:
+        if review.error and review.status != "cancelled":  # a cancel's words are its outcome, above
             lines.append(f"- **Error:** {escape_inline(review.error)}")
         lines += ["- **Votes, as cast:**", *(f"  - {escape_inline(_vote_line(v))}" for v in review.history)]
         if not review.history:

@@ -75,6 +75,7 @@ def test_cancelling_a_waiting_run_closes_its_review_and_tells_every_message(tmp_
     audit = (b.config.state_dir / RUNS_MARKDOWN / f"{run_id}.md").read_text()
     assert "**Status:** cancelled - cancelled by local:alice: wrong week" in audit
     assert f"## Review {review_id} (checkpoint_0001): cancelled" in audit
+    assert "- **Outcome:** Cancelled by local:alice: wrong week" in audit and "**Error:**" not in audit
     # a vote after it is too late, saying why
     result = b.store.update_review(review_id, lambda r: cast_vote(r, Vote("local:bob", HumanDecision.APPROVE),
                                                                   now=T0))
