@@ -3,8 +3,8 @@
 ``run`` and ``decide`` work with or without a server: ``run`` hands the run
 to a live ``serve`` (through the store's inbox) or runs in the foreground
 until the run completes or pauses; ``decide`` only records a vote - the lock
-holder applies decided reviews (within a second when serving, else at the
-next start).
+holder applies decided reviews (within a second when serving; else ``apply``,
+or a foreground ``run`` before it starts, applies them).
 
 Every command imports what it needs inside its function: the engine,
 jsonschema, asyncio and the scheduler took ~0.4 s to load, which ``--help``,
@@ -113,8 +113,8 @@ _COMMAND_TEXTS = {
     "status": ("runs and open reviews",
                "List runs (with each run's reason) and open reviews, with the line that answers each."),
     "decide": ("vote on a review",
-               "Vote on a review, whether or not the server is running; the server applies the outcome "
-               "(at once when serving, else when `loopbot serve` next starts)."),
+               "Vote on a review, whether or not the server is running; the server applies the outcome at once "
+               "when serving, else `loopbot apply` (or the next `loopbot run` or `serve`) does."),
     "check": ("validate the config",
               "Validate the config and build every loop once (this imports `factory` modules - the config's "
               "folder is searched first - and makes each loop's engine and context); errors name the file and key. "

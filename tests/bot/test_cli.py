@@ -434,7 +434,7 @@ def test_status_says_who_applies_a_decided_review(config: Path, capsys: pytest.C
     cli(capsys, "run", "demo", "--config", str(config))
     cli(capsys, "decide", "demo-1", "approve", "--config", str(config))
     _, table, _ = cli(capsys, "status", "--config", str(config))
-    assert "(applied when `loopbot serve` runs)" in table
+    assert "(applied by `loopbot apply`, or when `loopbot run` or `serve` starts)" in table
     server = ServeLock(config.parent / "state")
     server.acquire(role=ROLE_SERVE)
     try:
