@@ -106,6 +106,7 @@ def review_view(review: Review, tasks: Sequence[OutboxTask] = ()) -> dict[str, A
         "created_at": _iso(review.created_at),
         "paused_until": _iso(review.paused_until),
         "applied_at": _iso(review.applied_at),
+        "reason": review.error,  # why it failed, or who cancelled its run and why
         "targets": target_views(review, tasks),
     }
 

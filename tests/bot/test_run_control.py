@@ -227,9 +227,10 @@ def test_status_json_shows_the_cancelled_run(tmp_path: Path, capsys: pytest.Capt
     b.runner.cancel(run_id, "local:alice", "why")
     capsys.readouterr()
     assert main(["--config", str(tmp_path / "config.yaml"), "status", "--json"]) == EXIT_OK
-    runs = json.loads(capsys.readouterr().out)["runs"]
-    shown = [(r["id"], r["status"], r["reason"]) for r in runs]
+    document = json.loads(capsys.readouterr().out)
+    shown = [(r["id"], r["status"], r["reason"]) for r in document["runs"]]
     assert shown == [(run_id, "cancelled", "cancelled by local:alice: why")]
+    assert [(r["status"], r["reason"]) for r in document["reviews"]] == [("cancelled", "cancelled by local:alice: why")]
 
 
 # --- a loop's own code fails ------------------------------------------------------------------
