@@ -160,3 +160,17 @@ def test_json_logs_of_a_serve_parse_line_by_line_and_a_review_is_one_line(ws: Wo
     posted = [r["message"] for r in records if r["message"].startswith(f"review {review['id']} (loop demo")]
     assert len(posted) == 1 and f"local-reviews/{review['id']}.md" in posted[0]
     assert "## " not in bot.log()  # no review's markdown in the log
+
+
+def test_loopbot_cancel_beside_a_serve_is_applied_by_it_and_a_refusal_says_who_may(ws: Workspace) -> None:
+    ws.write_config([demo_loop(run_on_start=True)])
+    ws.serve()
+    review = ws.wait_open_review()
+    refused = ws.cli("cancel", review["run"], "--as", "mallory")
+    assert refused.returncode == 1 and "cancel refused" in refused.stderr and "alice, bob, carol" in refused.stderr
+    handed = ws.cli("cancel", review["run"], "--as", "carol", "--reason", "not this week")
+    assert handed.returncode == 0 and "handed to the running server" in handed.stdout, handed.stderr
+    run = ws.wait_run(review["run"], "cancelled")
+    assert run["reason"] == "cancelled by local:carol: not this week"
+    assert "Run demo-run-1 cancelled by local:carol: not this week." in (
+        ws.root / "state" / "local-reviews" / f"{review['id']}.md").read_text()
