@@ -13,6 +13,9 @@ The grammar (design.md, "Command grammar") is case-insensitive:
     pause [duration]         e.g. 2h, 1d
     status
     help
+    run <loop>               start a run (Slack and the CLI; not a GitHub comment)
+    cancel [run-id] [reason] stop a run (on GitHub, the run of the issue's review)
+    loops                    each loop's schedule, next run and last outcome
 
 Slack sends ``<verb> [review-id] ...`` (a slash command's text or an
 @-mention); GitHub comments carry lines that start with ``/<verb>``. A
@@ -58,9 +61,15 @@ __all__ = [
     "MAX_IDENTITY_LENGTH",
     "decision_from_word",
     "looks_like_review_id",
+    "looks_like_run_id",
+    "CONTROL_VERBS",
 ]
 
-Verb = HumanDecision | Literal["status", "help"]
+Verb = HumanDecision | Literal["status", "help", "run", "cancel", "loops"]
+#: The verbs that drive runs rather than vote on a review (``bot.desk.control`` answers them).
+CONTROL_VERBS = ("run", "cancel", "loops")
+#: The words ``Command.from_dict`` reads back as they are.
+_WORD_VERBS = ("status", "help", *CONTROL_VERBS)
 
 # --- Limits on what a vote may carry ------------------------------------------
 #: A vote's changes are stored in the review, then in the run's snapshots, a few
@@ -86,6 +95,8 @@ _COMMAND = re.compile(r"\A/?(?P<verb>[A-Za-z][\w-]*)(?:\s+(?P<rest>.*))?\Z", re.
 _COMMENT_LINE = re.compile(r"\A {0,3}/(?P<verb>[A-Za-z][\w-]*)(?:[ \t]+(?P<rest>.*))?\Z")
 #: A review id: "<loop>-<n>", e.g. "triage-17".
 _REVIEW_ID = re.compile(r"\A[a-z0-9](?:[a-z0-9_-]*[a-z0-9_])?-\d+\Z", re.IGNORECASE)
+#: A run id looks like "<loop>-run-<n>", e.g. "triage-run-3".
+_RUN_ID = re.compile(r"\A[a-z0-9](?:[a-z0-9_-]*[a-z0-9_])?-run-\d+\Z", re.IGNORECASE)
 #: The first word of a command's rest, which may be a review id.
 _FIRST_WORD = re.compile(r"\A(?P<word>\S+)\s*(?P<rest>.*)\Z", re.DOTALL)
 #: Leading Slack mentions ("<@U0BOT> approve") are addressing, not words.
@@ -124,6 +135,10 @@ VERBS: tuple[VerbSpec, ...] = (
     VerbSpec(HumanDecision.PAUSE, ("pause",), "pause [review-id] [duration]",
              "keep it waiting and silence reminders for a while, e.g. 2h or 1d (default 24h, at most 366d)"),
     VerbSpec("status", ("status",), "status [review-id]", "show open reviews and runs"),
+    VerbSpec("run", ("run",), "run <loop>", "start a run of the loop now (its operators only)"),
+    VerbSpec("cancel", ("cancel",), "cancel [run-id] [reason]",
+             "stop the run: a waiting one at once, a running one at its next step (its operators only)"),
+    VerbSpec("loops", ("loops",), "loops", "each loop's schedule, next run and last outcome"),
     VerbSpec("help", ("help",), "help", "show this help"),
 )
 
@@ -159,6 +174,8 @@ class Command:
     argument: str = ""
     modifications: dict[str, Any] = field(default_factory=dict)
     pause_for: timedelta | None = None
+    #: ``run``: the loop to start; ``cancel``: the run named (None: the run of the review posted here).
+    target: str | None = None
 
     @property
     def feedback(self) -> str:
@@ -166,7 +183,7 @@ class Command:
 
     @property
     def decision(self) -> HumanDecision | None:
-        """The decision this command votes for, or None for status/help."""
+        """The decision this command votes for, or None for status/help and the run controls."""
         return self.verb if isinstance(self.verb, HumanDecision) else None
 
     def to_dict(self) -> dict[str, Any]:
@@ -174,18 +191,38 @@ class Command:
         verb = self.verb.name.lower() if isinstance(self.verb, HumanDecision) else self.verb
         pause = None if self.pause_for is None else self.pause_for.total_seconds()
         return {"verb": verb, "review_id": self.review_id, "argument": self.argument,
-                "modifications": dict(self.modifications), "pause_for": pause}
+                "modifications": dict(self.modifications), "pause_for": pause, "target": self.target}
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Command:
-        verb: Verb = raw["verb"] if raw["verb"] in ("status", "help") else HumanDecision[raw["verb"].upper()]
+        verb: Verb = raw["verb"] if raw["verb"] in _WORD_VERBS else HumanDecision[raw["verb"].upper()]
         pause = raw.get("pause_for")
         return cls(verb, raw.get("review_id"), raw.get("argument", ""), dict(raw.get("modifications") or {}),
-                   None if pause is None else timedelta(seconds=pause))
+                   None if pause is None else timedelta(seconds=pause), raw.get("target"))
 
 
 def looks_like_review_id(word: str) -> bool:
     return bool(_REVIEW_ID.match(word))
+
+
+def looks_like_run_id(word: str) -> bool:
+    return bool(_RUN_ID.match(word))
+
+
+def _control(verb: Verb, rest: str, usage: str) -> Command:
+    """``run <loop>``, ``cancel [run-id] [reason]``, ``loops``: a target, not a review."""
+    first = _FIRST_WORD.match(rest)
+    if verb == "loops":
+        if rest:
+            raise CommandError(f'loops takes nothing after it, not "{_shorten(rest)}"\nusage: {usage}')
+        return Command("loops")
+    if verb == "run":
+        if first is None or first.group("rest").strip():
+            raise CommandError(f"run needs one loop name, e.g. `run triage`\nusage: {usage}")
+        return Command("run", target=first.group("word"))
+    if first is not None and looks_like_run_id(first.group("word")):
+        return Command("cancel", argument=first.group("rest").strip(), target=first.group("word"))
+    return Command("cancel", argument=rest)
 
 
 def _unknown(word: str, choices: list[str], what: str) -> CommandError:
@@ -444,6 +481,8 @@ def _build(verb_word: str, rest: str) -> Command:
         raise CommandError(f"{verb_word.lower()}: the text is {len(rest):,} characters; at most {MAX_VALUE_BYTES:,}")
     if _bad_text(rest):
         raise CommandError(f"{verb_word.lower()}: the text is not valid UTF-8 (a lone surrogate); send it again")
+    if spec.verb in CONTROL_VERBS:
+        return _control(spec.verb, rest, spec.usage)
     review_id: str | None = None
     first = _FIRST_WORD.match(rest)
     if first and looks_like_review_id(first.group("word")):

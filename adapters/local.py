@@ -136,10 +136,10 @@ class LocalChannel:
         text = self._render(post)
         with self._lock:
             self._write(path, text)
-        # The whole review goes to the log too: on a terminal, that is where people look.
+        # One line: the file holds the review (a log of whole reviews buries everything else in it).
         self.log.info(
-            "review %s (loop %s, run %s) is waiting for a decision: %s\n\n%s\napprove with: %s",
-            post.review_id, post.loop, post.run_id, path, text, self._approve_line(post),
+            "review %s (loop %s, run %s) is waiting for a decision: %s - approve with: %s",
+            post.review_id, post.loop, post.run_id, path, self._approve_line(post),
         )
         return self._ref(post.review_id)
 

@@ -17,7 +17,9 @@ Run: ``.venv/bin/python bench/cli_startup_bench.py [--runs N]`` (or ``make bench
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -37,6 +39,7 @@ state_dir: ./state
 loops:
   - name: demo
     pattern: demo
+    schedule: {cron: "0 9 * * mon-fri", timezone: Europe/Berlin}   # status lists it, with its next run
     review: {reviewers: {local: [alice]}}
 """
 
@@ -73,6 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "config.yaml").write_text(CONFIG, encoding="utf-8")
+        (folder / "state").mkdir()
+        with contextlib.closing(sqlite3.connect(folder / "state" / "jobs.sqlite")) as jobs:  # as serve leaves it
+            jobs.execute("CREATE TABLE apscheduler_jobs (id VARCHAR(191) PRIMARY KEY, next_run_time FLOAT, "
+                         "job_state BLOB NOT NULL)")
+            jobs.execute("INSERT INTO apscheduler_jobs VALUES ('loop:demo', ?, x'')", (time.time() + 3600,))
+            jobs.commit()
         env = {**os.environ, "LOOPBOT_USER": "alice", "XDG_CACHE_HOME": str(folder / "cache")}
         env.pop("LOOPBOT_CONFIG", None)
         # An installed loopbot runs from bytecode (pip compiles it; a source tree's first run writes it):

@@ -3,8 +3,8 @@
 ``run`` and ``decide`` work with or without a server: ``run`` hands the run
 to a live ``serve`` (through the store's inbox) or runs in the foreground
 until the run completes or pauses; ``decide`` only records a vote - the lock
-holder applies decided reviews (within a second when serving, else at the
-next start).
+holder applies decided reviews (within a second when serving; else ``apply``,
+or a foreground ``run`` before it starts, applies them).
 
 Every command imports what it needs inside its function: the engine,
 jsonschema, asyncio and the scheduler took ~0.4 s to load, which ``--help``,
@@ -53,14 +53,16 @@ exit codes:
   0  done (run: completed, paused for review, or handed to the server)
   1  failed or refused: invalid config; a vote the review refuses (not a reviewer, already decided,
      a change the run cannot make); a run that failed or was rejected; a run not started because its
-     loop already has an active run; an unusable store or state_dir (the message names the file:
+     loop already has an active run; a cancel by someone not among the loop's operators, or of a run
+     that has ended; an unusable store or state_dir (the message names the file:
      permission denied, disk full, read-only, a symlink, a file where a directory should be)
   2  usage - the command line is wrong by itself, and nothing is stored: unknown command, loop,
      review id or decision word; a missing or malformed argument (reject without --feedback, modify
      without --set, a --set or DURATION its decision does not take, a pause time with no zone or in
      the past); a --set value that cannot be stored (NaN, 1e999, nested deeper than 32 levels, over
      64 KiB); an argument that is not valid UTF-8
-  3  serve, run: another loopbot serve, or a foreground run, holds this state_dir (the message names its pid)
+  3  serve, run, apply, cancel: another loopbot serve, or a foreground run, holds this state_dir (the message
+     names its pid; run and cancel are handed to a serve, and apply leaves its work to one)
   130, 143  run: stopped by Ctrl-C (SIGINT) or SIGTERM; the run is saved and `loopbot serve` continues it
 
 config: --config PATH, else $LOOPBOT_CONFIG, else config.yaml
@@ -111,8 +113,8 @@ _COMMAND_TEXTS = {
     "status": ("runs and open reviews",
                "List runs (with each run's reason) and open reviews, with the line that answers each."),
     "decide": ("vote on a review",
-               "Vote on a review, whether or not the server is running; the server applies the outcome "
-               "(at once when serving, else when `loopbot serve` next starts)."),
+               "Vote on a review, whether or not the server is running; the server applies the outcome at once "
+               "when serving, else `loopbot apply` (or the next `loopbot run` or `serve`) does."),
     "check": ("validate the config",
               "Validate the config and build every loop once (this imports `factory` modules - the config's "
               "folder is searched first - and makes each loop's engine and context); errors name the file and key. "
@@ -128,6 +130,16 @@ _COMMAND_TEXTS = {
                "Copy every run, review (with its votes), snapshot, id counter, pending request, outbox task and "
                "delivery key of the directory store DIR (default: state_dir) into the store: block's database, "
                "which must hold no runs or reviews yet. Stop `loopbot serve` on DIR first."),
+    "loops": ("each loop's schedule, next run and last run",
+              "List each loop with its schedule in words and its time zone, the next run time and the last "
+              "run's outcome with how long ago it ended."),
+    "cancel": ("cancel a run",
+               "Cancel RUN: a waiting run's review closes as \"cancelled by ...\", a running one stops at its next "
+               "step boundary; the run ends `cancelled`. Only the loop's operators (default: its reviewers) may. "
+               "Handed to the running `loopbot serve` if there is one, else done here."),
+    "apply": ("apply decided reviews and continue interrupted runs",
+              "Apply every decided review and continue every interrupted run here, without a server, until each "
+              "completes, pauses for its next review or fails (what `loopbot serve` does at its start)."),
     "init": ("write the commented example config",
              "Write the commented example config (the text of config.example.yaml) to PATH, default "
              "config.yaml; an existing file is never overwritten. Then edit it and run `loopbot check`."),
@@ -170,6 +182,13 @@ def build_parser() -> argparse.ArgumentParser:
     check = command("check", [common])
     check.add_argument("--offline", action="store_true",
                        help="do not contact Slack or GitHub (by default their tokens, scopes and access are checked)")
+    command("loops", [common])
+    cancel = command("cancel", [common])
+    cancel.add_argument("run", metavar="RUN", help="the run's id, e.g. demo-run-3")
+    cancel.add_argument("--reason", default="", metavar="TEXT", help="why: kept in the run's audit trail")
+    cancel.add_argument("--as", dest="voter", metavar="NAME",
+                        help="who cancels (default: $LOOPBOT_USER, else $USER, else the login name)")
+    command("apply", [common])
     command("migrate", [common])
     export = command("export", [common])
     export.add_argument("dir", metavar="DIR", help="the directory store to write (empty or not there yet)")
@@ -281,7 +300,7 @@ def cmd_serve(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     from bot.server import serve  # uvicorn and the scheduler load only for serve
     from bot.store import AlreadyRunningError
 
-    setup_logging(secrets=_secrets(config))
+    setup_logging(secrets=_secrets(config), format=config.logging.format)
     try:
         return serve(config, decide_command=_decide_command(path))
     except AlreadyRunningError as err:
@@ -323,6 +342,7 @@ def _run_here(runner: Runner, store: Store, local: LocalChannel, loop: str, path
 
     with StopOnSignal(runner) as stop:
         try:
+            _catch_up(runner, store)
             run = runner.run_foreground(loop)
         except KeyboardInterrupt:
             active = runner.active_run(loop)
@@ -344,14 +364,11 @@ def _run_here(runner: Runner, store: Store, local: LocalChannel, loop: str, path
         print(f"review {run.review_id}: {local.path_for(run.review_id)}")
         for line in _approve_lines(store, run.review_id, _decide_command(path)):
             print(line)
-        print("then start `loopbot serve` to resume the run once it is decided")
+        print("once it is decided, `loopbot apply` (or `loopbot run` again, or `loopbot serve`) resumes the run")
     return EXIT_OK if run.status in ("completed", "waiting") else EXIT_FAILED
 
 
 def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
-    from bot.logging import setup_logging
-    from bot.desk import ReviewDesk, local_channel
-    from bot.runner import Runner, utcnow
     from bot.store import AlreadyRunningError, ServeLock
     from bot.store.open import open_store
     from bot.store.lock import ROLE_RUN, ROLE_SERVE
@@ -383,14 +400,133 @@ def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
         print(f"handed to the running server (pid {err.pid}): request {request_id}")
         return EXIT_OK
     try:
-        setup_logging(secrets=_secrets(config))
-        local = local_channel(state_dir, _decide_command(path))
-        # inline: the review is posted before this command returns; a post that fails waits for `serve`
-        desk = ReviewDesk(store, {"local": local}, clock=utcnow, inline=True)
-        runner = Runner(config, store, desk, catalog=catalog)
+        runner, store, local = _foreground(config, path, store)
         return _run_here(runner, store, local, args.loop, path)
     finally:
         lock.release()
+
+
+def _catch_up(runner: Runner, store: Store) -> list[str]:
+    """Decided reviews applied and interrupted runs continued here; one line for each run moved."""
+    moved = runner.catch_up()
+    for run_id in moved:
+        run = store.get_run(run_id)
+        print(f"run {run.id}: {run.status}" + (f" - {run.reason}" if run.reason else "")
+              + (f" (review {run.review_id})" if run.status == "waiting" and run.review_id else ""))
+    return moved
+
+
+def _foreground(config: BotConfig, path: Path, store: Store | None = None) -> tuple[Runner, Store, LocalChannel]:
+    """A runner for this process, posting to the local channel inline (a post that fails waits for `serve`)."""
+    from bot.desk import ReviewDesk, local_channel
+    from bot.logging import setup_logging
+    from bot.runner import Runner, utcnow
+    from bot.store.open import open_store
+
+    setup_logging(secrets=_secrets(config), format=config.logging.format)
+    store = store if store is not None else open_store(config)
+    local = local_channel(Path(config.state_dir), _decide_command(path))
+    desk = ReviewDesk(store, {"local": local}, clock=utcnow, inline=True)
+    return Runner(config, store, desk), store, local
+
+
+def cmd_apply(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
+    from bot.foreground import StopOnSignal
+    from bot.store import AlreadyRunningError, ServeLock
+    from bot.store.lock import ROLE_RUN, ROLE_SERVE
+
+    lock = ServeLock(Path(config.state_dir))
+    try:
+        lock.acquire(role=ROLE_RUN)
+    except AlreadyRunningError as err:
+        if err.role == ROLE_SERVE:
+            print(f"the running server (pid {err.pid}) applies decided reviews within a second; nothing to do here")
+            return EXIT_OK
+        _err(str(err))
+        return EXIT_LOCKED
+    try:
+        runner, store, _local = _foreground(config, path)
+        with StopOnSignal(runner) as stop:
+            moved = _catch_up(runner, store)
+        if not moved:
+            print("nothing to apply: no decided review and no interrupted run")
+        if stop.signum is not None:
+            return EXIT_SIGNAL_BASE + stop.signum
+        failed = [r for r in moved if store.get_run(r).status in ("failed", "rejected")]
+        return EXIT_FAILED if failed else EXIT_OK
+    finally:
+        lock.release()
+
+
+def cmd_cancel(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
+    from bot.desk import Authorizer, ListMembership, People
+    from bot.store import AlreadyRunningError, ServeLock, UnknownRunError
+    from bot.store.lock import ROLE_RUN, ROLE_SERVE
+    from bot.store.open import open_store
+    from bot.worker import LoopCatalog, UnknownLoopError
+
+    voter = _voter_name(args.voter)
+    if not voter:
+        _err("cannot tell who cancels: pass --as NAME or set LOOPBOT_USER")
+        return EXIT_USAGE
+    store = open_store(config)
+    try:
+        run = store.get_run(args.run)
+    except UnknownRunError as err:
+        _err(str(err))
+        return EXIT_USAGE
+    try:
+        operators = LoopCatalog(config).loop_config(run.loop).operator_policy()
+    except UnknownLoopError:  # the loop left the config: whoever may use this state dir may end its runs
+        operators = None
+    if operators is not None:
+        refusal = Authorizer({"local": ListMembership("local")}, People.from_config(config.people)).refusal(
+            operators, f"local:{voter}")
+        if refusal is not None:
+            _err(f"cancel refused: {refusal} (the operators of loop {run.loop} may cancel its runs)")
+            return EXIT_FAILED
+    if run.status not in ("running", "waiting"):
+        _err(f"run {run.id} has already ended ({run.status}); there is nothing to cancel")
+        return EXIT_FAILED
+    lock = ServeLock(Path(config.state_dir))
+    try:
+        lock.acquire(role=ROLE_RUN)
+    except AlreadyRunningError as err:
+        if err.role != ROLE_SERVE:
+            _err(f"{err}; stop that foreground run (Ctrl-C), then cancel {run.id}")
+            return EXIT_LOCKED
+        store.enqueue_request("cancel", {"run": run.id, "by": f"local:{voter}", "reason": args.reason})
+        print(f"handed to the running server (pid {err.pid}): run {run.id} is cancelled at its next tick")
+        return EXIT_OK
+    try:
+        runner, _store, _local = _foreground(config, path)
+        try:
+            print(runner.cancel(run.id, f"local:{voter}", args.reason))
+        except ValueError as err:
+            _err(str(err))
+            return EXIT_FAILED
+        return EXIT_OK
+    finally:
+        lock.release()
+
+
+def cmd_loops(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
+    from bot.loops_view import loops_lines, next_times, stored_next_times
+    from bot.store.open import open_store
+
+    now = datetime.now(UTC)
+    upcoming = next_times(config.schedules, config.timezone, now)
+    stored = stored_next_times(config.state_dir) or {}
+    for loop in config.schedules:  # an interval counts from when serve scheduled it: its stored time, if any
+        if loop.interval and stored.get(loop.name) is not None:
+            upcoming[loop.name] = stored[loop.name]
+    print("\n".join(loops_lines(config.schedules, config.timezone, _latest_runs(open_store(config)), now, upcoming)))
+    return EXIT_OK
+
+
+def _latest_runs(store: Store) -> list[Any]:
+    """The active runs and the latest ended ones: each loop's last run, for the loops listing."""
+    return [*store.list_runs(), *store.recent_runs(200)]
 
 
 def cmd_status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
@@ -428,6 +564,12 @@ def _status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
     text = render_json(runs, reviews, tasks, shared) if args.json else render_table(
         runs, reviews, _decide_command(path), serving=serving, voter=_voter_name(None), tasks=tasks
     ) + render_replicas(shared)
+    if not args.json and config.schedules:  # the next times serve stored: APScheduler is not for status
+        from bot.loops_view import loops_lines, stored_next_times
+
+        lines = loops_lines(config.schedules, config.timezone, [*runs, *store.recent_runs(200)], datetime.now(UTC),
+                            stored_next_times(config.state_dir))
+        text += "\n\nloops:\n" + "\n".join(lines)
     problems = store.problems()
     if problems and not args.json:
         text += "\n\nproblems (documents set aside, the rest is served):\n" + "\n".join(f"- {p}" for p in problems)
@@ -611,7 +753,8 @@ def cmd_decide(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
             print(f"a foreground `loopbot run` (pid {holder.get('pid')}) holds the state dir: "
                   "the run resumes when `loopbot serve` next starts")
         else:
-            print("no server is running: the run resumes when `loopbot serve` starts")
+            print("no server is running: `loopbot apply` resumes the run now (as `loopbot run` and "
+                  "`loopbot serve` do when they start)")
     return EXIT_OK
 
 
@@ -675,14 +818,15 @@ def cmd_import(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
 #: name -> command; status and decide take a ``ConfigView``, the others the ``BotConfig`` (see ``_load``)
 COMMANDS: dict[str, Callable[[argparse.Namespace, Any, Path], int]] = {
     "check": cmd_check, "serve": cmd_serve, "run": cmd_run, "status": cmd_status, "decide": cmd_decide,
-    "migrate": cmd_migrate, "export": cmd_export, "import": cmd_import,
+    "migrate": cmd_migrate, "export": cmd_export, "import": cmd_import, "loops": cmd_loops, "cancel": cmd_cancel,
+    "apply": cmd_apply,
 }
 #: Commands that need no config to be loaded first: ``init`` writes it.
 COMMANDS_WITHOUT_CONFIG = {"init": cmd_init}
 #: The commands that build loops: they refuse a config naming a loop that cannot be built.
-_BUILDS_LOOPS = frozenset({"check", "serve", "run"})
+_BUILDS_LOOPS = frozenset({"check", "serve", "run", "apply"})
 #: The commands that never read the channel blocks: they validate ``CoreConfig`` and get a ``ConfigView``.
-_READ_VIEW = frozenset({"status", "decide"})
+_READ_VIEW = frozenset({"status", "decide", "loops"})
 #: The commands that talk to Slack and GitHub, so need every variable of their blocks (`check --offline` does not).
 _TALK_TO_CHANNELS = frozenset({"serve", "run", "check"})
 

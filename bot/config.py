@@ -48,6 +48,7 @@ from .config_blocks import (
     GitHubConfig,
     GitHubTarget,
     LocalTarget,
+    LoggingConfig,
     LoopConfig,
     PersonConfig,
     PostTarget,
@@ -126,6 +127,7 @@ class CoreConfig(BaseModel):
     loops: list[LoopConfig] = Field(default_factory=list)
     people: list[PersonConfig] = Field(default_factory=list)
     store: StoreConfig | None = None  # None: the directory store in state_dir
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
     @field_validator("timezone")
     @classmethod
@@ -149,14 +151,14 @@ class CoreConfig(BaseModel):
                     )
                 owner[account.casefold()] = person.name
         for i, loop in enumerate(self.loops):
-            named = (loop.review.reviewers.people if loop.review.reviewers else None) or []
-            unknown = [name for name in named if name.casefold() not in names]
-            if unknown:
-                known = [p.name for p in self.people]
-                raise ValueError(
-                    f"loops[{i}].review.reviewers.people: {unknown[0]!r} is not in the top-level people: list"
-                    f"{did_you_mean(unknown[0], known)}"
-                )
+            for key, who in (("review.reviewers", loop.review.reviewers), ("operators", loop.operators)):
+                unknown = [name for name in (who.people if who else None) or [] if name.casefold() not in names]
+                if unknown:
+                    known = [p.name for p in self.people]
+                    raise ValueError(
+                        f"loops[{i}].{key}.people: {unknown[0]!r} is not in the top-level people: list"
+                        f"{did_you_mean(unknown[0], known)}"
+                    )
         return self
 
     @model_validator(mode="after")

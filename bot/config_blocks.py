@@ -34,6 +34,7 @@ __all__ = [
     "GitHubConfig",
     "SchedulerConfig",
     "StoreConfig",
+    "LoggingConfig",
     "ScheduleConfig",
     "SlackTarget",
     "GitHubTarget",
@@ -107,6 +108,12 @@ class GitHubConfig(_Model):
 class SchedulerConfig(_Model):
     misfire_grace_time: int | None = Field(3600, ge=1)
     poll_interval: float = Field(0.5, gt=0)
+
+
+class LoggingConfig(_Model):
+    """``logging: {format: json}``: one JSON object per line for a log store; ``text`` (the default) for people."""
+
+    format: Literal["text", "json"] = "text"
 
 
 class StoreConfig(_Model):
@@ -291,6 +298,13 @@ class LoopConfig(_Model):
     options: dict[str, Any] = Field(default_factory=dict)
     checkpoint: CheckpointBlock | None = None
     review: ReviewConfig = Field(default_factory=ReviewConfig)
+    #: Who may start and cancel its runs from chat and the CLI; unset: its reviewers.
+    operators: ReviewersConfig | None = None
+
+    def operator_policy(self) -> Reviewers:
+        """``operators:`` as a ``Reviewers`` (checked by the same membership rules), else the reviewers."""
+        who = self.operators if self.operators is not None else self.review.reviewers
+        return Reviewers(**(who.model_dump() if who else {}))
 
     @field_validator("name")
     @classmethod

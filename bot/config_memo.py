@@ -32,7 +32,7 @@ from .config_file import CHANNEL_BLOCKS, channel_stand_in, read_config, resolve_
 if TYPE_CHECKING:  # pragma: no cover
     from .config_blocks import StoreConfig
 
-__all__ = ["ConfigView", "Person", "load_view", "memo_dir"]
+__all__ = ["ConfigView", "LoopSchedule", "Person", "load_view", "memo_dir"]
 
 #: The modules whose source decides the verdict: a change to any of them forgets every remembered one.
 _JUDGES = ("config.py", "config_blocks.py", "config_rules.py", "config_file.py", "config_memo.py")
@@ -50,6 +50,16 @@ class Person:
 
 
 @dataclass(frozen=True)
+class LoopSchedule:
+    """A loop's ``schedule:`` as the models validated it (both None: it runs only when asked)."""
+
+    name: str
+    cron: str | None = None
+    interval: float | None = None  #: seconds
+    timezone: str | None = None
+
+
+@dataclass(frozen=True)
 class ConfigView:
     """The keys of the config that `status` and `decide` use."""
 
@@ -57,6 +67,9 @@ class ConfigView:
     people: tuple[Person, ...]
     secrets: tuple[str, ...]  #: every secret's plain value, for redaction; never print these
     store: StoreConfig | None = None  #: the PostgreSQL store; None: the directory store in state_dir
+    timezone: str = "UTC"  #: the config's default time zone
+    #: each loop's (name, cron, interval in seconds, time zone), for `status`'s section of loops
+    schedules: tuple[LoopSchedule, ...] = ()
 
     def secret_values(self) -> Iterator[str]:
         return iter(self.secrets)
@@ -84,6 +97,13 @@ def load_view(path: str | os.PathLike[str], environ: Mapping[str, str] | None = 
             "state_dir": str(core.state_dir),
             "people": [[person.name, person.accounts()] for person in core.people],
             "secret_keys": channel_secret_keys(),
+            "timezone": core.timezone,
+            "schedules": [
+                [loop.name, loop.schedule.cron if loop.schedule else None,
+                 loop.schedule.interval.total_seconds() if loop.schedule and loop.schedule.interval else None,
+                 loop.schedule.timezone if loop.schedule else None]
+                for loop in core.loops
+            ],
         }
         store, store_secrets = core.store, tuple(core.secret_values())
         if memo is not None and store is None:  # a store block's URL is a secret: judged every time
@@ -93,6 +113,8 @@ def load_view(path: str | os.PathLike[str], environ: Mapping[str, str] | None = 
         people=tuple(Person(name, tuple(accounts)) for name, accounts in entry["people"]),
         secrets=(*store_secrets, *_channel_secrets(read.data, entry["secret_keys"])),
         store=store,
+        timezone=entry["timezone"],
+        schedules=tuple(LoopSchedule(*loop) for loop in entry["schedules"]),
     )
 
 
@@ -176,6 +198,9 @@ def _entry(entry: Any) -> dict[str, Any] | None:
                     for name, ids in entry["people"])
             and all(isinstance(names, list) and all(isinstance(name, str) for name in names)
                     for names in entry["secret_keys"].values())
+            and isinstance(entry["timezone"], str)
+            and all(isinstance(loop, list) and len(loop) == 4 and isinstance(loop[0], str)
+                    for loop in entry["schedules"])
         )
     except (KeyError, TypeError, ValueError, AttributeError):
         return None

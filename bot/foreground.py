@@ -68,7 +68,7 @@ def active_run_help(active: RunRecord, store: Store, local: LocalChannel, decide
         return [
             f"{head} on review {review.id} ({local.path_for(review.id)})",
             f"approve with: {decide_command} {review.id} approve",
-            "then start `loopbot serve` to resume it",
+            "then `loopbot apply` (or `loopbot serve`) resumes it",
         ]
     if review is not None and review.status == "decided":
         return [f"{head}; review {review.id} is decided: start `loopbot serve` to apply it"]

@@ -249,6 +249,8 @@ def _check(review: Review, vote: Vote, allowed: Callable[[Reviewers, str], str |
         return DUPLICATE, "duplicate delivery"
     if review.outcome is not None:
         return ALREADY_DECIDED, _already_decided(review)
+    if review.status == "cancelled":  # closed by `cancel`, not by a vote: nothing left to decide
+        return ALREADY_DECIDED, f"review {review.id} is closed: its run was {review.error or 'cancelled'}"
     if vote.voter == TIMEOUT_VOTER:
         return REFUSED, "the timeout voter is reserved for deadlines; vote as a person"
     reason = allowed(review.policy.reviewers, vote.voter)

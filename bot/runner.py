@@ -30,6 +30,7 @@ from loop_engine.types import LoopResult, LoopState, LoopStatus
 from bot.config import BotConfig, ReviewConfig
 from bot.desk.desk import ReviewDesk, outcome_text
 from bot.reviews import Review, Vote, mark_applied, mark_failed
+from bot.runner_control import ACTIVE_STATUSES, RunControlMixin, explained
 from bot.store.base import NO_CLAIM, Claim, CorruptDocumentError, RunRecord, Store, StoreError
 from bot.worker import (
     ClaimLost,
@@ -45,8 +46,6 @@ __all__ = ["Runner", "ACTIVE_STATUSES", "RUNS_MARKDOWN", "active_run", "history_
 
 log = logging.getLogger(__name__)
 
-#: Run statuses that hold a loop's one active slot (overlap: skip).
-ACTIVE_STATUSES = frozenset({"running", "waiting"})
 #: The folder of ``state_dir`` where each ended run's audit trail is written as ``<run id>.md``.
 RUNS_MARKDOWN = "runs-md"
 #: How much of a run's output its one-line summary quotes.
@@ -105,13 +104,6 @@ def active_run(store: Store, loop: str) -> RunRecord | None:
     return store.active_run(loop)
 
 
-def _explained(err: Exception) -> bool:
-    """Whether ``err`` says all there is to say (a refusal, a loop gone or unbuildable), so no traceback."""
-    if isinstance(err, LoopBuildError):
-        return err.expected
-    return isinstance(err, (ValueError, UnknownLoopError))
-
-
 def run_markdown(store: Store, run_id: str, checkpoints: Iterable[str] = ()) -> str:
     """A run's audit trail as markdown: how it ended and why, its result, each review's outcome and votes."""
     run = store.get_run(run_id)
@@ -135,7 +127,7 @@ def run_markdown(store: Store, run_id: str, checkpoints: Iterable[str] = ()) -> 
         lines += ["", f"## Review {review.id} ({escape_inline(review.checkpoint_id)}): {review.status}", ""]
         lines.append(f"- **Opened:** {review.created_at.isoformat(timespec='seconds')}")
         lines.append(f"- **Outcome:** {escape_inline(outcome_text(review))}")
-        if review.error:
+        if review.error and review.status != "cancelled":  # a cancel's words are its outcome, above
             lines.append(f"- **Error:** {escape_inline(review.error)}")
         lines += ["- **Votes, as cast:**", *(f"  - {escape_inline(_vote_line(v))}" for v in review.history)]
         if not review.history:
@@ -143,7 +135,7 @@ def run_markdown(store: Store, run_id: str, checkpoints: Iterable[str] = ()) -> 
     return "\n".join(lines) + "\n"
 
 
-class Runner:
+class Runner(RunControlMixin):
     """Starts runs, opens reviews at pauses, applies outcomes, recovers after a restart."""
 
     def __init__(
@@ -164,6 +156,7 @@ class Runner:
         self._busy: dict[str, threading.Thread] = {}  # run id -> its worker
         self._claims: dict[str, Claim] = {}  # run id -> the store's claim its worker (or a new run) holds
         self._unrecorded: dict[str, str] = {}  # run id -> why its end could not be written (healthz says so)
+        self._cancels: dict[str, str] = {}  # run id -> "cancelled by ...": its worker stops at the next boundary
         self._stopping = False
 
     # -- starting runs -------------------------------------------------------------
@@ -226,18 +219,23 @@ class Runner:
         try:
             self._start(run)
         except RunInterrupted as stop:
-            log.info("%s; `loopbot serve` continues it", stop)
+            if run.id not in self._cancels:
+                log.info("%s; `loopbot serve` continues it", stop)
         except Exception as err:
             log.exception("run %s stopped by an internal error", run.id)
             self._fail(run.id, f"internal error: {err!r}")
         finally:
-            self._release(run.id)
+            try:
+                self._cancelled_at_boundary(run.id)
+            finally:
+                self._release(run.id)
         return self._store.get_run(run.id)
 
     def _engine(self, run: RunRecord) -> LoopEngine:
         """A fresh engine for ``run``: it stops between steps at shutdown, and before a write once its claim is lost."""
         claim = self._claims.get(run.id, NO_CLAIM)
-        return self._catalog.new_engine(run.loop, run.id, self._store, stop_requested=lambda: self._stopping,
+        return self._catalog.new_engine(run.loop, run.id, self._store,
+                                        stop_requested=lambda: self._stopping or run.id in self._cancels,
                                         claim_held=claim.held)
 
     def _start(self, run: RunRecord) -> None:
@@ -283,13 +281,15 @@ class Runner:
             except ClaimLost as lost:  # replicas: nothing more written; whoever claims the run next goes on
                 log.warning("%s", lost)
             except RunInterrupted as stop:  # shutdown: the snapshot is saved between steps; the next start goes on
-                log.info("%s; it continues at the next start", stop)
+                if run_id not in self._cancels:
+                    log.info("%s; it continues at the next start", stop)
             except (UnknownLoopError, LoopBuildError) as err:  # the loop left the config, or no longer builds
-                log.error("run %s cannot continue: %s", run_id, err, exc_info=None if _explained(err) else err)
+                log.error("run %s cannot continue: %s", run_id, err, exc_info=None if explained(err) else err)
                 self._fail(run_id, str(err))
             except Exception as err:  # the worker boundary: record the crash on the run, keep the bot up
                 log.exception("run %s stopped by an internal error", run_id)
                 self._fail(run_id, f"internal error: {err!r}")
+            self._cancelled_at_boundary(run_id)
         except (OSError, StoreError) as err:  # not even the failure could be written (a full or read-only disk)
             what = f"run {run_id} stopped and its end could not be recorded ({err}); it stays `running`"
             log.critical("%s: fix the disk, then restart `loopbot serve`, which continues it", what)
@@ -355,6 +355,8 @@ class Runner:
         result = result_text(self._store.get_run(run_id).result)
         if review is not None:
             line = f"Run {run_id} {status}" + (f": {reason}" if reason else ".")
+            if reason and reason.startswith(status):  # "cancelled by ...": said once
+                line = f"Run {run_id} {reason}."
             self._desk.update(review, line + (f" Result: {result}" if result else ""))
         self._write_run_markdown(run_id, checkpoints)
 
@@ -469,7 +471,7 @@ class Runner:
             f"review {review.id}'s {outcome.decision.name.lower()} could not be applied: {err}"
             f" (voted by {who} at {outcome.decided_at.isoformat(timespec='seconds')})"
         )
-        log.error("run %s failed: %s", run_id, reason, exc_info=None if _explained(err) else err)
+        log.error("run %s failed: %s", run_id, reason, exc_info=None if explained(err) else err)
         self._store.update_run(run_id, lambda r: self._finish(r, "failed", reason))
         def fail(stored: Review) -> Review:
             mark_failed(stored, reason)

@@ -24,6 +24,7 @@ import threading
 import time
 from functools import partial
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -39,6 +40,7 @@ from loop_engine.atomic import remove_stale_temp_files
 
 from bot.config import BotConfig
 from bot.desk import ReviewDesk, VotePath
+from bot.desk.control import RunControl
 from bot.desk.channels import Channels
 from bot.http_guard import MAX_HEAD, guarded_protocol, limit_head
 from bot.runner import Runner, utcnow
@@ -288,6 +290,23 @@ def _exit_at_once(_reason: str) -> None:
     os._exit(EXIT_STATE_LOST)
 
 
+def _starter(runner: Runner) -> Callable[[str, str], str | None]:
+    return lambda loop, trigger: runner.request_run(loop, trigger=trigger)
+
+
+def loops_listing(config: BotConfig, store: Store, now: datetime | None = None) -> str:
+    """`/loopbot loops`: what `loopbot loops` prints, from the config's own triggers and this store's runs."""
+    from bot.config_memo import LoopSchedule
+    from bot.loops_view import loops_lines, next_times
+
+    when = now or utcnow()
+    loops = [LoopSchedule(loop.name, loop.schedule.cron if loop.schedule else None,
+                          loop.schedule.interval.total_seconds() if loop.schedule and loop.schedule.interval else None,
+                          loop.schedule.timezone if loop.schedule else None) for loop in config.loops]
+    runs = [*store.list_runs(), *store.recent_runs(200)]
+    return "\n".join(loops_lines(loops, config.timezone, runs, when, next_times(loops, config.timezone, when)))
+
+
 def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
     """Run the bot until SIGTERM/SIGINT; raises AlreadyRunningError if another serve holds the state dir."""
     state_dir = Path(config.state_dir)
@@ -304,8 +323,10 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
         catalog = LoopCatalog(config)
         runner = Runner(config, store, desk, catalog=catalog)
         # in-process votes (Slack, GitHub) resume their run at once; `loopbot decide` is picked up by the tick
+        control = RunControl(store, channels.authorizer(), config.loops, start=_starter(runner), cancel=runner.cancel,
+                             listing=partial(loops_listing, config, store))
         votes = VotePath(store, channels.authorizer(), clock=utcnow, people=channels.people,
-                         apply=runner.apply_decided, loop_check=catalog.modification_problem)
+                         apply=runner.apply_decided, loop_check=catalog.modification_problem, control=control)
         port = int(sock.getsockname()[1])
 
         def fire(name: str) -> None:

@@ -26,12 +26,14 @@ from bot.reviews import Review, decide_by_timeout, due_actions
 from bot.runner import Runner, utcnow
 from bot.store.base import Store
 
-__all__ = ["Service", "RUN_REQUEST", "STALE_AFTER", "STALE_TICKS"]
+__all__ = ["Service", "RUN_REQUEST", "CANCEL_REQUEST", "STALE_AFTER", "STALE_TICKS"]
 
 log = logging.getLogger(__name__)
 
 #: The inbox request kind that asks the server to start a run: payload {"loop", "trigger"}.
 RUN_REQUEST = "run"
+#: The inbox request kind that asks the server to cancel a run: payload {"run", "by", "reason"}.
+CANCEL_REQUEST = "cancel"
 
 #: /healthz says 503 when no tick has completed for max(STALE_AFTER, STALE_TICKS poll intervals).
 STALE_AFTER = timedelta(seconds=30)
@@ -101,6 +103,8 @@ class Service:
         for request in self._store.take_requests():
             if request.kind == RUN_REQUEST:
                 self._start_requested(request.id, request.payload)
+            elif request.kind == CANCEL_REQUEST:
+                self._cancel_requested(request.id, request.payload)
             else:
                 log.error("request %s has unknown kind %r; dropped", request.id, request.kind)
             self._store.finish_request(request.id)
@@ -116,6 +120,16 @@ class Service:
             self._runner.request_run(loop, trigger=trigger)
         except LookupError as err:  # the loop left the config since the request was made
             log.error("request %s refused: %s", request_id, err)
+
+    def _cancel_requested(self, request_id: str, payload: dict[str, Any]) -> None:
+        """`loopbot cancel` beside a serve: idempotent, as a run that has ended is only logged."""
+        run_id = str(payload.get("run", ""))
+        try:
+            done = self._runner.cancel(run_id, str(payload.get("by", "?")), str(payload.get("reason", "")))
+        except (LookupError, ValueError) as err:  # no such run, or it ended meanwhile
+            log.info("request %s: cancel not applied: %s", request_id, err)
+            return
+        log.info("request %s: %s", request_id, done)
 
     def fire_deadlines(self, review: Review) -> None:
         """Remind, escalate or decide by timeout - each marked in the store before it is posted."""

@@ -23,7 +23,7 @@ __all__ = ["run_view", "review_view", "render_json", "render_table"]
 #: What the ANSWER WITH column says of a review no longer open.
 _NOT_OPEN = {"decided": "(being applied)", "failed": "(could not be applied: see the run's reason)"}
 #: ... of a decided review while no server runs: only `serve` applies decisions.
-_NOT_SERVING = "(applied when `loopbot serve` runs)"
+_NOT_SERVING = "(applied by `loopbot apply`, or when `loopbot run` or `serve` starts)"
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -106,6 +106,7 @@ def review_view(review: Review, tasks: Sequence[OutboxTask] = ()) -> dict[str, A
         "created_at": _iso(review.created_at),
         "paused_until": _iso(review.paused_until),
         "applied_at": _iso(review.applied_at),
+        "reason": review.error,  # why it failed, or who cancelled its run and why
         "targets": target_views(review, tasks),
     }
 
@@ -170,7 +171,7 @@ def _answer_with(review: Review, decide_command: str, serving: bool, voter: str 
 
 
 #: The REASON of a run left "running" while no server runs: a shutdown (or a kill) stopped it between steps.
-INTERRUPTED = "interrupted: the next `loopbot serve` continues it from its last saved step"
+INTERRUPTED = "interrupted: `loopbot apply` (or the next `run` or `serve`) continues it from its last saved step"
 
 
 def _reason(run: RunRecord, serving: bool = True) -> str:

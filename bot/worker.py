@@ -483,7 +483,17 @@ def result_summary(result: LoopResult) -> dict[str, Any]:
         "reason": result.reason,
         "output": _jsonable(result.output),
         "steps": {step.id: step.status.value for step in plan.steps} if plan else {},
+        "failures": [_failure_view(f) for f in result.failures if f.status.name != "RECOVERED"],
     }
+
+
+def _failure_view(failure: Any) -> dict[str, Any]:
+    """A failure as ``status --json`` shows it: with the file and line when the loop's own code raised."""
+    view: dict[str, Any] = {"step": failure.step_id, "source": failure.source_component, "message": failure.message}
+    at = failure.evidence.get("raised_at") if isinstance(failure.evidence, dict) else None
+    if isinstance(at, dict):
+        view.update(file=at.get("file"), line=at.get("line"))
+    return view
 
 
 def saved_progress(snapshot: dict[str, Any] | None) -> str:

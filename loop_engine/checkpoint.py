@@ -287,6 +287,12 @@ def _failure_context(failure: Failure) -> dict[str, Any]:
     }
 
 
+def _raised_at(failure: Failure) -> dict[str, Any]:
+    """``{"at": "file:line"}`` when the loop's own code raised (``evidence.raised_at``), else {}."""
+    at = failure.evidence.get("raised_at") if isinstance(failure.evidence, dict) else None
+    return {"at": f"{at['file']}:{at['line']}"} if isinstance(at, dict) and "file" in at and "line" in at else {}
+
+
 def _summary(state: LoopState) -> dict[str, Any]:
     """The facts a reviewer needs first; the tutorial's three lead, in its order."""
     summary: dict[str, Any] = {
@@ -307,7 +313,8 @@ def _summary(state: LoopState) -> dict[str, Any]:
         summary["cost_used"] = b.cost_used
         summary["tokens_used"] = b.tokens_used
     summary["unrecovered_failures"] = [
-        {"id": f.failure_id, "type": f.type.name, "status": f.status.name, "step": f.step_id, "message": f.message}
+        {"id": f.failure_id, "type": f.type.name, "status": f.status.name, "step": f.step_id, "message": f.message,
+         **_raised_at(f)}
         for f in state.failures
         if f.status is not FailureStatus.RECOVERED
     ]

@@ -11,7 +11,11 @@ rather than crash the run.
 from __future__ import annotations
 
 import asyncio
+import logging
+import sysconfig
+import traceback
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from .engine_core import EngineCore, describe_exception
@@ -198,7 +202,21 @@ class StepsMixin(EngineCore):
         return None
 
     def _component_raised(self, step: Step | None, source: str, exc: Exception) -> Failure:
-        return self._fail_step(step, FailureType.EXECUTION_ERROR, f"{source} raised {describe_exception(exc)}", source)
+        """The loop's own code raised: one WARNING with its traceback, and where it raised kept in the failure.
+
+        Logged with the traceback the first time a step's problem is seen; a
+        retry that raises again adds one line, so a recovering loop does not
+        repeat its traceback for every attempt.
+        """
+        step_id = step.id if step is not None else None
+        first = self.state.open_failure_for_step(step_id, None if step_id else source) is None
+        at = raised_at(exc)
+        failure = self._fail_step(step, FailureType.EXECUTION_ERROR, f"{source} raised {describe_exception(exc)}",
+                                  source, {"raised_at": at} if at else None)
+        where = f" at {at['file']}:{at['line']}" if at else ""
+        _log.warning("run %s, step %s: the %s raised %s%s%s", self.state.trace_id, step_id or "-", source,
+                     describe_exception(exc), where, "" if first else " (again)", exc_info=exc if first else None)
+        return failure
 
     def _wrong_type(self, step: Step, source: str, value: Any, rule: str) -> Failure:
         message = f"{source} returned {type(value).__name__}; {rule}"
@@ -235,6 +253,23 @@ class StepsMixin(EngineCore):
         step.end_time = datetime.now()
         self.state.consecutive_failures = 0
         self._recovered(self.state.open_failure_for_step(step.id))
+
+
+_log = logging.getLogger("loop_engine.engine")
+#: Where the standard library and installed packages live: a frame there is not the loop's own line.
+_LIBRARY_DIRS = tuple(str(Path(p).resolve()) for p in {sysconfig.get_paths()[key] for key in ("stdlib", "purelib",
+                                                                                               "platlib")})
+
+
+def raised_at(exc: BaseException) -> dict[str, Any] | None:
+    """``{"file", "line", "function"}`` of the innermost frame of ``exc`` outside the standard library and
+    installed packages (the loop's own line), else of the innermost frame; None without a traceback."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return None
+    own = [f for f in frames if not str(Path(f.filename).resolve()).startswith(_LIBRARY_DIRS)]
+    frame = (own or frames)[-1]
+    return {"file": frame.filename, "line": frame.lineno, "function": frame.name}
 
 
 def _gate_files(files: Any) -> dict[str, str]:

@@ -58,6 +58,9 @@ def review_post(review: Review) -> ReviewPost:
 def outcome_text(review: Review) -> str:
     """'Decided: APPROVE by local:alice at T' - or says plainly that it timed out; a MODIFY shows its changes."""
     outcome = review.outcome
+    if review.status == "cancelled":  # closed by `cancel`: who and why, in place of a decision
+        why = review.error or "cancelled"
+        return why[:1].upper() + why[1:]
     if outcome is None:
         return "Undecided"
     when = outcome.decided_at.isoformat(timespec="seconds")

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from adapters.channel import Answer, AnswerKind, Identity, MessageRef, Reply
-from adapters.commands import HELP_TEXT, CommandError, identity_problem
+from adapters.commands import CONTROL_VERBS, HELP_TEXT, CommandError, identity_problem
 from adapters.suggest import did_you_mean
 
 from bot.reviews import (
@@ -63,14 +63,17 @@ class VotePath:
         people: People | None = None,
         apply: Callable[[str], object] | None = None,
         loop_check: Callable[[str, dict[str, Any]], str | None] | None = None,
+        control: Callable[[Reply], Answer] | None = None,
     ) -> None:
-        """``loop_check(loop, modifications)``: the loop's own word on a MODIFY (``LoopCatalog``'s)."""
+        """``loop_check(loop, modifications)``: the loop's own word on a MODIFY (``LoopCatalog``'s).
+        ``control`` answers ``run``, ``cancel`` and ``loops`` (``bot.desk.control``; a serve's)."""
         self._loop_check = loop_check
         self._store = store
         self._authorizer = authorizer
         self._clock = clock
         self._people = people or People()
         self._apply = apply
+        self._control = control
         self._write_failure: str | None = None  # why the last vote could not be stored, until one is
 
     def write_problem(self) -> str | None:
@@ -125,6 +128,11 @@ class VotePath:
             return Answer(AnswerKind.INFO, HELP_TEXT)
         if command.verb == "status":
             return Answer(AnswerKind.INFO, self._status(reply.voter, command.review_id))
+        if command.verb in CONTROL_VERBS:
+            if self._control is None:
+                return Answer(AnswerKind.INVALID, f"`{command.verb}` is answered by a running `loopbot serve`, "
+                                                  f"or on its machine with `loopbot {command.verb}`")
+            return self._control(reply)
         review = self._review(reply, found)
         if isinstance(review, Answer):
             return review

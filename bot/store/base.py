@@ -47,7 +47,7 @@ T = TypeVar("T")
 #: Format version written into every stored run record.
 RUN_FORMAT = 1
 #: The run statuses the CLI and ``status --json`` show; more may be added.
-RUN_STATUSES = ("running", "waiting", "completed", "failed", "rejected")
+RUN_STATUSES = ("running", "waiting", "completed", "failed", "rejected", "cancelled")
 #: Runs in these statuses are in progress; any other status has ended and leaves the hot set.
 ACTIVE_RUN_STATUSES = ("running", "waiting")
 #: Reviews in these statuses still need the bot (votes, deadlines, an outcome to apply); others are archived.

@@ -126,7 +126,7 @@ def test_run_in_the_foreground_pauses_and_prints_the_decide_line(
     assert "run demo-run-1: waiting" in out
     assert f"approve with: loopbot --config {config} decide demo-1 approve" in out
     assert "local-reviews/demo-1.md" in out
-    assert "then start `loopbot serve` to resume the run once it is decided" in out
+    assert "once it is decided, `loopbot apply` (or `loopbot run` again, or `loopbot serve`) resumes the run" in out
     assert "leave it running" not in out  # no server runs while a foreground run holds the state dir
 
 
@@ -155,27 +155,45 @@ def test_run_of_a_loop_with_a_waiting_run_refuses_naming_the_review(
     assert len(FileStore(config.parent / "state").list_runs()) == 1
 
 
-def test_run_of_a_loop_whose_review_is_decided_says_serve_applies_it(
+def test_run_of_a_loop_whose_review_is_decided_applies_it_then_starts_the_new_run(
     config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """No server needed to move on: the foreground run applies the decided review itself."""
     cli(capsys, "run", "demo", "--config", str(config))
+    _, out, _ = cli(capsys, "decide", "demo-1", "approve", "--config", str(config))
+    assert "`loopbot apply` resumes the run now" in out
+    code, out, err = cli(capsys, "run", "demo", "--config", str(config))
+    assert code == EXIT_OK, err
+    store = FileStore(config.parent / "state")
+    assert store.get_review("demo-1").status == "applied"
+    assert store.get_run("demo-run-1").status == "completed"
+    assert out.startswith("run demo-run-1: completed")
+    assert "run demo-run-2: waiting" in out
+
+
+def test_apply_applies_a_decided_review_without_a_server(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cli(capsys, "run", "demo", "--config", str(config))
+    code, out, _ = cli(capsys, "apply", "--config", str(config))
+    assert code == EXIT_OK and "nothing to apply" in out
     cli(capsys, "decide", "demo-1", "approve", "--config", str(config))
-    code, _, err = cli(capsys, "run", "demo", "--config", str(config))
-    assert code == EXIT_FAILED
-    assert "demo-run-1 is waiting; review demo-1 is decided: start `loopbot serve` to apply it" in err
+    code, out, err = cli(capsys, "apply", "--config", str(config))
+    assert code == EXIT_OK, err
+    assert out.startswith("run demo-run-1: completed")
+    assert FileStore(config.parent / "state").get_review("demo-1").status == "applied"
 
 
-def test_run_of_a_loop_whose_run_was_interrupted_says_serve_continues_it(
+def test_run_of_a_loop_whose_run_was_interrupted_continues_it_first(
     config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Interrupted before its first save: continued here (from the start), so the loop's slot stays taken."""
     store = FileStore(config.parent / "state")
     store.put_run(
         RunRecord(id="demo-run-1", loop="demo", status="running", created_at=T0, updated_at=T0, trigger="cli")
     )
-    code, _, err = cli(capsys, "run", "demo", "--config", str(config))
-    assert code == EXIT_FAILED
-    assert "not started: loop demo already has an active run: demo-run-1 is running" in err
-    assert "run demo-run-1 was interrupted; start `loopbot serve` to continue it" in err
+    code, out, err = cli(capsys, "run", "demo", "--config", str(config))
+    assert out.startswith("run demo-run-1: waiting (review demo-1)")
+    assert code == EXIT_FAILED  # demo-run-1 now waits on its review: no second run of the loop
+    assert "not started: loop demo already has an active run: demo-run-1 is waiting on review demo-1" in err
 
 
 def test_status_json_shape_and_no_secrets(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -416,7 +434,7 @@ def test_status_says_who_applies_a_decided_review(config: Path, capsys: pytest.C
     cli(capsys, "run", "demo", "--config", str(config))
     cli(capsys, "decide", "demo-1", "approve", "--config", str(config))
     _, table, _ = cli(capsys, "status", "--config", str(config))
-    assert "(applied when `loopbot serve` runs)" in table
+    assert "(applied by `loopbot apply`, or when `loopbot run` or `serve` starts)" in table
     server = ServeLock(config.parent / "state")
     server.acquire(role=ROLE_SERVE)
     try:

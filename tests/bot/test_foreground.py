@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import EXIT_FAILED, main
+from bot.cli import EXIT_OK, main
 from bot.foreground import StopOnSignal
 from bot.store import FileStore
 
@@ -102,7 +102,7 @@ def foreground(tmp_path: Path) -> ForegroundRun:
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_a_signal_stops_the_run_after_its_step_saved_for_serve(
+def test_a_signal_stops_the_run_after_its_step_saved_and_the_next_run_continues_it(
     foreground: ForegroundRun, tmp_path: Path, capsys: pytest.CaptureFixture[str], sig: signal.Signals
 ) -> None:
     foreground.wait_for_step("start step_1")
@@ -114,10 +114,14 @@ def test_a_signal_stops_the_run_after_its_step_saved_for_serve(
     assert [line.split()[:2] for line in trail_lines(foreground.trail)] == [["start", "step_1"], ["done", "step_1"]]
     assert FileStore(tmp_path / "state").get_run("slow-run-1").status == "running"  # resumable, not failed
 
-    assert main(["--config", str(foreground.config), "run", "slow"]) == EXIT_FAILED
-    refused = capsys.readouterr().err
-    assert "not started: loop slow already has an active run: slow-run-1 is running" in refused
-    assert "run slow-run-1 was interrupted; start `loopbot serve` to continue it" in refused
+    # no server needed to move on: the next foreground run continues slow-run-1 from its saved step first
+    assert main(["--config", str(foreground.config), "run", "slow"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert out.startswith("run slow-run-1: completed\n")
+    assert "run slow-run-2: completed" in out
+    steps = [line.split()[:2] for line in trail_lines(foreground.trail)]
+    assert steps[:6] == [["start", "step_1"], ["done", "step_1"], ["start", "step_2"], ["done", "step_2"],
+                         ["start", "step_3"], ["done", "step_3"]]  # step 1 was not run again
 
 
 @pytest.mark.e2e

@@ -35,7 +35,8 @@ def test_a_decided_review_while_no_server_runs_waits_for_serve() -> None:
     decided = make_review()
     decided.id = "t-2"
     cast_vote(decided, vote("local:ann", A), now=T0)
-    assert rows_of(render_table([], [decided], "ld"))["t-2"].endswith("(applied when `loopbot serve` runs)")
+    assert rows_of(render_table([], [decided], "ld"))["t-2"].endswith(
+        "(applied by `loopbot apply`, or when `loopbot run` or `serve` starts)")
 
 
 def test_the_reason_of_a_failed_run_is_shown_whole() -> None:
@@ -73,7 +74,8 @@ def test_a_run_left_running_with_no_server_says_the_next_serve_continues_it() ->
     """Issue 13 item 7: a shutdown leaves the run `running`; the reader learns what moves it on."""
     run = RunRecord(id="t-run-1", loop="t", status="running", created_at=T0, updated_at=T0, trigger="cli")
     idle = render_table([run], [])
-    assert "t-run-1" in idle and "interrupted: the next `loopbot serve` continues it from its last saved step" in idle
+    assert "t-run-1" in idle
+    assert "interrupted: `loopbot apply` (or the next `run` or `serve`) continues it from its last saved step" in idle
     assert "interrupted" not in render_table([run], [], serving=True)  # a server is running it
     done = RunRecord(id="t-run-2", loop="t", status="completed", created_at=T0, updated_at=T0, trigger="cli")
     assert "interrupted" not in render_table([done], [])
