@@ -1,32 +1,43 @@
 # Two commands set everything up on a fresh machine: `make run` and `make test`.
+# `make run` installs what serving needs (loopbot and its dependencies); `make test`,
+# `make lint`, `make bench` and `make soak` install the development tools as well.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-stamp
+RUN_STAMP := $(VENV)/.run-stamp
+DEV_STAMP := $(VENV)/.installed-stamp
 CONFIG ?= $(if $(wildcard config.yaml),config.yaml,config.example.yaml)
 
 .PHONY: run test lint bench soak clean
 
-$(STAMP): pyproject.toml
+# What serving needs: loopbot (editable, so the clone's code is what runs) and its dependencies.
+$(RUN_STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	touch $(RUN_STAMP)
+
+# The development tools too; that install holds everything serving needs, so it stamps both.
+$(DEV_STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $(DEV_STAMP) $(RUN_STAMP)
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(VENV)/bin/loopbot serve --config $(CONFIG)
 
-test: $(STAMP)
+test: $(DEV_STAMP)
 	$(PY) -m pytest -q -m "not soak"
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check loop_engine adapters bot tests bench examples
 	$(VENV)/bin/mypy
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(PY) bench/run_all.py
 
-soak: $(STAMP)
+soak: $(DEV_STAMP)
 	$(PY) -m pytest -q -m soak
 
 clean:
