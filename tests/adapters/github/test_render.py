@@ -1,4 +1,4 @@
-"""The review comment: marker first, who and how many, how to answer, outcomes, escaping, the size cap."""
+"""The review comment: marker first, what is asked, the proposal, who and how, the details; outcomes, escaping, the cap."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import pytest
 from adapters.commands import parse_comment
 from adapters.github.render import (
     MAX_COMMENT_CHARS,
+    outcome_key,
     outcomes_in,
     render_escalation,
     render_review,
@@ -16,11 +17,16 @@ from adapters.github.render import (
 from .conftest import make_post
 
 
+def entries(*texts: str) -> list[tuple[str, str]]:
+    return [(outcome_key(text), text) for text in texts]
+
+
 def test_marker_first_then_who_then_the_request() -> None:
     body = render_review(make_post(approvals_required=2))
     assert body.startswith("<!-- loopbot:review=triage-17 -->\n")
-    assert "needs 2 approvals of: @alice, @bob" in body
-    assert body.index("Who can answer") < body.index("# Human Checkpoint") < body.index("## How to answer")
+    assert "needs 2 approvals of these 2: @alice, @bob" in body
+    assert body.index("## Apply 3 labels") < body.index("## How to answer") < body.index("Who can answer")
+    assert body.index("Who can answer") < body.index("<details><summary>Details</summary>")
     for word in ("`/approve [note]`", "`/reject <reason>`", "`/retry [hint]`", "`/modify context.KEY=VALUE ...`",
                  "`/pause 2h`", "`loopbot:approve`", "`loopbot:reject`", "`loopbot:retry`", "`loopbot:pause`"):
         assert word in body
@@ -38,11 +44,11 @@ def test_the_bots_own_comment_holds_no_command() -> None:
     post.request.state_summary["note"] = "line one\n/approve"
     assert parse_comment(render_review(post)) == []
     assert parse_comment(render_escalation(post, "Escalated: /approve now")) == []
-    assert parse_comment(render_review(make_post(status="decided"), ["Decided: REJECT - reason\n/approve"])) == []
+    assert parse_comment(render_review(make_post(status="decided"), entries("Decided: REJECT - reason\n/approve"))) == []
 
 
 def test_outcome_replaces_how_to_answer_and_round_trips() -> None:
-    outcomes = ["Decided: REJECT by github:bob - <!-- /loopbot:outcome --> <b>sneaky</b> & co", "Run ended"]
+    outcomes = entries("Decided: REJECT by github:bob - <!-- /loopbot:outcome --> <b>sneaky</b> & co", "Run ended")
     body = render_review(make_post(status="decided"), outcomes)
     assert "## How to answer" not in body and "## Outcome" in body
     assert "<b>" not in body and body.count("<!-- /loopbot:outcome -->") == 2
@@ -53,12 +59,12 @@ def test_closed_without_text_says_its_status() -> None:
     assert "This review is applied." in render_review(make_post(status="applied"))
 
 
-def test_a_huge_request_is_cut_in_the_middle_with_a_pointer() -> None:
+def test_huge_details_are_cut_in_the_middle_and_say_so() -> None:
     post = make_post()
     post.request.state_summary["log"] = "y" * 300_000
-    body = render_review(post, full_text_hint="see /srv/state/local-reviews/triage-17.md")
+    body = render_review(post)
     assert len(body) <= MAX_COMMENT_CHARS < 65_536
-    assert "see /srv/state/local-reviews/triage-17.md" in body
+    assert "characters left out: of the details" in body
     assert body.startswith("<!-- loopbot:review=triage-17 -->") and "## How to answer" in body
 
 
@@ -84,7 +90,7 @@ def test_escalation_has_its_own_marker_and_the_notice_on_top() -> None:
 
 
 def test_a_command_line_in_an_outcome_is_defused_and_round_trips() -> None:
-    outcomes = ["Decided: REJECT - because\n/approve\n   /retry"]
+    outcomes = entries("Decided: REJECT - because\n/approve\n   /retry")
     body = render_review(make_post(status="decided"), outcomes)
     assert parse_comment(body) == []
     assert outcomes_in(body) == outcomes
