@@ -109,7 +109,7 @@ def diagnostics_lines(request: ReviewRequest, *, is_open: bool = True) -> list[s
     if is_open:
         state = summary.get("execution_state") or summary.get("status")
         if isinstance(state, str) and state:
-            lines.append(_line("Loop", state))
+            lines.append(_line("Loop state", state))
     if "failures" in summary:
         lines.append(_line("Failures", summary["failures"] or "none"))
     lines += _spent(summary)
