@@ -205,9 +205,12 @@ def _who(post: ReviewPost) -> str:
     approvals = f"{n} approval{'s' if n != 1 else ''}"
     # the reviewers loopbot itself names: the one mention a review makes
     people = [f"team @{name.lstrip('@')}" if _team(name) else f"@{name.lstrip('@')}" for name in names]
+    permission = escape_inline(post.min_permission)
+    if people and post.min_permission:  # both: those of them with the permission
+        return f"needs {approvals} of: {', '.join(people)} (with {permission} permission on this repository)"
     if post.min_permission:
-        people.append(f"anyone with {escape_inline(post.min_permission)} permission on this repository")
-    if people and not post.min_permission and not any(_team(name) for name in names):
+        return f"needs {approvals} of: anyone with {permission} permission on this repository"
+    if people and not any(_team(name) for name in names):
         return f"needs {approvals} of these {len(people)}: {', '.join(people)}"
     if people:
         return f"needs {approvals} of: {', '.join(people)}"

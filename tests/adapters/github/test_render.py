@@ -14,6 +14,8 @@ from adapters.github.render import (
     truncate_middle,
 )
 
+from loop_engine.proposal import Proposal, Table
+
 from .conftest import make_post
 
 
@@ -94,3 +96,49 @@ def test_a_command_line_in_an_outcome_is_defused_and_round_trips() -> None:
     body = render_review(make_post(status="decided"), outcomes)
     assert parse_comment(body) == []
     assert outcomes_in(body) == outcomes
+
+
+def test_who_names_every_user_team_and_permission_and_how_many_must_agree() -> None:
+    teams = make_post(reviewers={"github": ("alice", "octo/ops-team")}, approvals_required=2)
+    assert "needs 2 approvals of: @alice, team @octo/ops-team" in render_review(teams)
+    both = make_post(reviewers={"github": ("alice",)}, min_permission="write")
+    assert "needs 1 approval of: @alice (with write permission on this repository)" in render_review(both)
+    anyone = make_post(reviewers={}, restricted=True, min_permission="maintain")
+    assert "needs 1 approval of: anyone with maintain permission on this repository" in render_review(anyone)
+
+
+def test_what_is_asked_then_the_proposal_then_how_to_answer_then_the_details() -> None:
+    post = make_post()
+    post.request.context["reason"] = "apply the labels"
+    post.request.state_summary.update(cost_used=0.0, tokens_used=0, execution_state="waiting_for_human",
+                                      unrecovered_failures=[{"type": "TOOL_ERROR", "message": "boom"}])
+    post.request.proposal = Proposal("Approve to apply 2 label changes to octo/ops",
+                                     [Table(["issue", "labels"], [["#1", "P1"], ["#2", "bug"]], title="Changes")])
+    body = render_review(post)
+    order = ["<!-- loopbot:review=triage-17 -->", "## Approve to apply 2 label changes to octo/ops", "### Changes",
+             "| #2 | bug |", "## How to answer", "**Who can answer:**", "`/approve [note]`", "`loopbot:approve`",
+             "<details><summary>Details</summary>", "- **Asked because:** the loop asked for a decision",
+             "- **Iteration:** 2", "- **Loop state:** waiting for a person", "| tool error | boom |",
+             "| reason | apply the labels |", "</details>"]
+    assert [body.index(part) for part in order] == sorted(body.index(part) for part in order)
+    for engine_word in ("ON_EXTERNAL_REQUEST", "waiting_for_human", "TOOL_ERROR", "Cost", "Tokens", "Human Checkpoint"):
+        assert engine_word not in body
+    post.request.state_summary.update(cost_used=0.25, tokens_used=1200)
+    spent = render_review(post)
+    assert "- **Cost used:** 0.25" in spent and "- **Tokens used:** 1,200" in spent
+
+
+def test_without_a_proposal_the_reason_is_what_is_asked() -> None:
+    post = make_post()
+    post.request.context["reason"] = "the nightly sync found 3 conflicts"
+    body = render_review(post)
+    assert "\n## the nightly sync found 3 conflicts\n" in body and "| reason |" not in body
+    assert "- **Next step:** Apply 3 labels" in body
+
+
+def test_a_decided_review_shows_the_outcome_and_no_waiting_state() -> None:
+    post = make_post(status="decided")
+    post.request.state_summary["execution_state"] = "waiting_for_human"
+    body = render_review(post, entries("Decided: REJECT by github:bob - no"))
+    assert "## How to answer" not in body and "Who can answer" not in body
+    assert "waiting for a person" not in body and "paused for this review" not in body
