@@ -157,7 +157,8 @@ class LocalChannel:
                 lines += [answer_elsewhere(_places(post)), ""]
         else:
             lines += ["## Outcome", "", *_outcome(post), ""]
-        lines += ["## Details", "", f"- **Loop:** {escape_inline(post.loop)}", f"- **Run:** {escape_inline(post.run_id)}",
+        lines += ["## Details", "", f"- **Loop:** {escape_inline(post.loop)}",
+                  f"- **Run:** {escape_inline(post.run_id)}",
                   *diagnostics_lines(post.request, is_open=post.status == "open"), ""]
         return "\n".join(lines)
 

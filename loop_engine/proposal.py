@@ -152,7 +152,7 @@ class Proposal:
         return ["## Proposal", "", f"**{escape_inline(self.summary)}**", *self.section_lines()]
 
     def section_lines(self) -> list[str]:
-        """Just the sections, each after a blank line (and its ``###`` title): for a channel that shows the summary itself."""
+        """Just the sections, each after a blank line (and its ``###`` title): for channels that show the summary."""
         lines: list[str] = []
         for section in self.sections:
             lines.append("")

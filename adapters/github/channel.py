@@ -188,8 +188,9 @@ class GitHubChannel:
     def _post_rest(self, repository: str, issue: int, post: ReviewPost, kind: str) -> None:
         """The comments that carry on a proposal too long for the first one, each posted once, in order."""
         parts = review_parts(post)
-        self._post_all_once(repository, issue, [(more_marker(post.review_id, n, kind), render_more(post, parts, n, kind))
-                                                for n in range(2, len(parts) + 1)])
+        more = [(more_marker(post.review_id, n, kind), render_more(post, parts, n, kind))
+                for n in range(2, len(parts) + 1)]
+        self._post_all_once(repository, issue, more)
 
     def _issue_for(self, target: Target, post: ReviewPost) -> tuple[str, int]:
         if target.kind != self.name or not target.repository:

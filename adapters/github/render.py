@@ -268,7 +268,8 @@ def _shown_outcome(text: str) -> str:
 def _outcome_section(post: ReviewPost, outcomes: Sequence[tuple[str, str]]) -> list[str]:
     lines = [OUTCOME_HEADING, ""]
     for key, text in outcomes:
-        lines += [f"<!-- loopbot:outcome={key} -->", _escape_block(_shown_outcome(text)), "<!-- /loopbot:outcome -->", ""]
+        lines += [f"<!-- loopbot:outcome={key} -->", _escape_block(_shown_outcome(text)),
+                  "<!-- /loopbot:outcome -->", ""]
     if not outcomes:
         lines += [f"This review is {escape_inline(post.status)}.", ""]
     return lines
@@ -314,10 +315,8 @@ def _first(post: ReviewPost, marker: str, parts: Sequence[str], tail: Sequence[s
 
 def render_review(post: ReviewPost, outcomes: Sequence[tuple[str, str]] = ()) -> str:
     """The review comment; ``outcomes`` (when the review is closed) replace "How to answer"."""
-    if post.status == "open" and not outcomes:
-        tail = _how_to_answer(post)
-    else:
-        tail = _outcome_section(post, outcomes)
+    is_open = post.status == "open" and not outcomes
+    tail = _how_to_answer(post) if is_open else _outcome_section(post, outcomes)
     return _first(post, review_marker(post.review_id), review_parts(post), tail)
 
 
@@ -340,7 +339,7 @@ def render_escalation(post: ReviewPost, text: str) -> str:
 
 
 def update_parts(post: ReviewPost, marker: str, text: str, url: str | None = None) -> list[str]:
-    """A reply comment (a reminder, an outcome, the run's end) - ``text`` inert and whole, in as many comments as it takes.
+    """A reply comment (a reminder, an outcome, the run's end): ``text`` inert and whole, in as many comments as needed.
 
     The first comment carries ``marker``, each further one ``marker`` with
     its part number; a one-line text stays on the line after the link.

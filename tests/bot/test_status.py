@@ -77,7 +77,7 @@ def test_a_review_nobody_may_answer_locally_gets_no_decide_line_but_where_to_ans
         assert " decide" not in row and "ld t-1" not in row
         assert row.endswith("answer on GitHub (https://github.com/octo/ops/issues/42#issuecomment-9) "
                             "or in its Slack thread (channel C0123), where the review was posted.")
-    review.policy.reviewers = Reviewers(local=[], github_users=["alice"])  # local: [] - nobody locally, as authorize says
+    review.policy.reviewers = Reviewers(local=[], github_users=["alice"])  # local: [] is nobody, as authorize says
     assert "ld t-1" not in rows_of(render_table([], [review], "ld", voter="alice"))["t-1"]
 
 

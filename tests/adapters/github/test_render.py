@@ -1,4 +1,4 @@
-"""The review comment: marker first, what is asked, the proposal, who and how, the details; outcomes, escaping, the cap."""
+"""The review comment: marker, what is asked, the proposal, who and how, the details; outcomes, escaping, the cap."""
 
 from __future__ import annotations
 
@@ -46,7 +46,8 @@ def test_the_bots_own_comment_holds_no_command() -> None:
     post.request.state_summary["note"] = "line one\n/approve"
     assert parse_comment(render_review(post)) == []
     assert parse_comment(render_escalation(post, "Escalated: /approve now")) == []
-    assert parse_comment(render_review(make_post(status="decided"), entries("Decided: REJECT - reason\n/approve"))) == []
+    decided = render_review(make_post(status="decided"), entries("Decided: REJECT - reason\n/approve"))
+    assert parse_comment(decided) == []
 
 
 def test_outcome_replaces_how_to_answer_and_round_trips() -> None:
