@@ -332,8 +332,8 @@ def render_more(post: ReviewPost, parts: Sequence[str], part: int, kind: str = "
 
 
 def render_escalation(post: ReviewPost, text: str) -> str:
-    """An escalation notice: ``text`` on top, then the review as it stands (with how to answer)."""
-    notice = f"**{github_text(' '.join(text.split()))}**"
+    """An escalation notice: ``text`` on top (cut to a line's worth), then the review as it stands."""
+    notice = f"**{github_text(_cut(' '.join(text.split()), _ASKED_CHARS))}**"  # the bot's one line: short
     return _first(post, f"{escalation_marker(post.review_id)}\n{notice}\n", review_parts(post),
                   _how_to_answer(post))
 

@@ -143,3 +143,9 @@ def test_a_decided_review_shows_the_outcome_and_no_waiting_state() -> None:
     body = render_review(post, entries("Decided: REJECT by github:bob - no"))
     assert "## How to answer" not in body and "Who can answer" not in body
     assert "waiting for a person" not in body and "paused for this review" not in body
+
+
+def test_a_huge_escalation_notice_leaves_the_review_whole_below_it() -> None:
+    body = render_escalation(make_post(), "Escalated: <!here> " * 5_000)
+    assert len(body) <= MAX_COMMENT_CHARS and "…**" in body
+    assert "`loopbot:pause`." in body and body.rstrip().endswith("</details>")
