@@ -31,6 +31,7 @@ __all__ = [
     "ChannelError",
     "Identity",
     "MessageRef",
+    "PostOutcome",
     "Reply",
     "ReviewPost",
     "Target",
@@ -117,6 +118,22 @@ class Target:
 
 
 @dataclass(frozen=True)
+class PostOutcome:
+    """How a review was decided, as data: a channel's labels and words follow it, never a search of text.
+
+    ``decision`` is the engine's decision in lower case ("approve", "reject",
+    "retry", "modify"); ``decided_by`` the voters' qualified ids
+    (``github:alice``), empty for a timeout's default; ``reason`` the
+    feedback as given.
+    """
+
+    decision: str
+    decided_by: tuple[str, ...] = ()
+    reason: str = ""
+    timed_out: bool = False
+
+
+@dataclass(frozen=True)
 class ReviewPost:
     """What a channel shows for one review.
 
@@ -126,7 +143,11 @@ class ReviewPost:
     channel absent from it is open to anyone who reaches it unless
     ``restricted``), ``reviewers_hint`` the same in words, and
     ``approvals_required`` how many must agree, so nobody approves and waits
-    unaware. ``status`` is the review's (open, decided, applied, failed).
+    unaware. ``status`` is the review's (open, decided, applied, failed),
+    ``outcome`` its decision once there is one. A GitHub team reviewer is
+    listed as ``org/team`` among ``reviewers["github"]``, and
+    ``min_permission`` opens a GitHub review to everyone with at least that
+    permission on the repository.
     """
 
     review_id: str
@@ -138,6 +159,8 @@ class ReviewPost:
     reviewers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     restricted: bool = False
     status: str = "open"
+    outcome: PostOutcome | None = None
+    min_permission: str = ""
 
 
 @dataclass(frozen=True)

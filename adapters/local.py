@@ -1,8 +1,13 @@
 """The embedded default channel: each review is a markdown file, answered with ``loopbot decide``.
 
 It needs no credentials, so a fresh clone can run the demo loop and a person
-can approve it from a second terminal. The file is also the review's audit
-trail: the request, how to answer, then every update (reminders, the outcome).
+can approve it from a second terminal. The file reads in the order a person
+decides: what is asked, the proposal (whole), who may answer and how, then
+the details (loop, run, trigger, state, failures). The decide lines are
+printed only when ``loopbot decide`` would count them (the loop is open to
+anyone, or lists local reviewers); else the file says where to answer. It
+is also the review's audit trail: once decided it shows the outcome instead
+of how to answer, and every update (reminders, the outcome) follows.
 """
 
 from __future__ import annotations
@@ -16,9 +21,12 @@ from typing import Any
 
 from loop_engine.atomic import atomic_write_text, read_text_no_follow
 
-from .channel import Answer, ChannelError, MessageRef, ReviewPost, Target
+from loop_engine.markdown import escape_inline
 
-__all__ = ["LocalChannel", "answer_as", "answer_lines"]
+from .channel import Answer, ChannelError, MessageRef, ReviewPost, Target
+from .review_text import asked, diagnostics_lines, proposal_lines
+
+__all__ = ["LocalChannel", "answer_as", "answer_lines", "answer_elsewhere", "local_votes_count"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,14 +66,47 @@ def answer_as(local: Sequence[str] | None, voter: str | None = None) -> tuple[st
     return " --as NAME", f"NAME: one of the local reviewers {', '.join(local)}"
 
 
+def local_votes_count(local: Sequence[str] | None, restricted: bool) -> bool:
+    """Would ``loopbot decide`` count a vote (with ``--as`` a listed name)? Open to anyone, or local names listed."""
+    return not restricted or bool(local)
+
+
+def answer_elsewhere(places: str) -> str:
+    """What the file, the log and ``status`` say instead of decide lines nobody may use: where to answer."""
+    return (f"Nobody may answer locally (the loop's review.reviewers.local lists nobody): answer {places}, "
+            "where the review was posted.")
+
+
+def _places(post: ReviewPost) -> str:
+    slack = "slack" in post.reviewers
+    github = "github" in post.reviewers or bool(post.min_permission)
+    if slack != github:
+        return "in its Slack thread" if slack else "on its GitHub issue"
+    return "in its Slack thread or on its GitHub issue"
+
+
 def _post_answer_as(post: ReviewPost) -> tuple[str, str]:
-    """``answer_as`` for a post: a restricted review with no local names is closed to local votes."""
-    if not post.restricted:
-        return "", ""
-    local = post.reviewers.get("local") or ()
-    if not local:
-        return "", "nobody may answer locally (review.reviewers.local lists nobody): answer where it was posted"
-    return answer_as(local)
+    """``answer_as`` for a post whose decide lines count (``local_votes_count``)."""
+    return answer_as(post.reviewers.get("local")) if post.restricted else ("", "")
+
+
+def _who(post: ReviewPost) -> str:
+    """Who may answer (the names the loop gives, local ones or its people) and how many must agree."""
+    names = post.reviewers_hint or ", ".join(post.reviewers.get("local") or ())
+    if names:
+        return f"**Who can answer:** needs {post.approvals_required} of: {escape_inline(names)}"
+    return f"**Approvals needed:** {post.approvals_required}"
+
+
+def _outcome(post: ReviewPost) -> list[str]:
+    outcome = post.outcome
+    if outcome is None:
+        return [f"This review is {post.status}."]
+    word = {"approve": "Approved", "reject": "Rejected", "retry": "Retry asked", "modify": "Changed and approved"}
+    how = word.get(outcome.decision, outcome.decision.capitalize())
+    by = "by the timeout's default" if outcome.timed_out else "by " + ", ".join(outcome.decided_by)
+    reason = f": {outcome.reason.strip()}" if outcome.reason.strip() else ""
+    return [f"**{how}** {by}{reason}"]
 
 
 class LocalChannel:
@@ -101,25 +142,30 @@ class LocalChannel:
     def _render(self, post: ReviewPost) -> str:
         lines = [
             f"<!-- loopbot:review={post.review_id} -->",
-            f"# Review {post.review_id}",
+            f"# Review {post.review_id}: {escape_inline(asked(post.request))}",
             "",
-            f"- **Loop:** {post.loop}",
-            f"- **Run:** {post.run_id}",
         ]
-        if post.reviewers_hint:
-            lines.append(f"- **Who can answer:** needs {post.approvals_required} of: {post.reviewers_hint}")
-        else:
-            lines.append(f"- **Approvals needed:** {post.approvals_required}")
-        lines += ["", post.request.to_markdown().rstrip(), ""]
+        if proposal := proposal_lines(post.request):
+            lines += [*proposal, ""]
         if post.status == "open":  # a decided review's file keeps its record, not lines that are refused now
-            as_option, who = _post_answer_as(post)
-            lines += ["## How to answer", ""]
-            lines += ["```sh", *answer_lines(post.review_id, self.decide_command, as_option), "```", ""]
-            lines += [who, ""] if who else []
+            lines += ["## How to answer", "", _who(post), ""]
+            if local_votes_count(post.reviewers.get("local"), post.restricted):
+                as_option, who = _post_answer_as(post)
+                lines += ["```sh", *answer_lines(post.review_id, self.decide_command, as_option), "```", ""]
+                lines += [who, ""] if who else []
+            else:
+                lines += [answer_elsewhere(_places(post)), ""]
+        else:
+            lines += ["## Outcome", "", *_outcome(post), ""]
+        lines += ["## Details", "", f"- **Loop:** {escape_inline(post.loop)}",
+                  f"- **Run:** {escape_inline(post.run_id)}",
+                  *diagnostics_lines(post.request, is_open=post.status == "open"), ""]
         return "\n".join(lines)
 
     def _approve_line(self, post: ReviewPost) -> str:
-        """The log's "approve with:" line, naming who may answer when the loop lists its local reviewers."""
+        """The log's "approve with:" line (naming who may answer locally), or where to answer instead."""
+        if not local_votes_count(post.reviewers.get("local"), post.restricted):
+            return answer_elsewhere(_places(post))
         as_option, who = _post_answer_as(post)
         line = answer_lines(post.review_id, self.decide_command, as_option)[0]
         return f"{line}\n({who})" if who else line

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from adapters.channel import Target
-from adapters.local import answer_as, answer_lines
+from adapters.local import answer_as, answer_elsewhere, answer_lines, local_votes_count
 
 from bot.desk.outbox import ESCALATION_PREFIX
 from bot.reviews import Review, authorize
@@ -152,17 +152,34 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return [fmt.format(*headers).rstrip(), *(fmt.format(*row).rstrip() for row in rows)]
 
 
+def _places(review: Review) -> str:
+    """Where a review closed to local votes is answered: its GitHub comment's address, its Slack thread."""
+    places = []
+    for post in review.posts:
+        data = post.get("data") or {}
+        if post.get("channel") == "github":
+            places.append(f"on GitHub ({data.get('url') or post.get('target')})")
+        elif post.get("channel") == "slack":
+            places.append(f"in its Slack thread (channel {data.get('channel')})")
+    if not places:  # not posted yet: where it goes
+        places = [str(entry["key"]) for entry in review.targets if entry.get("key") != "local"] or ["in its channel"]
+    return " or ".join(places)
+
+
 def _answer_with(review: Review, decide_command: str, serving: bool, voter: str | None) -> str:
     """The ANSWER WITH cell: the line to paste while open, else what happens next.
 
     ``--as`` is added only when ``voter`` (who would run the line) may not vote locally, as the
     review file words it (``adapters.local.answer_as``): the one local reviewer, or NAME and the list.
+    A review nobody may answer locally gets no line that would be refused, but where to answer.
     """
     if review.status == "decided" and not serving:
         return _NOT_SERVING
     if review.status != "open":
         return _NOT_OPEN.get(review.status, "")
     reviewers = review.policy.reviewers
+    if not local_votes_count(reviewers.local, not reviewers.anyone):
+        return answer_elsewhere(_places(review))
     if voter is not None and authorize(reviewers, f"local:{voter}") is None:
         return answer_lines(review.id, decide_command)[0]
     as_option, who = answer_as(reviewers.local)

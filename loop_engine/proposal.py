@@ -149,7 +149,11 @@ class Proposal:
         Loop text is escaped: a cell's ``|`` or line break cannot break its
         table, and no HTML (a fake review marker) is ever rendered.
         """
-        lines = ["## Proposal", "", f"**{escape_inline(self.summary)}**"]
+        return ["## Proposal", "", f"**{escape_inline(self.summary)}**", *self.section_lines()]
+
+    def section_lines(self) -> list[str]:
+        """Just the sections, each after a blank line (and its ``###`` title): for channels that show the summary."""
+        lines: list[str] = []
         for section in self.sections:
             lines.append("")
             if section.title:

@@ -8,7 +8,14 @@ for its own earlier comment by a hidden marker before it posts:
 
 - the review comment starts with ``<!-- loopbot:review=ID -->``;
 - the run's issue body holds ``<!-- loopbot:run=RUN_ID -->``;
+- a proposal too long for one comment goes on in comments marked
+  ``<!-- loopbot:more=ID.review.N -->``, posted in order, each only once;
 - escalations, reminders and answers carry markers of their own.
+
+Labels follow the review's structured outcome (``ReviewPost.outcome``),
+never its text: an issue carries at most one outcome label, a new review on
+it takes the previous one's away, and a label is removed only when the
+issue has it.
 
 Review ids are predictable, so anyone may post a marker first: a comment is
 taken for the channel's own only when loopbot wrote it, and so the channel
@@ -25,7 +32,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 import threading
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -41,12 +47,17 @@ from .render import (
     answer_marker,
     escalation_marker,
     fit_comment,
+    more_marker,
+    outcome_is_cut,
+    outcome_key,
     outcomes_in,
     render_escalation,
+    render_more,
     render_review,
-    render_update,
     review_marker,
+    review_parts,
     run_marker,
+    update_parts,
 )
 
 __all__ = [
@@ -61,17 +72,17 @@ log = logging.getLogger(__name__)
 
 RUN_LABEL = "loopbot"
 AWAITING_LABEL = "loopbot:awaiting-review"
-#: The label an outcome leaves, by the decision its text names ("Decided: APPROVE by ...").
+#: The label an outcome leaves, by its decision (``PostOutcome.decision``).
 OUTCOME_LABELS = {
-    "APPROVE": "loopbot:approved",
-    "REJECT": "loopbot:rejected",
-    "RETRY": "loopbot:retried",
-    "MODIFY": "loopbot:modified",
-    "PAUSE": "loopbot:paused",
+    "approve": "loopbot:approved",
+    "reject": "loopbot:rejected",
+    "retry": "loopbot:retried",
+    "modify": "loopbot:modified",
 }
+#: Every label an earlier outcome may have left (``loopbot:paused``: older versions labelled a pause).
+_OUTCOME_LABEL_SET = frozenset([*OUTCOME_LABELS.values(), "loopbot:paused"])
 _REVIEW_MARKER_PREFIX = "<!-- loopbot:review="
 _HOW_TO = "\n## How to answer\n"
-_DECISION_WORD = re.compile(r"\b(APPROVE|REJECT|RETRY|MODIFY|PAUSE)\b")
 #: Reactions on the voter's comment, by answer (👀 on receipt is the intake's business).
 _REACTIONS = {
     AnswerKind.COUNTED: "rocket",
@@ -90,6 +101,7 @@ class ChannelAPI(Protocol):
     def list_comments(self, repository: str, issue: int, since: datetime | None = None) -> list[Comment]: ...
     def add_reaction(self, repository: str, comment_id: int, content: str) -> None: ...
     def create_issue(self, repository: str, title: str, body: str, labels: Sequence[str] = ()) -> IssueInfo: ...
+    def get_issue(self, repository: str, issue: int) -> IssueInfo: ...
     def list_issues(self, repository: str, label: str) -> list[IssueInfo]: ...
     def add_labels(self, repository: str, issue: int, *labels: str) -> None: ...
     def remove_label(self, repository: str, issue: int, label: str) -> None: ...
@@ -126,18 +138,14 @@ class GitHubChannel:
     App's ``slug[bot]``, or a known login; without it, one learned through
     ``api.me()``) is required of a comment before the channel takes it for
     its own; while it is unknown the channel posts nothing.
-    ``full_text_dir`` is named in a review cut to fit GitHub's size cap
-    ("full text in <full_text_dir>/<review id>.md": the local channel's file).
     """
 
     name = "github"
 
-    def __init__(self, api: ChannelAPI, *, bot_login: BotIdentity | str | None = None,
-                 full_text_dir: str = "state_dir/local-reviews") -> None:
+    def __init__(self, api: ChannelAPI, *, bot_login: BotIdentity | str | None = None) -> None:
         self.api = api
         # no identity given: learn it from the API, before the first post
         self.identity = BotIdentity(api.me) if bot_login is None else BotIdentity.of(bot_login)
-        self.full_text_dir = full_text_dir.rstrip("/")
         self._run_issues: dict[tuple[str, str], int] = {}
         # One write at a time: two outbox workers must not both miss a marker and post twice, and GitHub
         # asks integrations to make content-creating requests serially (secondary rate limits).
@@ -165,6 +173,24 @@ class GitHubChannel:
             if found is not None:
                 return found
             return self.api.create_comment(repository, issue, fit_comment(body))
+
+    def _post_all_once(self, repository: str, issue: int, bodies: Sequence[tuple[str, str]]) -> None:
+        """Post each (marker, body) in order unless a comment of ours with its marker is there (one listing)."""
+        if not bodies:
+            return
+        with self._lock:
+            self.identity.require()
+            present = list(self.api.list_comments(repository, issue))
+            for marker, body in bodies:
+                if not any(self._ours(comment, marker) for comment in present):
+                    self.api.create_comment(repository, issue, fit_comment(body))
+
+    def _post_rest(self, repository: str, issue: int, post: ReviewPost, kind: str) -> None:
+        """The comments that carry on a proposal too long for the first one, each posted once, in order."""
+        parts = review_parts(post)
+        more = [(more_marker(post.review_id, n, kind), render_more(post, parts, n, kind))
+                for n in range(2, len(parts) + 1)]
+        self._post_all_once(repository, issue, more)
 
     def _issue_for(self, target: Target, post: ReviewPost) -> tuple[str, int]:
         if target.kind != self.name or not target.repository:
@@ -209,19 +235,31 @@ class GitHubChannel:
         except (KeyError, TypeError, ValueError):
             raise ChannelError(f"not a GitHub message reference: {ref.data!r}", permanent=True) from None
 
-    def _render(self, post: ReviewPost, outcomes: Sequence[str] = ()) -> str:
-        return render_review(post, outcomes, full_text_hint=f"full text in {self.full_text_dir}/{post.review_id}.md")
+    def _labels(self, repository: str, issue: int) -> set[str]:
+        return set(self.api.get_issue(repository, issue).labels)
+
+    def _set_outcome_label(self, repository: str, issue: int, wanted: str | None, present: set[str]) -> None:
+        """Exactly ``wanted`` among the outcome labels (none when None); only labels the issue has are removed."""
+        for label in sorted(present & _OUTCOME_LABEL_SET):
+            if label != wanted:
+                self.api.remove_label(repository, issue, label)
+        if wanted is not None and wanted not in present:
+            self.api.add_labels(repository, issue, wanted)
 
     # --- Channel ------------------------------------------------------------------------------
     def post_request(self, target: Target, post: ReviewPost) -> MessageRef:
         repository, issue = self._issue_for(target, post)
-        comment = self._post_once(repository, issue, review_marker(post.review_id), self._render(post))
+        comment = self._post_once(repository, issue, review_marker(post.review_id), render_review(post))
+        self._post_rest(repository, issue, post, "review")
         return self._posted(target, post, repository, issue, comment)
 
     def _posted(self, target: Target, post: ReviewPost, repository: str, issue: int, comment: Comment) -> MessageRef:
-        """The ref of a review's comment; an open review's issue carries the awaiting label."""
+        """The ref of a review's comment; an open review's issue is awaiting, without an earlier outcome's label."""
         if post.status == "open":
-            self.api.add_labels(repository, issue, AWAITING_LABEL)
+            present = self._labels(repository, issue)
+            self._set_outcome_label(repository, issue, None, present)
+            if AWAITING_LABEL not in present:
+                self.api.add_labels(repository, issue, AWAITING_LABEL)
         data: dict[str, Any] = {"repository": repository, "issue": issue, "comment_id": comment.id,
                                 "url": comment.html_url}
         if comment.created_at is not None:  # GitHub's time: a label older than this is no answer to it
@@ -232,41 +270,41 @@ class GitHubChannel:
         """A reminder (review still open) becomes a reply; an outcome is written into the review comment.
 
         Outcomes accumulate in the comment (decided, then the run's end), the
-        labels go from ``loopbot:awaiting-review`` to the outcome's, and every
-        update but the plain decision (which the voter was already answered
-        about) is also a reply comment, so the people watching are notified.
+        labels go from ``loopbot:awaiting-review`` to the one of
+        ``post.outcome``, and every update but the plain decision (which the
+        voter was already answered about) is also a reply comment, so the
+        people watching are notified; a decision too long for the review
+        comment (cut there with "…") is a reply comment too, whole.
         """
         if ref.channel != self.name:
             raise ChannelError(f"the github channel cannot update a {ref.channel!r} message", permanent=True)
         repository, issue, comment_id = self._ref_data(ref)
         text = text.strip()
-        decision = _DECISION_WORD.search(text)
         if post.status != "open":
             current = self.api.get_comment(repository, comment_id)
             outcomes = outcomes_in(current.body)
-            if text not in outcomes:
-                outcomes.append(text)
-                self.api.edit_comment(repository, comment_id, self._render(post, outcomes))
-            if decision is not None:
-                self.api.add_labels(repository, issue, OUTCOME_LABELS[decision.group(1)])
-            if decision is None or decision.group(1) != "PAUSE":
-                self.api.remove_label(repository, issue, OUTCOME_LABELS["PAUSE"])
-            if not self._other_open_reviews(repository, issue, comment_id):
+            key = outcome_key(text)
+            if key not in {known for known, _ in outcomes}:
+                outcomes.append((key, text))
+                self.api.edit_comment(repository, comment_id, render_review(post, outcomes))
+            present = self._labels(repository, issue)
+            wanted = OUTCOME_LABELS.get(post.outcome.decision) if post.outcome is not None else None
+            self._set_outcome_label(repository, issue, wanted, present)
+            if AWAITING_LABEL in present and not self._other_open_reviews(repository, issue, comment_id):
                 self.api.remove_label(repository, issue, AWAITING_LABEL)
-        elif decision is not None and decision.group(1) == "PAUSE":
-            self.api.add_labels(repository, issue, OUTCOME_LABELS["PAUSE"])  # paused, still waiting
-        timed_out = text.lower().startswith("timed out")
-        if post.status == "decided" and not timed_out:
+        timed_out = post.outcome is not None and post.outcome.timed_out
+        if post.status == "decided" and not timed_out and not outcome_is_cut(text):
             return
         marker = answer_marker(f"update:{post.review_id}:{_short_hash(text)}")
         url = str(ref.data["url"]) if ref.data.get("url") else None
-        self._post_once(repository, issue, marker, render_update(post, marker, text, url))
+        bodies = update_parts(post, marker, text, url)
+        self._post_all_once(repository, issue, [(body.split("\n", 1)[0], body) for body in bodies])
 
     def post_escalation(self, target: Target, post: ReviewPost, text: str) -> MessageRef:
         repository, issue = self._issue_for(target, post)
-        hint = f"full text in {self.full_text_dir}/{post.review_id}.md"
-        body = render_escalation(post, text, full_text_hint=hint)
+        body = render_escalation(post, text)
         comment = self._post_once(repository, issue, escalation_marker(post.review_id), body)
+        self._post_rest(repository, issue, post, "escalation")
         return self._posted(target, post, repository, issue, comment)
 
     def acknowledge(self, respond: Mapping[str, Any]) -> None:

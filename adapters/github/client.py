@@ -300,6 +300,12 @@ class GitHubClient:
         with self._call(f"open an issue in {repository}"):
             return _issue(self.github.get_repo(repository).create_issue(title=title, body=body, labels=list(labels)))
 
+    def get_issue(self, repository: str, issue: int) -> IssueInfo:
+        """One issue as it is now (its labels: loopbot removes only a label the issue has)."""
+        with self._call(f"read {repository}#{issue}"):
+            _, data = self.github.requester.requestJsonAndCheck("GET", f"/repos/{repository}/issues/{issue}")
+        return issue_from_json(data)
+
     def list_issues(self, repository: str, label: str) -> list[IssueInfo]:
         """Open and closed issues with ``label`` (pull requests left out), all pages."""
         rows = self.get_all(f"/repos/{repository}/issues", {"state": "all", "labels": label})

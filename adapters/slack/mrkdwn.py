@@ -28,11 +28,15 @@ _LINK = re.compile(r"\[([^\[\]\n]{1,300})\]\((https?://[^()\s|]{1,2000})\)")
 #: A user or user-group mention, after escaping.
 _MENTION = re.compile(r"&lt;(@[UW][A-Z0-9]+|!subteam\^S[A-Z0-9]+)&gt;")
 #: The only mentions loopbot writes into an answer (``bot.reviews.authorize``), after escaping: the refused
-#: voter at the start, and the list of who may answer at the very end. Anywhere else a mention is a voter's text.
-_REFUSED_VOTER = re.compile(r"\A((?:vote refused: )?)&lt;(@[UW][A-Z0-9]+)&gt;(?= is not one of this loop's Slack)")
+#: voter at the start (of a vote's refusal, or run control's: ``bot.desk.control``), and the list of who may
+#: answer at the very end. Anywhere else a mention is a voter's text.
+_REFUSED_VOTER = re.compile(
+    r"\A((?:vote refused: |not started: |cancel refused: )?)&lt;(@[UW][A-Z0-9]+)&gt;"
+    r"(?= is not one of this loop's Slack)"
+)
 _WHO_MAY = re.compile(
     r"(; who may answer: )((?:&lt;(?:@[UW][A-Z0-9]+|!subteam\^S[A-Z0-9]+)&gt;(?:, )?)+)"
-    r"(?=(?:; people who may answer: [^\"\n]*)?\Z)"
+    r"(?=(?:; people who may answer: [^\"\n]*)?(?: \(the operators of loop [^()\n]* may[^()\n]*\))?\Z)"
 )
 _VOTER = re.compile(r"\bslack:([UW][A-Z0-9]+)\b")
 _DECIDED = re.compile(

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from adapters.channel import Answer, Channel, Reply, ReviewPost, Target
+from adapters.channel import Answer, Channel, PostOutcome, Reply, ReviewPost, Target
 from loop_engine.review import ReviewRequest  # not .checkpoint: that loads persistence and the state types
 
 from bot.reviews import Review, changes_text
@@ -41,6 +41,7 @@ def review_post(review: Review) -> ReviewPost:
         channel: tuple(name for key in keys for name in getattr(who, key) or [])
         for channel, keys in _CHANNEL_IDS.items()
     }
+    reviewers["github"] += tuple(who.github_teams or ())  # "org/team": GitHub tells a team from a user by its "/"
     hint = [*(who.people or []), *(who.local or [])]
     return ReviewPost(
         review_id=review.id,
@@ -52,7 +53,16 @@ def review_post(review: Review) -> ReviewPost:
         reviewers={channel: names for channel, names in reviewers.items() if names},
         restricted=not who.anyone,
         status=review.status,
+        outcome=_post_outcome(review),
+        min_permission=who.github_min_permission or "",
     )
+
+
+def _post_outcome(review: Review) -> PostOutcome | None:
+    outcome = review.outcome
+    if outcome is None:
+        return None
+    return PostOutcome(outcome.decision.name.lower(), tuple(outcome.decided_by), outcome.feedback, outcome.timed_out)
 
 
 def outcome_text(review: Review) -> str:

@@ -57,7 +57,7 @@ def post_with(text: str, *, status: str = "open", reviewers: dict[str, tuple[str
 
 
 # --- what must never survive ------------------------------------------------------------------------------------
-_GITHUB_OWN = re.compile(r"<!-- /?loopbot:[a-z]+(?:=[\w:.-]+)? -->|<br>")
+_GITHUB_OWN = re.compile(r"<!-- /?loopbot:[a-z]+(?:=[\w:.-]+)? -->|<br>|<details><summary>Details</summary>|</details>")
 _SAFE_ENTITY = re.compile(r"&(?:amp|lt|gt|quot|#39|#8288);")  # #8288: a joiner the voter wrote
 
 
@@ -66,8 +66,8 @@ def assert_inert_on_github(body: str, *, own_link: str | None = None) -> None:
     if own_link is not None:  # the one link loopbot makes itself stays
         assert body.count(own_link) == 1
         body = body.replace(own_link, "")
-    if "\n## How to answer\n" in body:  # loopbot's own words at the end (`/reject <reason>` in code)
-        body = body[: body.rindex("\n## How to answer\n")]
+    how = re.compile(r"\nComment on this issue with one of these commands.*?`loopbot:pause`\.\n", re.DOTALL)
+    body = how.sub("\n", body)  # loopbot's own words (`/reject <reason>` in code), who may answer kept
     assert not re.search(r"@[A-Za-z0-9_-]", body), "a mention survived"
     assert not re.search(r"\][(\[:]", body), "a link, image or reference survived"
     assert "<" not in _GITHUB_OWN.sub("", body), "raw HTML survived"
@@ -114,10 +114,10 @@ def test_github_renderers_keep_hostile_text_inert(loop_text: str, voter_text: st
     assert_inert_on_github(github.render_escalation(open_post, f"Escalated: {voter_text}"))
     decided = post_with(loop_text, status="decided")
     outcomes = [f"Decided: REJECT by github:bob at {WHEN} - {voter_text}", f"Run demo-run-1 rejected: {voter_text}"]
-    body = github.render_review(decided, outcomes)
+    body = github.render_review(decided, [(github.outcome_key(text), text) for text in outcomes])
     assert_inert_on_github(body)
-    if len(loop_text) + len(voter_text) < 5_000:  # (a longer one may be cut: then it is only inert)
-        assert github.outcomes_in(body) == [text.strip() for text in outcomes]
+    if not any(github.outcome_is_cut(text) for text in outcomes):  # (a longer one is cut, and posted whole)
+        assert [text for _, text in github.outcomes_in(body)] == [text.strip() for text in outcomes]
     marker = github.answer_marker("update:demo-1:abc")
     url = "https://github.com/octo/ops/issues/42#issuecomment-1"
     for text in (f"Reminder: {voter_text}", f"Run demo-run-1 completed. Result: {loop_text}",
@@ -164,15 +164,15 @@ def test_github_shows_mentions_links_and_images_as_the_text_they_are() -> None:
     assert "@alice please look; cc @octo/ops-team" in shown(body)  # and it reads as written
     reason = "no: ask @alice, see [the runbook](https://evil.example/x) ![t](https://evil.example/p.gif)"
     outcome = f"Decided: REJECT by github:bob at {WHEN} - {reason}"
-    decided = github.render_review(post_with("x", status="decided"), [outcome])
+    decided = github.render_review(post_with("x", status="decided"), [(github.outcome_key(outcome), outcome)])
     assert_inert_on_github(decided)
-    assert github.outcomes_in(decided) == [outcome]  # read back as the voter wrote it
+    assert github.outcomes_in(decided) == [(github.outcome_key(outcome), outcome)]  # read back as the voter wrote it
 
 
 def test_github_keeps_the_links_and_mentions_loopbot_makes() -> None:
     post = post_with(ISSUE_TEXT, reviewers={"github": ("alice", "bob")})
     body = github.render_review(post)
-    assert "needs 1 approval of: @alice, @bob" in body  # the reviewers loopbot names
+    assert "needs 1 approval of these 2: @alice, @bob" in body  # the reviewers loopbot names
     url = "https://github.com/octo/ops/issues/42#issuecomment-7"
     text = f"Run demo-run-1 completed. Result: {ISSUE_TEXT}"
     update = github.render_update(post, github.answer_marker("u"), text, url)

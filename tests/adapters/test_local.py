@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from adapters.channel import Channel, ChannelError, MessageRef, ReviewPost, Target
+from adapters.channel import Channel, ChannelError, MessageRef, PostOutcome, ReviewPost, Target
 from adapters.local import LocalChannel, answer_lines
 from loop_engine.checkpoint import CheckpointTrigger, ReviewRequest
+from loop_engine.proposal import Proposal, Table
 
 
 LOCAL = Target("local")
@@ -43,8 +44,7 @@ def test_is_a_channel(channel: LocalChannel) -> None:
 def test_post_request_writes_the_request_and_every_decide_line(channel: LocalChannel) -> None:
     ref = channel.post_request(LOCAL, make_post())
     text = (channel.directory / "demo-1.md").read_text(encoding="utf-8")
-    assert "# Human Checkpoint: checkpoint_0001" in text
-    assert "**Proposed Action:** Apply 3 labels" in text
+    assert text.startswith("<!-- loopbot:review=demo-1 -->\n# Review demo-1: Apply 3 labels\n")
     assert "local:alice" in text
     for line in (
         "loopbot decide demo-1 approve",
@@ -61,9 +61,9 @@ def test_post_request_writes_the_request_and_every_decide_line(channel: LocalCha
 @pytest.mark.parametrize(
     ("hint", "required", "line"),
     [
-        ("alice, bob", 2, "- **Who can answer:** needs 2 of: alice, bob\n"),
-        ("alice", 1, "- **Who can answer:** needs 1 of: alice\n"),
-        ("", 3, "- **Approvals needed:** 3\n"),
+        ("alice, bob", 2, "\n**Who can answer:** needs 2 of: alice, bob\n"),
+        ("alice", 1, "\n**Who can answer:** needs 1 of: alice\n"),
+        ("", 3, "\n**Approvals needed:** 3\n"),
     ],
 )
 def test_the_review_file_says_how_many_approvals_are_needed(
@@ -121,7 +121,7 @@ def test_post_update_recreates_a_missing_file(channel: LocalChannel) -> None:
     post = make_post()
     channel.post_update(MessageRef("local", {"review_id": "demo-1"}), post, "timed out after 24h: default reject")
     text = (channel.directory / "demo-1.md").read_text()
-    assert "# Human Checkpoint: checkpoint_0001" in text
+    assert "# Review demo-1: Apply 3 labels" in text
     assert text.endswith("- timed out after 24h: default reject\n")
 
 
@@ -197,10 +197,16 @@ def test_an_open_review_needs_no_as(channel: LocalChannel) -> None:
     assert "--as" not in text and "\nloopbot decide demo-1 approve\n" in text
 
 
-def test_a_review_closed_to_local_votes_says_so(channel: LocalChannel) -> None:
-    channel.post_request(LOCAL, make_post(reviewers={"slack": ("U0AAA",)}, restricted=True))
+def test_a_review_closed_to_local_votes_prints_no_decide_line_and_says_where_to_answer(
+    channel: LocalChannel, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="adapters.local"):
+        channel.post_request(LOCAL, make_post(reviewers={"slack": ("U0AAA",)}, restricted=True))
     text = (channel.directory / "demo-1.md").read_text(encoding="utf-8")
-    assert "nobody may answer locally" in text
+    assert "Nobody may answer locally" in text and "answer in its Slack thread, where the review was posted" in text
+    assert "loopbot decide" not in text and "loopbot decide" not in caplog.text
+    channel.post_request(LOCAL, make_post("demo-2", reviewers={"github": ("alice",)}, restricted=True))
+    assert "answer on its GitHub issue" in (channel.directory / "demo-2.md").read_text(encoding="utf-8")
 
 
 def test_a_decided_review_keeps_its_updates_but_not_how_to_answer(channel: LocalChannel) -> None:
@@ -212,4 +218,33 @@ def test_a_decided_review_keeps_its_updates_but_not_how_to_answer(channel: Local
     text = (channel.directory / "demo-1.md").read_text(encoding="utf-8")
     assert "## How to answer" not in text and "loopbot decide" not in text
     assert "- Reminder: still waiting\n- Decided: APPROVE by local:alice\n" in text
-    assert "# Human Checkpoint: checkpoint_0001" in text
+    assert "# Review demo-1: Apply 3 labels" in text and "## Outcome\n\nThis review is decided." in text
+
+
+# -- the order a person reads (issue 18, item 2) -----------------------------------------------------------------------
+
+
+def test_the_file_reads_what_is_asked_the_proposal_how_to_answer_then_the_details(channel: LocalChannel) -> None:
+    post = make_post()
+    post.request.context["reason"] = "apply the labels"
+    post.request.state_summary.update(cost_used=0.0, tokens_used=0, execution_state="waiting_for_human")
+    post.request.proposal = Proposal("Approve to apply 2 label changes to octo/ops",
+                                     [Table(["issue", "labels"], [["#1", "P1"], ["#2", "bug"]], title="Changes")])
+    channel.post_request(LOCAL, post)
+    text = (channel.directory / "demo-1.md").read_text(encoding="utf-8")
+    order = ["# Review demo-1: Approve to apply 2 label changes to octo/ops", "### Changes", "| #2 | bug |",
+             "## How to answer", "\nloopbot decide demo-1 approve\n", "## Details", "- **Loop:** demo",
+             "- **Asked because:** the loop asked for a decision", "- **Iteration:** 2",
+             "- **Loop state:** waiting for a person", "| reason | apply the labels |"]
+    assert [text.index(part) for part in order] == sorted(text.index(part) for part in order)
+    assert "Cost" not in text and "Tokens" not in text and "ON_EXTERNAL_REQUEST" not in text
+    assert "waiting_for_human" not in text
+
+
+def test_a_decided_file_shows_who_decided_and_why(channel: LocalChannel) -> None:
+    ref = channel.post_request(LOCAL, make_post())
+    decided = make_post(status="decided", outcome=PostOutcome("reject", ("github:bob",), "not before APPROVE"))
+    channel.post_update(ref, decided, "Decided: REJECT by github:bob - not before APPROVE")
+    text = (channel.directory / "demo-1.md").read_text(encoding="utf-8")
+    assert "## Outcome\n\n**Rejected** by github:bob: not before APPROVE\n" in text
+    assert "waiting for a person" not in text and "paused for this review" not in text

@@ -186,7 +186,11 @@ def test_the_first_review_goes_as_the_readme_says(served: tuple[Path, subprocess
     for line in _block_after("These lines are checked", "text").splitlines():
         pattern = _as_pattern(line, (folder / "state").resolve())
         assert any(pattern.match(real) for real in lines), (line, lines)
-    assert (folder / "state" / "local-reviews" / "demo-1.md").is_file()
+    review = (folder / "state" / "local-reviews" / "demo-1.md").read_text(encoding="utf-8")
+    headings = [line for line in review.splitlines() if line.startswith("#")]
+    assert headings[0].startswith("# Review demo-1: "), review  # what is asked, then the proposal
+    assert "| Labels to add |" in review.partition("## How to answer")[0], review  # the labels for each issue
+    assert headings.index("## How to answer") < headings.index("## Details"), review
 
     commands = [words for line in _block_after("The commands below are run", "sh").splitlines()
                 if (words := shlex.split(re.sub(r"(^|\s)#.*", "", line)))]

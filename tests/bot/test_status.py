@@ -62,6 +62,26 @@ def test_the_answer_line_says_as_name_only_for_someone_who_cannot_vote_locally()
     )
 
 
+def test_a_review_nobody_may_answer_locally_gets_no_decide_line_but_where_to_answer() -> None:
+    """The vote path refuses `decide` when the loop lists no local reviewers: status must not offer it (#18)."""
+    review = make_review(reviewers=Reviewers(github_users=["alice"], slack_users=["U0AAA"]))
+    review.id = "t-1"
+    review.targets = [{"key": "local"}, {"key": "github:octo/ops#42"}]
+    assert "github:octo/ops#42" in rows_of(render_table([], [review], "ld"))["t-1"]
+    review.posts = [
+        {"channel": "github", "target": "github:octo/ops#42",
+         "data": {"url": "https://github.com/octo/ops/issues/42#issuecomment-9"}},
+        {"channel": "slack", "target": "slack:C0123", "data": {"channel": "C0123", "ts": "1.2"}},
+    ]
+    for voter in (None, "alice", "root"):
+        row = rows_of(render_table([], [review], "ld", voter=voter))["t-1"]
+        assert " decide" not in row and "ld t-1" not in row
+        assert row.endswith("answer on GitHub (https://github.com/octo/ops/issues/42#issuecomment-9) "
+                            "or in its Slack thread (channel C0123), where the review was posted.")
+    review.policy.reviewers = Reviewers(local=[], github_users=["alice"])  # local: [] is nobody, as authorize says
+    assert "ld t-1" not in rows_of(render_table([], [review], "ld", voter="alice"))["t-1"]
+
+
 def test_the_json_view_shows_what_each_modify_vote_and_the_outcome_would_change() -> None:
     review = make_review()
     change = {"context": {"note": "x"}}

@@ -8,7 +8,10 @@ memberships, App installation tokens and ``GET /app`` (JWT only, as GitHub:
 an installation token gets 401 there, and a JWT nothing else; comments made
 with an installation token carry ``performed_via_github_app``) - with rate-limit headers on every
 answer and failures injected on demand (``fail(...)``: 403 secondary rate
-limit, 429, 500, ... N times, then normal answers again).
+limit, 429, 500, ... N times, then normal answers again). As strict as
+GitHub where loopbot relies on it: a comment body over 65,536 characters is
+refused with 422 ("body is too long (maximum is 65536 characters)"), and
+removing a label the issue does not have with 404.
 
 Every object is complete and its URLs use the server's own base URL, so
 PyGithub never lazily fetches anything and its URL checks pass. With
@@ -61,6 +64,18 @@ class Failure:
     times: int
     headers: dict[str, str] = field(default_factory=dict)
     message: str = "Server Error"
+
+
+#: GitHub's cap on a comment's body, in characters.
+MAX_BODY = 65_536
+
+
+def _too_long() -> tuple[int, Any, dict[str, str]]:
+    """GitHub's answer to a comment body over ``MAX_BODY``, as its REST API words it."""
+    return 422, {"message": "Validation Failed", "errors": [{
+        "resource": "IssueComment", "code": "custom", "field": "body",
+        "message": f"body is too long (maximum is {MAX_BODY} characters)"}],
+        "documentation_url": "https://docs.github.com/rest/issues/comments#create-an-issue-comment"}, {}
 
 
 def _iso(moment: datetime) -> str:
@@ -429,8 +444,8 @@ class FakeGitHub:
         if isinstance(found, tuple):
             return found
         body = (call.body or {}).get("body", "")
-        if len(body) > 65536:
-            return 422, {"message": "Validation Failed", "errors": [{"field": "body", "code": "too_long"}]}, {}
+        if len(body) > MAX_BODY:
+            return _too_long()
         via_app = None
         if call.headers.get("authorization", "").startswith("token ghs_") and self.app_id is not None:
             slug = self.bot_login.removesuffix("[bot]")
@@ -449,7 +464,10 @@ class FakeGitHub:
         comment = self._comment(repository, comment_id)
         if comment is None:
             return 404, {"message": "Not Found"}, {}
-        comment["body"] = (call.body or {}).get("body", comment["body"])
+        body = (call.body or {}).get("body", comment["body"])
+        if len(body) > MAX_BODY:
+            return _too_long()
+        comment["body"] = body
         comment["updated_at"] = _iso(self.clock())
         return 200, comment, {}
 

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from adapters.channel import ReviewPost
+from adapters.channel import PostOutcome, ReviewPost
 from adapters.github.channel import GitHubChannel
 from adapters.github.client import GitHubClient, make_github
 from loop_engine.checkpoint import CheckpointTrigger, ReviewRequest
@@ -28,6 +28,13 @@ def make_post(review_id: str = "triage-17", **overrides: object) -> ReviewPost:
                                  "request": request, "reviewers": {"github": ("alice", "bob")}}
     fields.update(overrides)
     return ReviewPost(**fields)  # type: ignore[arg-type]
+
+
+def decided(decision: str = "approve", by: str = "github:alice", reason: str = "", *, timed_out: bool = False,
+            status: str = "decided", review_id: str = "triage-17") -> ReviewPost:
+    """A review no longer open, its outcome given as data (what the desk builds from the stored review)."""
+    outcome = PostOutcome(decision, () if timed_out else (by,), reason, timed_out)
+    return make_post(review_id, status=status, outcome=outcome)
 
 
 @pytest.fixture

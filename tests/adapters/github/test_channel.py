@@ -12,7 +12,7 @@ from adapters.github.client import GitHubClient, make_client, make_github
 from adapters.github.identity import Me
 from tests.fakes.github_api import FakeGitHub
 
-from .conftest import REPO, make_post
+from .conftest import REPO, decided, make_post
 
 TARGET = Target("github", repository=REPO, issue=42)
 
@@ -32,7 +32,7 @@ def test_post_request_comments_once_and_labels_the_issue(channel: GitHubChannel,
     assert ref.data["comment_id"] == comments[0]["id"]
     body = comments[0]["body"]
     assert body.startswith("<!-- loopbot:review=triage-17 -->")
-    assert "# Human Checkpoint: checkpoint_0001" in body
+    assert "## Apply 3 labels" in body  # what is asked, first
     assert "@alice, @bob" in body and "needs 1 approval" in body
     assert "`/approve [note]`" in body and "## How to answer" in body
     assert fake.labels_of(REPO, 42) == [AWAITING_LABEL]
@@ -80,14 +80,13 @@ def test_no_issue_opens_one_issue_per_run_and_finds_it_again(client: GitHubClien
 
 def test_update_edits_the_comment_swaps_labels_and_keeps_outcomes(channel: GitHubChannel, fake: FakeGitHub) -> None:
     ref = channel.post_request(TARGET, make_post())
-    decided = make_post(status="decided")
-    channel.post_update(ref, decided, "Decided: APPROVE by github:alice at 2026-01-02T10:00:00")
+    channel.post_update(ref, decided("approve"), "Decided: APPROVE by github:alice at 2026-01-02T10:00:00")
     body = fake.comments[ref.data["comment_id"]]["body"]
     assert "## Outcome" in body and "Decided: APPROVE by github:alice" in body
     assert "How to answer" not in body
     assert fake.labels_of(REPO, 42) == ["loopbot:approved"]
     assert len(fake.comments_on(REPO, 42)) == 1  # a plain decision edits, the voter was answered
-    applied = make_post(status="applied")
+    applied = decided("approve", status="applied")
     channel.post_update(ref, applied, "Run triage-run-4 completed")
     channel.post_update(ref, applied, "Run triage-run-4 completed")  # an outbox retry
     body = fake.comments[ref.data["comment_id"]]["body"]
@@ -108,7 +107,7 @@ def test_reminder_is_a_reply_and_leaves_the_review_open(channel: GitHubChannel, 
 
 def test_timed_out_rejection_is_labelled_and_announced(channel: GitHubChannel, fake: FakeGitHub) -> None:
     ref = channel.post_request(TARGET, make_post())
-    channel.post_update(ref, make_post(status="decided"), "Timed out: REJECT (default) at 2026-01-03T09:00:00.")
+    channel.post_update(ref, decided("reject", timed_out=True), "Timed out: REJECT (default) at 2026-01-03T09:00:00.")
     assert fake.labels_of(REPO, 42) == ["loopbot:rejected"]
     assert len(fake.comments_on(REPO, 42)) == 2
 
@@ -121,7 +120,7 @@ def test_escalation_posts_once_at_the_target(channel: GitHubChannel, fake: FakeG
     assert ref == again and ref.target == "github:octo/pager#1"
     (comment,) = fake.comments_on("octo/pager", 1)
     assert comment["body"].startswith("<!-- loopbot:escalation=triage-17 -->\n**Escalated: review triage-17")
-    assert "# Human Checkpoint" in comment["body"] and "How to answer" in comment["body"]
+    assert "## Apply 3 labels" in comment["body"] and "How to answer" in comment["body"]
 
 
 def test_answer_reacts_and_replies_quoting_the_voter(channel: GitHubChannel, fake: FakeGitHub) -> None:
@@ -209,15 +208,14 @@ def test_connection_refused_is_retryable() -> None:
     assert not caught.value.permanent
 
 
-def test_a_huge_request_is_cut_below_githubs_cap(client: GitHubClient, fake: FakeGitHub) -> None:
-    channel = GitHubChannel(client, full_text_dir="/srv/loopbot/state/local-reviews/")
+def test_huge_details_are_cut_below_githubs_cap_naming_no_path(channel: GitHubChannel, fake: FakeGitHub) -> None:
     post = make_post()
     post.request.state_summary["log"] = "x" * 200_000
     ref = channel.post_request(TARGET, post)
     body = fake.comments[ref.data["comment_id"]]["body"]
     assert len(body) < 65_536
-    assert "full text in /srv/loopbot/state/local-reviews/triage-17.md" in body
-    assert body.rstrip().endswith("`loopbot:pause`.")
+    assert "characters left out: of the details" in body and "local-reviews" not in body and "/srv" not in body
+    assert "`loopbot:pause`." in body and body.rstrip().endswith("</details>")
 
 
 def test_acknowledge_puts_eyes_on_the_vote(channel: GitHubChannel, fake: FakeGitHub) -> None:
@@ -245,16 +243,40 @@ def test_restricted_without_github_reviewers_says_so(channel: GitHubChannel, fak
 def test_the_issue_stays_awaiting_while_another_review_is_open(channel: GitHubChannel, fake: FakeGitHub) -> None:
     first = channel.post_request(TARGET, make_post("triage-17"))
     channel.post_request(TARGET, make_post("triage-18"))
-    channel.post_update(first, make_post("triage-17", status="decided"), "Decided: REJECT by github:bob - no")
+    channel.post_update(first, decided("reject", "github:bob", "no"), "Decided: REJECT by github:bob - no")
     assert sorted(fake.labels_of(REPO, 42)) == [AWAITING_LABEL, "loopbot:rejected"]
 
 
-def test_a_pause_labels_paused_and_a_later_decision_clears_it(channel: GitHubChannel, fake: FakeGitHub) -> None:
+def test_labels_follow_the_outcome_not_the_words_of_its_reason(channel: GitHubChannel, fake: FakeGitHub) -> None:
     ref = channel.post_request(TARGET, make_post())
-    channel.post_update(ref, make_post(), "Decided: PAUSE by github:alice until 2026-01-03T09:00:00")
-    assert sorted(fake.labels_of(REPO, 42)) == [AWAITING_LABEL, "loopbot:paused"]
-    channel.post_update(ref, make_post(status="decided"), "Decided: APPROVE by github:alice")
+    text = "Decided: REJECT by github:bob at 2026-01-02T10:00:00 - not before APPROVE, PAUSE or RETRY"
+    channel.post_update(ref, decided("reject", "github:bob", "not before APPROVE, PAUSE or RETRY"), text)
+    channel.post_update(ref, decided("reject", "github:bob", status="applied"), "Run triage-run-4 rejected: APPROVE")
+    assert fake.labels_of(REPO, 42) == ["loopbot:rejected"]
+
+
+def test_an_old_pause_label_gives_way_to_the_outcome(channel: GitHubChannel, fake: FakeGitHub) -> None:
+    ref = channel.post_request(TARGET, make_post())
+    fake.add_label_event(REPO, 42, "loopbot:paused", fake.bot_login)  # what an older version left
+    channel.post_update(ref, decided("approve"), "Decided: APPROVE by github:alice")
     assert fake.labels_of(REPO, 42) == ["loopbot:approved"]
+
+
+def test_a_new_review_takes_the_previous_outcome_label_away(channel: GitHubChannel, fake: FakeGitHub) -> None:
+    first = channel.post_request(TARGET, make_post("triage-17"))
+    channel.post_update(first, decided("reject", "github:bob", "no"), "Decided: REJECT by github:bob - no")
+    assert fake.labels_of(REPO, 42) == ["loopbot:rejected"]
+    channel.post_request(TARGET, make_post("triage-18"))
+    assert fake.labels_of(REPO, 42) == [AWAITING_LABEL]
+
+
+def test_a_label_is_removed_only_when_the_issue_has_it(channel: GitHubChannel, fake: FakeGitHub) -> None:
+    ref = channel.post_request(TARGET, make_post())
+    fake.issues[(REPO, 42)]["labels"] = []  # a person took the awaiting label off meanwhile
+    channel.post_update(ref, decided("retry"), "Decided: RETRY by github:alice")
+    channel.post_update(ref, decided("retry", status="applied"), "Run triage-run-4 completed")
+    assert fake.calls_to("DELETE", r"/labels/") == []
+    assert fake.labels_of(REPO, 42) == ["loopbot:retried"]
 
 
 def test_github_app_auth_against_the_fake_server(fake: FakeGitHub) -> None:

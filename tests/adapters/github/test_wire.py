@@ -15,7 +15,7 @@ from adapters.github.channel import GitHubChannel
 from adapters.github.client import GitHubClient, make_github
 from tests.fakes.github_api import FakeGitHub
 
-from .conftest import REPO, make_post
+from .conftest import REPO, decided, make_post
 
 
 def test_every_request_names_the_api_version_and_the_token_request_the_current_media_type(fake: FakeGitHub) -> None:
@@ -25,7 +25,7 @@ def test_every_request_names_the_api_version_and_the_token_request_the_current_m
     client = GitHubClient(make_github(fake.base_url, app_id=42, private_key=pem, installation_id=9))
     channel = GitHubChannel(client, bot_login=fake.bot_login)
     ref = channel.post_request(Target("github", repository=REPO, issue=42), make_post())
-    channel.post_update(ref, make_post(status="decided"), "Decided: APPROVE by github:alice at 2026-01-02T10:00:00Z")
+    channel.post_update(ref, decided("approve"), "Decided: APPROVE by github:alice at 2026-01-02T10:00:00Z")
     token, *rest = fake.calls
     assert token.path == "/app/installations/9/access_tokens"
     assert token.headers["accept"] == "application/vnd.github+json"  # not machine-man-preview
