@@ -1,0 +1,231 @@
+"""The store's reviews: reads, updates, the tick's queries, and a batch of votes in one transaction.
+
+Part of ``SqlStore`` (``sql``); the same statements on both engines.
+``cast_votes`` casts every review of a batch in one transaction, each
+review under a savepoint of its own: a review that cannot be found or
+changed fails alone, and the whole batch costs one commit (one sync of the
+SQLite file). Rows are locked in key order, so two replicas casting batches
+that share reviews cannot deadlock.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from functools import partial
+from typing import Any, TypeVar
+
+from adapters.suggest import did_you_mean
+
+from ..reviews import Cast, Review, VoteResult, cast_votes, next_deadline
+from .engines import DatabaseError
+from .base import HOT_REVIEW_STATUSES, StoreError, UnknownReviewError, posted_at
+from .records import FEW_IDS, file_name, number, one_edit, run_key
+
+__all__ = ["ReviewTables"]
+
+T = TypeVar("T")
+_ORDER = 'created_at, num, id COLLATE "C"'
+_LATEST = 'created_at DESC, num DESC, id COLLATE "C" DESC'
+_HOT_COLUMNS = "key, doc, created_at, num, id"
+
+
+def _cast(review: Review, casts: Sequence[Cast]) -> list[VoteResult]:
+    return cast_votes(review, casts)[0]
+
+
+def _ended(review: Review) -> bool:
+    return review.status not in HOT_REVIEW_STATUSES
+
+
+class ReviewTables:
+    """Reviews in the ``reviews`` table (mixed into ``SqlStore``, which gives the plumbing)."""
+
+    engine: Any
+    where: str
+    _read: Callable[[], Any]
+    _tx: Callable[[], Any]
+    _review: Callable[[tuple[Any, ...]], Review]
+    _key: Callable[[str, str], str]
+    _leased: Callable[..., list[Any]]
+
+    def _unknown_review(self, review_id: str) -> UnknownReviewError:
+        hint = did_you_mean(review_id, self._close_review_ids(review_id), n=3)
+        hint = hint or "; `loopbot status` lists the open reviews"
+        return UnknownReviewError(f"no review {review_id!r}{hint}")
+
+    def _close_review_ids(self, review_id: str) -> list[str]:
+        with self._read() as cur:
+            if cur.execute("SELECT count(*) FROM reviews").fetchone()[0] <= FEW_IDS:
+                return [row[0] for row in cur.execute("SELECT key FROM reviews").fetchall()]
+            near = sorted(one_edit(review_id.strip().lower()))
+            found: list[str] = []
+            for start in range(0, len(near), 500):  # within every engine's limit of bound values
+                chunk = near[start:start + 500]
+                cur.execute(f"SELECT key FROM reviews WHERE key IN ({', '.join(['%s'] * len(chunk))})", chunk)
+                found += [row[0] for row in cur.fetchall()]
+            return found
+
+    def _write_review(self, cur: Any, review: Review, was_archived: bool | None) -> None:
+        ended = _ended(review)
+        if was_archived and not ended:
+            raise StoreError(
+                f"review {review.id} has ended and is archived; it cannot become {review.status!r} again"
+                " - start a new one"
+            )
+        cur.execute(
+            "INSERT INTO reviews (key, id, run_key, checkpoint_id, status, created_at, num, deadline, archived, doc)"
+            " VALUES (%(key)s, %(id)s, %(run_key)s, %(checkpoint_id)s, %(status)s, %(created_at)s, %(num)s,"
+            " %(deadline)s, %(archived)s, %(doc)s) ON CONFLICT (key) DO UPDATE SET id = excluded.id,"
+            " run_key = excluded.run_key, checkpoint_id = excluded.checkpoint_id, status = excluded.status,"
+            " created_at = excluded.created_at, num = excluded.num, deadline = excluded.deadline,"
+            " archived = excluded.archived, doc = excluded.doc",
+            {
+                "key": self._key("review", review.id), "id": review.id, "run_key": run_key(review.run_id),
+                "checkpoint_id": review.checkpoint_id, "status": review.status, "created_at": review.created_at,
+                "num": number(review.id), "deadline": None if ended else next_deadline(review),
+                "archived": ended, "doc": json.dumps(review.to_dict(), sort_keys=True),
+            },
+        )
+
+    def put_review(self, review: Review) -> None:
+        key = self._key("review", review.id)
+        with self._tx() as cur:
+            row = cur.execute("SELECT archived FROM reviews WHERE key = %s FOR UPDATE", (key,)).fetchone()
+            self._write_review(cur, review, None if row is None else bool(row[0]))
+
+    def get_review(self, review_id: str) -> Review:
+        key = file_name(review_id)
+        row = None
+        if key is not None:
+            with self._read() as cur:
+                row = cur.execute("SELECT key, doc FROM reviews WHERE key = %s", (key,)).fetchone()
+        if row is None:
+            raise self._unknown_review(review_id)
+        return self._review(row)
+
+    def _reviews_where(self, where: str, params: tuple[Any, ...] | dict[str, Any] = (), tail: str = "") -> list[Review]:
+        with self._read() as cur:
+            cur.execute(f"SELECT key, doc FROM reviews WHERE {where} ORDER BY {_ORDER} {tail}", params)
+            return [self._review(row) for row in cur.fetchall()]
+
+    def list_reviews(self, *, archived: bool = False) -> list[Review]:
+        return self._reviews_where("true" if archived else "NOT archived")
+
+    def peek_review(self, review_id: str) -> Review:
+        return self.get_review(review_id)
+
+    def _update_in(self, cur: Any, key: str, review_id: str, mutate: Callable[[Review], T]) -> T:
+        row = cur.execute("SELECT key, doc, archived FROM reviews WHERE key = %s FOR UPDATE", (key,)).fetchone()
+        if row is None:
+            raise self._unknown_review(review_id)
+        review = self._review(row)
+        before = review.to_dict()
+        result = mutate(review)
+        if review.to_dict() != before:
+            if file_name(review.id) != key:
+                raise StoreError(f"review {review_id}: an update may not change its id to {review.id!r}")
+            self._write_review(cur, review, bool(row[2]))
+        return result
+
+    def update_review(self, review_id: str, mutate: Callable[[Review], T]) -> T:
+        """Change a review in one transaction; one that becomes applied or failed is archived by the same write."""
+        key = file_name(review_id)
+        if key is None:
+            raise self._unknown_review(review_id)
+        with self._tx() as cur:
+            return self._update_in(cur, key, review_id, mutate)
+
+    def cast_votes(self, batch: Mapping[str, Sequence[Cast]]) -> dict[str, list[VoteResult] | Exception]:
+        """Every review's votes cast in one transaction, each review under its own savepoint (module doc)."""
+        results: dict[str, list[VoteResult] | Exception] = {}
+        keyed = sorted((file_name(review_id) or "", review_id) for review_id in batch)
+        for key, review_id in keyed:
+            if not key:
+                results[review_id] = self._unknown_review(review_id)
+        todo = [(key, review_id) for key, review_id in keyed if key]
+        if todo:
+            try:
+                self._cast_in_one(batch, todo, results)
+            except DatabaseError as err:  # the commit failed: no vote of the batch was stored, none is acknowledged
+                results.update({review_id: err for _, review_id in todo})
+        return {review_id: results[review_id] for review_id in batch}
+
+    def _cast_in_one(self, batch: Mapping[str, Sequence[Cast]], todo: list[tuple[str, str]],
+                     results: dict[str, list[VoteResult] | Exception]) -> None:
+        with self._tx() as cur:
+            for key, review_id in todo:
+                cur.execute("SAVEPOINT one_review")
+                try:
+                    cast = partial(_cast, casts=batch[review_id])
+                    results[review_id] = self._update_in(cur, key, review_id, cast)
+                except Exception as err:  # noqa: BLE001 - that review's failure, handed to its voters
+                    cur.execute("ROLLBACK TO SAVEPOINT one_review")
+                    results[review_id] = err
+                cur.execute("RELEASE SAVEPOINT one_review")
+
+    def open_reviews(self, limit: int | None = None) -> list[Review]:
+        tail = "" if limit is None else f"LIMIT {max(int(limit), 0)}"
+        return self._reviews_where("NOT archived AND status = 'open'", (), tail)
+
+    def open_reviews_posted_at(self, channel: str, context: Mapping[str, Any]) -> list[Review]:
+        """The database picks the rows whose posts match (jsonb containment, or SQLite's json_each); the same
+        check as ``posted_at`` confirms each."""
+        if self.engine.name == "postgres":
+            wanted = json.dumps([{"channel": channel, "data": dict(context)}])
+            found = self._reviews_where("NOT archived AND status = 'open' AND (doc::jsonb -> 'posts') @> %s::jsonb",
+                                        (wanted,))
+        else:
+            tests = ["json_extract(p.value, '$.channel') = %(channel)s"]
+            params: dict[str, Any] = {"channel": channel}
+            for n, (name, value) in enumerate(sorted(context.items())):
+                if isinstance(value, (str, int)) and not isinstance(value, bool) and '"' not in name:
+                    tests.append(f"json_extract(p.value, %(path{n})s) = %(value{n})s")
+                    params[f"path{n}"], params[f"value{n}"] = f'$.data."{name}"', value
+            found = self._reviews_where(
+                "NOT archived AND status = 'open' AND EXISTS (SELECT 1 FROM json_each(reviews.doc, '$.posts') AS p"
+                f" WHERE {' AND '.join(tests)})", params)
+        return [review for review in found if posted_at(review, channel, context)]
+
+    def _leased_reviews(self, condition: str, params: dict[str, Any]) -> list[Review]:
+        rows = self._leased("reviews", _HOT_COLUMNS, "NOT archived AND " + condition, params)
+        rows.sort(key=lambda row: (self.engine.time(row[2]), row[3], row[4]))
+        return [self._review(row) for row in rows]
+
+    def decided_reviews(self) -> list[Review]:
+        """Decided reviews to apply (on PostgreSQL leased to this replica, so one replica applies each)."""
+        return self._leased_reviews("status = 'decided'", {})
+
+    def due_reviews(self, now: datetime) -> list[Review]:
+        """Open reviews with a deadline due at ``now`` (on PostgreSQL leased to this replica)."""
+        return self._leased_reviews("deadline <= %(now)s", {"now": now})
+
+    def next_deadline(self) -> datetime | None:
+        with self._read() as cur:
+            value = cur.execute("SELECT min(deadline) FROM reviews WHERE NOT archived").fetchone()[0]
+        found: datetime | None = self.engine.time(value)
+        return found
+
+    def review_for_run(self, run_id: str, checkpoint_id: str | None = None) -> Review | None:
+        with self._read() as cur:
+            row = cur.execute(
+                "SELECT key, doc FROM reviews WHERE run_key = %(run)s"
+                f" AND (%(cp)s::text IS NULL OR checkpoint_id = %(cp)s) ORDER BY {_LATEST} LIMIT 1",
+                {"run": run_key(run_id), "cp": checkpoint_id},
+            ).fetchone()
+        return None if row is None else self._review(row)
+
+    def counts(self) -> dict[str, Any]:
+        with self._read() as cur:
+            cur.execute("SELECT status, count(*) FROM runs WHERE NOT archived GROUP BY status ORDER BY status")
+            runs = {status: int(n) for status, n in cur.fetchall()}
+            cur.execute("SELECT status, count(*) FROM reviews WHERE NOT archived GROUP BY status")
+            reviews = {status: int(n) for status, n in cur.fetchall()}
+            pending = int(cur.execute("SELECT count(*) FROM outbox").fetchone()[0])
+        return {
+            "runs": runs,
+            "open_reviews": reviews.get("open", 0),
+            "decided_reviews": reviews.get("decided", 0),
+            "outbox_pending": pending,
+        }
