@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.persistence_bench import big_state  # noqa: E402
 from bot.reviews import Review, ReviewPolicy  # noqa: E402
-from bot.store import FileStore, OutboxTask, RunRecord, UnknownReviewError  # noqa: E402
+from bot.store import SqliteStore, OutboxTask, RunRecord, UnknownReviewError  # noqa: E402
 from bot.store.documents import encode  # noqa: E402
 from loop_engine.atomic import atomic_write_bytes  # noqa: E402
 from loop_engine.serialization import encode_state  # noqa: E402
@@ -79,14 +79,14 @@ def populate(root: Path, open_count: int, archived_count: int) -> None:
         run = RunRecord(f"demo-run-{n}", "demo", "completed", created, created, "cli")
         key = created.strftime("%Y%m%d%H%M%S%f")
         (root / "archive" / "runs" / f"{key}~demo-run-{n}.json").write_bytes(encode(run.to_dict()))
-    store = FileStore(root)
+    store = SqliteStore(root)
     store.add_task(OutboxTask("demo-1.post.slack-c0123", "slack", "post", "demo-1", {"text": "hi"}, T0))
     past = time.time() - 60
     for sub in ("reviews", "runs", "archive/reviews", "archive/runs", "outbox"):
         os.utime(root / sub, (past, past))
 
 
-def tick(store: FileStore) -> None:
+def tick(store: SqliteStore) -> None:
     """What serve asks every 0.5 s and /healthz on every probe."""
     store.decided_reviews()
     store.due_reviews(NOW)
@@ -98,7 +98,7 @@ def tick(store: FileStore) -> None:
     store.problems()
 
 
-def unknown(store: FileStore) -> None:
+def unknown(store: SqliteStore) -> None:
     try:
         store.get_review("demo-x7")
     except UnknownReviewError as err:
@@ -114,15 +114,15 @@ def main() -> None:
         stores = {}
         for label, (open_count, archived) in {"10": (10, 10), "10000": (10_000, 10_000)}.items():
             populate(Path(tmp) / label, open_count, archived)
-            stores[label] = FileStore(Path(tmp) / label)
+            stores[label] = SqliteStore(Path(tmp) / label)
             tick(stores[label])  # the first scan reads every hot document once
         setup_s = time.perf_counter() - started
-        actions: dict[str, tuple[Callable[[FileStore], object], int]] = {
+        actions: dict[str, tuple[Callable[[SqliteStore], object], int]] = {
             "tick (decided, due, next_deadline, counts, active_run, due_tasks, next_task_at, problems)": (tick, 200),
-            "open_reviews (returns every open review)": (FileStore.open_reviews, 1),
-            "list_reviews (returns every hot review)": (FileStore.list_reviews, 1),
+            "open_reviews (returns every open review)": (SqliteStore.open_reviews, 1),
+            "list_reviews (returns every hot review)": (SqliteStore.list_reviews, 1),
             "get_review of an unknown id (did-you-mean)": (unknown, 20),
-            "recent_runs(10)": (FileStore.recent_runs, 20),
+            "recent_runs(10)": (SqliteStore.recent_runs, 20),
         }
         for name, (action, reps) in actions.items():
             figures[name] = {"10": [], "10000": []}
@@ -131,7 +131,7 @@ def main() -> None:
                     figures[name][label] += timings_ms(lambda s=store, a=action: a(s), reps)  # type: ignore[misc]
 
         state = big_state()
-        snap_store = FileStore(Path(tmp) / "snap")
+        snap_store = SqliteStore(Path(tmp) / "snap")
         engine_file = Path(tmp) / "engine" / "loop_state_bench.json"
         saves: dict[str, list[float]] = {"engine": [], "store": []}
         for _ in range(SAVE_PAIRS):  # alternated save by save: fsync times drift with the neighbours' load

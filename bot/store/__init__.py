@@ -22,6 +22,7 @@ from .base import (
 from .files import FileStore
 from .lock import AlreadyRunningError, ServeLock
 from .open import open_store
+from .sql import SqliteStore
 
 if TYPE_CHECKING:  # pragma: no cover
     from .sql import PostgresStore
@@ -49,6 +50,7 @@ __all__ = [
     "Request",
     "RunRecord",
     "ServeLock",
+    "SqliteStore",
     "Store",
     "StoreError",
     "UnknownReviewError",

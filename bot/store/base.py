@@ -296,6 +296,9 @@ class Store(Protocol):
     ``list_*(archived=True)`` still see the archive.
     """
 
+    #: Where the store keeps its state, for messages (the database file, or the PostgreSQL URL without password).
+    where: str
+
     # -- runs
     def put_run(self, run: RunRecord) -> None: ...
 

@@ -100,6 +100,10 @@ class Engine:
         """A time column as read back."""
         raise NotImplementedError
 
+    def fatal(self, err: BaseException) -> bool:
+        """Did the engine itself fail (the transaction may be gone), rather than the store's own code?"""
+        raise NotImplementedError
+
     def close(self) -> None:
         raise NotImplementedError
 
@@ -186,6 +190,11 @@ class Postgres(Engine):
 
     def write_one(self) -> contextlib.AbstractContextManager[Any]:
         return self.read()  # autocommit: the statement commits by itself
+
+    def fatal(self, err: BaseException) -> bool:
+        import psycopg
+
+        return isinstance(err, psycopg.Error)
 
     def time(self, value: Any) -> datetime | None:
         return value if value is None or isinstance(value, datetime) else datetime.fromisoformat(str(value))
@@ -336,6 +345,9 @@ class Sqlite(Engine):
                         with contextlib.suppress(sqlite3.Error):
                             conn.execute("ROLLBACK")
                     raise
+
+    def fatal(self, err: BaseException) -> bool:
+        return isinstance(err, sqlite3.Error)
 
     def time(self, value: Any) -> datetime | None:
         return None if value is None else datetime.fromisoformat(value)

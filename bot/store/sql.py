@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import socket
 from collections.abc import Callable
@@ -35,11 +36,8 @@ from typing import Any, TypeVar
 
 import orjson
 
-from loop_engine.errors import CorruptStateError
-from loop_engine.serialization import encode_state, state_from_dict
-
 from ..reviews import REVIEW_FORMAT, Review
-from .base import ACTIVE_RUN_STATUSES, NO_CLAIM, RUN_FORMAT, TASK_FORMAT, Claim, CorruptDocumentError
+from .base import ACTIVE_RUN_STATUSES, NO_CLAIM, RUN_FORMAT, TASK_FORMAT, Claim, CorruptDocumentError, NewerFormatError
 from .base import OutboxTask, Request, RunRecord, StoreError, UnknownRunError, UnknownTaskError
 from .engines import DB_NAME, BUSY_TIMEOUT, DatabaseError, Engine, Postgres, Sqlite, describe_url
 from .records import SNAPSHOT_FORMAT, check_name, engine_state, file_name, number, parse, task_stem
@@ -50,6 +48,7 @@ __all__ = ["SqlStore", "SqliteStore", "PostgresStore", "DatabaseError", "describ
            "LEASE_SECONDS"]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 #: How long work handed to a replica stays its own without it asking again.
 LEASE_SECONDS = 60.0
@@ -89,6 +88,8 @@ class SqlStore(ReviewTables):
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         self.lease = timedelta(seconds=lease)
         self._clock = clock or (lambda: datetime.now(UTC))
+        self._damaged: dict[str, str] = {}  # "<table>/<key>" -> why, of rows a listing skipped
+        self._scanned = False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.where!r})"
@@ -119,6 +120,22 @@ class SqlStore(ReviewTables):
             raise CorruptDocumentError(
                 f"{label}: damaged document ({type(err).__name__}: {err}); restore it or delete the row"
             ) from err
+
+    def _each(self, rows: list[Any], decode: Callable[[Any], T], table: str) -> list[T]:
+        """``decode`` of every row a listing returned, skipping (and logging once) a damaged one: one bad row
+        must not stop every tick. ``get_*`` of it still raises, naming it; ``problems()`` lists it."""
+        found = []
+        for row in rows:
+            try:
+                found.append(decode(row))
+            except (CorruptDocumentError, NewerFormatError) as err:
+                self._skip(f"{table}/{row[0]}", err)
+        return found
+
+    def _skip(self, label: str, err: Exception) -> None:
+        if label not in self._damaged:
+            log.error("%s; skipped until it is repaired, the others go on", err)
+        self._damaged[label] = str(err)
 
     def _run(self, row: tuple[Any, ...]) -> RunRecord:
         return self._decode("runs", row[0], row[1], RUN_FORMAT, RunRecord.from_dict)
@@ -202,7 +219,7 @@ class SqlStore(ReviewTables):
     def _runs_where(self, where: str, params: tuple[Any, ...] = (), tail: str = "") -> list[RunRecord]:
         with self._read() as cur:
             cur.execute(f"SELECT key, doc FROM runs WHERE {where} ORDER BY {ORDER} {tail}", params)
-            return [self._run(row) for row in cur.fetchall()]
+            return self._each(cur.fetchall(), self._run, "runs")
 
     def list_runs(self, *, archived: bool = False) -> list[RunRecord]:
         return self._runs_where("true" if archived else "NOT archived")
@@ -232,7 +249,7 @@ class SqlStore(ReviewTables):
         with self._read() as cur:
             cur.execute('SELECT key, doc FROM runs WHERE archived ORDER BY created_at DESC, num DESC,'
                         ' id COLLATE "C" DESC LIMIT %s', (limit,))
-            found = [self._run(row) for row in cur.fetchall()]
+            found = self._each(cur.fetchall(), self._run, "runs")
         return found[::-1]
 
     def active_runs(self) -> list[RunRecord]:
@@ -274,6 +291,8 @@ class SqlStore(ReviewTables):
 
     def save_state(self, run_id: str, state: Any) -> None:
         """The engine's own encoding wrapped in the store's document (NotJSONSerialisableError first)."""
+        from loop_engine.serialization import encode_state  # here: status and decide never load a state
+
         self._key("run", run_id)
         engine = encode_state(state)
         head = b'{"format":%d,"run_id":%b,"engine":' % (SNAPSHOT_FORMAT, orjson.dumps(run_id))
@@ -298,6 +317,9 @@ class SqlStore(ReviewTables):
         return None if found is None else engine_state(*found)
 
     def load_state(self, run_id: str) -> Any:
+        from loop_engine.errors import CorruptStateError
+        from loop_engine.serialization import state_from_dict
+
         found = self._snapshot(run_id)
         if found is None:
             return None
@@ -369,7 +391,9 @@ class SqlStore(ReviewTables):
                 if not isinstance(data, dict):
                     raise TypeError("payload must be an object")
             except (ValueError, TypeError) as err:
-                raise CorruptDocumentError(f"{self.where} inbox/{request_id}: damaged payload ({err})") from err
+                why = f"{self.where} inbox/{request_id}: damaged payload ({err}); delete the row"
+                self._skip(f"inbox/{request_id}", CorruptDocumentError(why))
+                continue
             requests.append(Request(request_id, kind, data, self.engine.time(created_at)))
         return requests
 
@@ -409,7 +433,7 @@ class SqlStore(ReviewTables):
         rows = self._leased("outbox", "id, doc, created_at", "channel = %(channel)s AND ready_at <= %(now)s",
                             {"channel": channel, "now": now}, 'created_at, id COLLATE "C"', limit)
         rows.sort(key=lambda row: (self.engine.time(row[2]), row[0]))
-        return [self._task(row) for row in rows]
+        return self._each(rows, self._task, "outbox")
 
     def next_task_at(self, channel: str) -> datetime | None:
         with self._read() as cur:
@@ -420,7 +444,7 @@ class SqlStore(ReviewTables):
         with self._read() as cur:
             cur.execute("SELECT id, doc FROM outbox WHERE %(review)s::text IS NULL OR review_id = %(review)s"
                         ' ORDER BY created_at, id COLLATE "C"', {"review": review_id})
-            return [self._task(row) for row in cur.fetchall()]
+            return self._each(cur.fetchall(), self._task, "outbox")
 
     def update_task(self, task_id: str, mutate: Callable[[OutboxTask], T]) -> T:
         if task_stem(task_id) is not None:
@@ -482,8 +506,28 @@ class SqlStore(ReviewTables):
                         (digest, key, at))
 
     def problems(self) -> list[str]:
-        """Nothing is set aside in a database: a bad row is named when it is read."""
-        return []
+        """'<table>/<key>: why' of every damaged row a listing skipped, for ``status`` and /healthz.
+
+        On SQLite the first call also looks for damaged rows nothing has read yet (once per process: one
+        query, SQLite checks the JSON itself).
+        """
+        if not self._scanned and self.engine.name == "sqlite":
+            self._scanned = True
+            self._scan()
+        return [f"{label}: {why}" for label, why in sorted(self._damaged.items())]
+
+    def _scan(self) -> None:
+        bad = ("CASE WHEN json_valid({doc}) THEN json_type({doc}, '$.format') IS NOT 'integer'"
+               " OR json_extract({doc}, '$.format') > {n} ELSE 1 END")
+        checks = [("runs", "key, doc", bad.format(doc="doc", n=RUN_FORMAT), self._run),
+                  ("reviews", "key, doc", bad.format(doc="doc", n=REVIEW_FORMAT), self._review),
+                  ("outbox", "id, doc", bad.format(doc="doc", n=TASK_FORMAT), self._task)]
+        with self._read() as cur:
+            for table, columns, test, decode in checks:
+                self._each(cur.execute(f"SELECT {columns} FROM {table} WHERE {test}").fetchall(), decode, table)
+            damaged = cur.execute("SELECT id FROM inbox WHERE NOT json_valid(payload)").fetchall()
+        if damaged:
+            self.take_requests()  # names each one
 
 
 class SqliteStore(SqlStore):

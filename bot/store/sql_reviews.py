@@ -49,6 +49,7 @@ class ReviewTables:
     _review: Callable[[tuple[Any, ...]], Review]
     _key: Callable[[str, str], str]
     _leased: Callable[..., list[Any]]
+    _each: Callable[..., list[Any]]
 
     def _unknown_review(self, review_id: str) -> UnknownReviewError:
         hint = did_you_mean(review_id, self._close_review_ids(review_id), n=3)
@@ -108,7 +109,7 @@ class ReviewTables:
     def _reviews_where(self, where: str, params: tuple[Any, ...] | dict[str, Any] = (), tail: str = "") -> list[Review]:
         with self._read() as cur:
             cur.execute(f"SELECT key, doc FROM reviews WHERE {where} ORDER BY {_ORDER} {tail}", params)
-            return [self._review(row) for row in cur.fetchall()]
+            return self._each(cur.fetchall(), self._review, "reviews")
 
     def list_reviews(self, *, archived: bool = False) -> list[Review]:
         return self._reviews_where("true" if archived else "NOT archived")
@@ -161,6 +162,8 @@ class ReviewTables:
                     cast = partial(_cast, casts=batch[review_id])
                     results[review_id] = self._update_in(cur, key, review_id, cast)
                 except Exception as err:  # noqa: BLE001 - that review's failure, handed to its voters
+                    if self.engine.fatal(err):  # the engine failed, not the review: the batch fails as one
+                        raise
                     cur.execute("ROLLBACK TO SAVEPOINT one_review")
                     results[review_id] = err
                 cur.execute("RELEASE SAVEPOINT one_review")
@@ -191,7 +194,7 @@ class ReviewTables:
     def _leased_reviews(self, condition: str, params: dict[str, Any]) -> list[Review]:
         rows = self._leased("reviews", _HOT_COLUMNS, "NOT archived AND " + condition, params)
         rows.sort(key=lambda row: (self.engine.time(row[2]), row[3], row[4]))
-        return [self._review(row) for row in rows]
+        return self._each(rows, self._review, "reviews")
 
     def decided_reviews(self) -> list[Review]:
         """Decided reviews to apply (on PostgreSQL leased to this replica, so one replica applies each)."""
@@ -208,13 +211,18 @@ class ReviewTables:
         return found
 
     def review_for_run(self, run_id: str, checkpoint_id: str | None = None) -> Review | None:
+        """The run's latest review (at ``checkpoint_id`` if given); a damaged row is skipped like a listing's."""
         with self._read() as cur:
-            row = cur.execute(
+            rows = cur.execute(
                 "SELECT key, doc FROM reviews WHERE run_key = %(run)s"
-                f" AND (%(cp)s::text IS NULL OR checkpoint_id = %(cp)s) ORDER BY {_LATEST} LIMIT 1",
+                f" AND (%(cp)s::text IS NULL OR checkpoint_id = %(cp)s) ORDER BY {_LATEST}",
                 {"run": run_key(run_id), "cp": checkpoint_id},
-            ).fetchone()
-        return None if row is None else self._review(row)
+            ).fetchall()
+        for row in rows:
+            found = self._each([row], self._review, "reviews")
+            if found:
+                return found[0]
+        return None
 
     def counts(self) -> dict[str, Any]:
         with self._read() as cur:

@@ -8,13 +8,13 @@ from typing import Any
 
 from bot.server import health
 from bot.service import Service
-from bot.store import FileStore
+from bot.store import SqliteStore
 from loop_engine.types import LoopState
 
 from .runtime_support import bench, demo
 
 
-class FullDisk(FileStore):
+class FullDisk(SqliteStore):
     """Every snapshot and run write fails with ENOSPC once ``full`` is set."""
 
     full = False

@@ -11,7 +11,7 @@ from adapters.channel import Answer, AnswerKind, Identity, Reply
 from adapters.commands import parse_command
 from bot.desk import Authorizer, ListMembership, People, VotePath
 from bot.reviews import Reviewers
-from bot.store import FileStore
+from bot.store import SqliteStore
 from bot.store.base import cast_each
 
 from ..runtime_support import FakeClock, bench, demo, wait_for
@@ -25,8 +25,8 @@ ALL = {"local": ListMembership("local"), "slack": ListMembership("slack"), "gith
 def path_for(
     tmp_path: Path, *, people: People | None = None, required: int = 1, people_names: list[str] | None = None,
     **reviewers: list[str],
-) -> tuple[VotePath, FileStore, list[str]]:
-    store = FileStore(tmp_path / "state")
+) -> tuple[VotePath, SqliteStore, list[str]]:
+    store = SqliteStore(tmp_path / "state")
     review = make_review(**reviewers, **({"people": people_names} if people_names else {}))
     review.policy.approvals_required = required
     review.posts = [{"channel": "slack", "data": {"channel": "C1", "ts": "2.0", "thread_ts": "1.0"},

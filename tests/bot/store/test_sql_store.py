@@ -104,7 +104,7 @@ def test_the_config_chooses_the_store_and_honours_database_url(
     assert isinstance(store, PostgresStore) and store.schema == schema
     assert url in list(config.secret_values()) and "***" in str(config.redacted())
     path.write_text("state_dir: ./here\n")
-    assert type(open_store(load_config(path))).__name__ == "FileStore"
+    assert type(open_store(load_config(path))).__name__ == "SqliteStore"
     path.write_text("store:\n  url: mysql://x/y\n")
     with pytest.raises(ValueError, match="store.url"):
         load_config(path)
