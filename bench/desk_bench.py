@@ -25,10 +25,9 @@ Every figure is printed side by side with its target and MET/MISSED:
 
 The state dirs hold real runs and reviews (the built-in demo loop, paused at
 its checkpoint, run in this process) plus synthetic copies of a real review
-and run written directly in the store's format (hot ``reviews/<id>.json``,
-``runs/<id>.json``; archive ``archive/reviews/<run>~<id>.json``,
-``archive/runs/<created>~<id>.json``). The copies are of a posted review, so
-``serve``'s recovery finds them posted, as it would after a restart.
+and run, put into loopbot.db in one transaction. The copies are of a posted
+review, so ``serve``'s recovery finds them posted, as it would after a
+restart.
 
 Run: ``.venv/bin/python bench/desk_bench.py`` (about 2 minutes).
 """
@@ -61,9 +60,8 @@ from bench.persistence_bench import big_state  # noqa: E402
 from bot.config import load_config  # noqa: E402
 from bot.desk import Authorizer, ListMembership, People, ReviewDesk, VotePath, local_channel  # noqa: E402
 from bot.runner import Runner, utcnow  # noqa: E402
+from bot.reviews import Review  # noqa: E402
 from bot.store import SqliteStore, RunRecord  # noqa: E402
-from bot.store.collection import created_key  # noqa: E402
-from bot.store.documents import encode  # noqa: E402
 from loop_engine.atomic import atomic_write_bytes  # noqa: E402
 from loop_engine.review import HumanDecision  # noqa: E402
 from loop_engine.serialization import encode_state  # noqa: E402
@@ -134,33 +132,26 @@ def populate(state: Path, template_run: str, open_count: int, archived: int) -> 
     store = SqliteStore(state)
     run = store.get_run(template_run)
     assert run.review_id is not None
-    review_doc = orjson.loads((state / "reviews" / f"{run.review_id}.json").read_bytes())
+    review_doc = store.get_review(run.review_id).to_dict()
     run_doc = run.to_dict()
     t0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
-    for sub in ("archive/reviews", "archive/runs"):
-        (state / sub).mkdir(parents=True, exist_ok=True)
 
-    def review_copy(n: int, status: str) -> bytes:
+    def review_copy(n: int, status: str) -> Review:
         created = (t0 + timedelta(seconds=n)).isoformat()
-        return encode({**review_doc, "id": f"bulk-{n}", "loop": "bulk", "run_id": f"bulk-run-{n}",
-                       "status": status, "created_at": created})
+        return Review.from_dict({**review_doc, "id": f"bulk-{n}", "loop": "bulk", "run_id": f"bulk-run-{n}",
+                                 "status": status, "created_at": created})
 
-    def run_copy(n: int, status: str) -> bytes:
+    def run_copy(n: int, status: str) -> RunRecord:
         created = (t0 + timedelta(seconds=n)).isoformat()
-        return encode({**run_doc, "id": f"bulk-run-{n}", "loop": "bulk", "status": status, "created_at": created,
-                       "updated_at": created, "review_id": f"bulk-{n}"})
+        return RunRecord.from_dict({**run_doc, "id": f"bulk-run-{n}", "loop": "bulk", "status": status,
+                                    "created_at": created, "updated_at": created, "review_id": f"bulk-{n}"})
 
-    for n in range(1, open_count + 1):
-        (state / "reviews" / f"bulk-{n}.json").write_bytes(review_copy(n, "open"))
-        (state / "runs" / f"bulk-run-{n}.json").write_bytes(run_copy(n, "waiting"))
-    for n in range(open_count + 1, open_count + archived + 1):
-        (state / "archive" / "reviews" / f"bulk-run-{n}~bulk-{n}.json").write_bytes(review_copy(n, "applied"))
-        key = created_key(t0 + timedelta(seconds=n))
-        (state / "archive" / "runs" / f"{key}~bulk-run-{n}.json").write_bytes(run_copy(n, "completed"))
-    counters = state / "counters"
-    counters.mkdir(exist_ok=True)
-    (counters / "bulk.json").write_bytes(encode({"format": 1, "prefix": "bulk", "last": open_count + archived}))
-    (counters / "bulk-run.json").write_bytes(encode({"format": 1, "prefix": "bulk-run", "last": open_count + archived}))
+    total = open_count + archived
+    store.put_records([run_copy(n, "waiting" if n <= open_count else "completed") for n in range(1, total + 1)],
+                      [review_copy(n, "open" if n <= open_count else "applied") for n in range(1, total + 1)])
+    store.raise_counter("bulk", total)
+    store.raise_counter("bulk-run", total)
+    store.close()
 
 
 # -- processes -------------------------------------------------------------------------

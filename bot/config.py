@@ -111,7 +111,7 @@ class BotConfig(BaseModel):
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     loops: list[LoopConfig] = Field(default_factory=list)
     people: list[PersonConfig] = Field(default_factory=list)
-    store: StoreConfig | None = None  # None: the directory store in state_dir
+    store: StoreConfig | None = None  # None: SQLite in state_dir (loopbot.db)
 
     @field_validator("timezone")
     @classmethod

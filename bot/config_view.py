@@ -67,7 +67,7 @@ class ConfigView:
     state_dir: Path  #: absolute
     people: tuple[PersonEntry, ...]
     secrets: tuple[str, ...]  #: every secret's plain value, for redaction; never print these
-    store: StoreConfig | None = None  #: the PostgreSQL store; None: the directory store in state_dir
+    store: StoreConfig | None = None  #: the PostgreSQL store; None: SQLite in state_dir (loopbot.db)
 
     def secret_values(self) -> Iterator[str]:
         """As ``BotConfig.secret_values``."""

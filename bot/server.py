@@ -290,7 +290,7 @@ STOP_BUDGET = 9.0
 
 def _leadership(config: BotConfig, store: Store, runner: Runner, fire: Callable[[str], None],
                 port: int) -> Any:
-    """On PostgreSQL, this replica's ``Leadership`` (not started yet); None for the directory store."""
+    """On PostgreSQL, this replica's ``Leadership`` (not started yet); None for SQLite."""
     if config.store is None:
         return None
     from bot.replicas import Leadership

@@ -11,10 +11,10 @@ store's readers did: an archived copy wins over a hot leftover, a review's
 journal lines are folded in unless the review already has their delivery, a
 journal line cut short (never acknowledged) is dropped.
 
-``upgrade`` imports everything with writes that can be repeated (a crash
-half-way imports again at the next start), then moves the old directories
-into ``state_dir/directory-store-backup-<time>/`` and returns the one line
-that says so.
+``upgrade`` imports everything (``sql_transfer.load``: writes that can be
+repeated, so a crash half-way imports again at the next start), then moves
+the old directories into ``state_dir/directory-store-backup-<time>/`` and
+returns the one line that says so.
 """
 
 from __future__ import annotations
@@ -83,25 +83,28 @@ class LegacyState:
     def _kind(self, kind: str) -> dict[str, Path]:
         return {**_documents(self.root / kind), **_documents(self.root / "archive" / kind)}  # the archive wins
 
-    def runs(self) -> list[RunRecord]:
+    def list_runs(self, *, archived: bool = True) -> list[RunRecord]:
         return [RunRecord.from_dict(_json(path)) for path in self._kind("runs").values()]
 
-    def reviews(self) -> list[Review]:
+    def list_reviews(self, *, archived: bool = True) -> list[Review]:
         journal: dict[str, list[dict[str, Any]]] = {}
         for _n, line in _lines(self.root / "reviews" / "votes.jsonl"):
             if isinstance(line.get("review"), str) and isinstance(line.get("vote"), dict):
                 journal.setdefault(line["review"], []).append(line["vote"])
-        archived = _documents(self.root / "archive" / "reviews")
+        ended = _documents(self.root / "archive" / "reviews")
         reviews = []
         for stem, path in self._kind("reviews").items():
             review = Review.from_dict(_json(path))
-            if stem not in archived:  # an archived review was written with its lines folded in
+            if stem not in ended:  # an archived review was written with its lines folded in
                 _fold(review, journal.get(stem, []))
             reviews.append(review)
         return reviews
 
-    def snapshots(self) -> dict[str, bytes]:
-        return {stem: path.read_bytes() for stem, path in _documents(self.root / "snapshots").items()}
+    def snapshot_ids(self) -> list[str]:
+        return list(_documents(self.root / "snapshots"))
+
+    def snapshot_bytes(self, stem: str) -> bytes:
+        return (self.root / "snapshots" / f"{stem}.json").read_bytes()
 
     def counters(self) -> dict[str, int]:
         found: dict[str, int] = {}
@@ -111,14 +114,14 @@ class LegacyState:
                 found[stem] = last
         return found
 
-    def requests(self) -> list[Request]:
+    def take_requests(self) -> list[Request]:
         requests = []
         for stem, path in _documents(self.root / "inbox").items():
             doc = _json(path)
             requests.append(Request(stem, doc["kind"], dict(doc["payload"]), datetime.fromisoformat(doc["created_at"])))
         return requests
 
-    def tasks(self) -> list[OutboxTask]:
+    def pending_tasks(self) -> list[OutboxTask]:
         return [OutboxTask.from_dict(_json(path)) for path in _documents(self.root / "outbox").values()]
 
     def deliveries(self) -> list[tuple[str, str, datetime]]:
@@ -165,32 +168,12 @@ def upgrade(state_dir: str | os.PathLike[str], store: Any, *, now: datetime | No
     None when there is nothing to import. Every write can be repeated, so a
     crash before the files are moved imports them again next time.
     """
+    from .sql_transfer import dump, load
+
     root = Path(state_dir)
     if not found(root):
         return None
-    old = LegacyState(root)
-    runs, reviews = old.runs(), old.reviews()
-    for run in runs:
-        store.put_run(run)
-    for review in reviews:
-        store.put_review(review)
-    for stem, data in old.snapshots().items():
-        store.put_snapshot_bytes(stem, data)
-    counters = old.counters()
-    for prefix, last in counters.items():
-        store.raise_counter(prefix, last)
-    requests = old.requests()
-    for request in requests:
-        store.put_request(request)
-    tasks = old.tasks()
-    for task in tasks:
-        store.add_task(task)
-    pending = old.pending_deliveries()
-    for key, work in pending:
-        store.record_delivery(key, work)
-    seen = old.deliveries()
-    for digest, key, at in seen:
-        store.put_delivery(digest, key, at)
+    copied = load(store, dump(LegacyState(root)), store.where, empty=False)
     stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
     backup, n = root / f"directory-store-backup-{stamp}", 1
     while backup.exists():  # a backup of an earlier, interrupted upgrade is kept as it is
@@ -200,9 +183,4 @@ def upgrade(state_dir: str | os.PathLike[str], store: Any, *, now: datetime | No
     for name in LEGACY_DIRS:
         if (root / name).exists():
             os.replace(root / name, backup / name)
-    votes = sum(len(r.history) for r in reviews)
-    return (f"imported the directory store of {root} into {store.where}: {len(runs)} runs, {len(reviews)} reviews "
-            f"({votes} votes), {len(counters)} id counters, {len(requests)} requests, {len(tasks)} outbox tasks, "
-            f"{len(pending) + len(seen)} delivery keys ({len(pending)} with votes to cast); the old files are "
-            f"kept in {backup}")
-
+    return f"imported the directory store of {root} into {store.where}: {copied.line()}; the old files are in {backup}"

@@ -206,6 +206,18 @@ class SqlStore(ReviewTables):
             row = cur.execute("SELECT archived FROM runs WHERE key = %s FOR UPDATE", (key,)).fetchone()
             self._write_run(cur, run, None if row is None else bool(row[0]))
 
+    def put_records(self, runs: list[RunRecord], reviews: list[Review]) -> None:
+        """Runs and reviews as they are, all in one transaction (import, upgrade): one commit, not thousands."""
+        with self._tx() as cur:
+            for run in runs:
+                row = cur.execute("SELECT archived FROM runs WHERE key = %s FOR UPDATE",
+                                  (self._key("run", run.id),)).fetchone()
+                self._write_run(cur, run, None if row is None else bool(row[0]))
+            for review in reviews:
+                row = cur.execute("SELECT archived FROM reviews WHERE key = %s FOR UPDATE",
+                                  (self._key("review", review.id),)).fetchone()
+                self._write_review(cur, review, None if row is None else bool(row[0]))
+
     def get_run(self, run_id: str) -> RunRecord:
         key = file_name(run_id)
         if key is None:

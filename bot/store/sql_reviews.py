@@ -31,10 +31,6 @@ _LATEST = 'created_at DESC, num DESC, id COLLATE "C" DESC'
 _HOT_COLUMNS = "key, doc, created_at, num, id"
 
 
-def _cast(review: Review, casts: Sequence[Cast]) -> list[VoteResult]:
-    return cast_votes(review, casts)[0]
-
-
 def _ended(review: Review) -> bool:
     return review.status not in HOT_REVIEW_STATUSES
 
@@ -114,9 +110,6 @@ class ReviewTables:
     def list_reviews(self, *, archived: bool = False) -> list[Review]:
         return self._reviews_where("true" if archived else "NOT archived")
 
-    def peek_review(self, review_id: str) -> Review:
-        return self.get_review(review_id)
-
     def _update_in(self, cur: Any, key: str, review_id: str, mutate: Callable[[Review], T]) -> T:
         row = cur.execute("SELECT key, doc, archived FROM reviews WHERE key = %s FOR UPDATE", (key,)).fetchone()
         if row is None:
@@ -159,7 +152,7 @@ class ReviewTables:
             for key, review_id in todo:
                 cur.execute("SAVEPOINT one_review")
                 try:
-                    cast = partial(_cast, casts=batch[review_id])
+                    cast = partial(cast_votes, casts=batch[review_id])
                     results[review_id] = self._update_in(cur, key, review_id, cast)
                 except Exception as err:  # noqa: BLE001 - that review's failure, handed to its voters
                     if self.engine.fatal(err):  # the engine failed, not the review: the batch fails as one

@@ -67,36 +67,30 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def dump(source: Any) -> dict[str, Any]:
-    """Everything ``source`` (a store, or a ``legacy.LegacyState``) keeps, as JSON-ready data."""
-    runs = source.list_runs(archived=True) if hasattr(source, "list_runs") else source.runs()
-    reviews = source.list_reviews(archived=True) if hasattr(source, "list_reviews") else source.reviews()
-    if hasattr(source, "snapshot_ids"):
-        snapshots = {key: source.snapshot_bytes(key) for key in source.snapshot_ids()}
-    else:
-        snapshots = source.snapshots()
-    requests = source.take_requests() if hasattr(source, "take_requests") else source.requests()
-    tasks = source.pending_tasks() if hasattr(source, "pending_tasks") else source.tasks()
+    """Everything ``source`` (a store, or a directory store's ``legacy.LegacyState``) keeps, as JSON-ready data."""
+    reviews = source.list_reviews(archived=True)
     return {
         "format": DUMP_FORMAT,
-        "runs": [r.to_dict() for r in runs],
+        "runs": [r.to_dict() for r in source.list_runs(archived=True)],
         "reviews": [r.to_dict() for r in reviews],
-        "snapshots": {key: data.decode("utf-8", "surrogatepass") for key, data in snapshots.items()},
+        "snapshots": {key: source.snapshot_bytes(key).decode("utf-8", "surrogatepass")
+                      for key in source.snapshot_ids()},
         "counters": dict(source.counters()),
         "requests": [{"id": q.id, "kind": q.kind, "payload": q.payload, "created_at": _iso(q.created_at)}
-                     for q in requests],
-        "tasks": [t.to_dict() for t in tasks],
+                     for q in source.take_requests()],
+        "tasks": [t.to_dict() for t in source.pending_tasks()],
         "pending_deliveries": [{"key": key, "work": work} for key, work in source.pending_deliveries()],
         "deliveries": [{"digest": d, "key": k, "at": _iso(at)} for d, k, at in source.deliveries()],
     }
 
 
-def load(target: Any, data: dict[str, Any], where: str) -> Copied:
-    """Put a dump into the empty ``target``, then check every run, review and vote arrived as it left."""
-    check_empty(target, where)
-    for run in data["runs"]:
-        target.put_run(RunRecord.from_dict(run))
-    for review in data["reviews"]:
-        target.put_review(Review.from_dict(review))
+def load(target: Any, data: dict[str, Any], where: str, *, empty: bool = True) -> Copied:
+    """Put a dump into ``target`` (empty unless ``empty=False``), then check every run, review and vote arrived
+    as it left. Every write can be repeated: loading the same dump twice changes nothing more."""
+    if empty:
+        check_empty(target, where)
+    target.put_records([RunRecord.from_dict(run) for run in data["runs"]],
+                       [Review.from_dict(review) for review in data["reviews"]])
     for key, text in data["snapshots"].items():
         target.put_snapshot_bytes(key, text.encode("utf-8", "surrogatepass"))
     for prefix, last in data["counters"].items():

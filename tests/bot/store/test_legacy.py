@@ -57,7 +57,8 @@ def test_every_record_arrives_as_the_directory_store_read_it(old_state: Path) ->
     assert store.next_id("demo") == "demo-4"  # counting goes on past every id handed out
     assert not store.record_delivery("X-GitHub-Delivery 11")  # a redelivery is still recognised
     assert line is not None and line.startswith(f"imported the directory store of {old_state}")
-    assert "3 runs, 3 reviews (5 votes)" in line and "3 delivery keys (1 with votes to cast)" in line
+    assert "3 runs, 3 reviews (5 votes), 2 snapshots, 3 id counters, 1 pending requests, 2 outbox tasks, " \
+        "3 delivery keys" in line
     backup = old_state / "directory-store-backup-20260102T030405Z"
     assert str(backup) in line
     assert sorted(p.name for p in old_state.iterdir()) == [
