@@ -279,11 +279,11 @@ class SqlStore(ReviewTables):
         return None if row is None else self._run(row)
 
     def claim_run(self, run_id: str) -> Claim | None:
-        """On PostgreSQL an advisory lock on the run held by a session of its own (``sql_leader.claim_run``);
+        """On PostgreSQL an advisory lock on the run held by a session of its own (``sql_claims.claim_run``);
         on SQLite always granted: one ``serve`` per state dir, whose runner serialises its threads."""
         if not self.engine.leases:
             return NO_CLAIM
-        from .sql_leader import claim_run
+        from .sql_claims import claim_run
 
         return claim_run(self, run_id)  # type: ignore[arg-type]
 
@@ -583,5 +583,5 @@ class PostgresStore(SqlStore):
                 raise StoreError(f"{self.where}: the tables are not there or older; run `loopbot migrate`")
 
     def _cur(self) -> Any:
-        """A cursor in autocommit (``sql_leader``'s heartbeats)."""
+        """A cursor in autocommit (``bot.leader``'s heartbeats)."""
         return self.engine.read()

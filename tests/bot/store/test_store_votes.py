@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -132,3 +133,51 @@ def test_batches_from_other_processes_while_this_one_writes_lose_nothing(
     one, two = store.get_review("demo-1"), store.get_review("demo-2")
     assert sorted(v.voter for v in one.history) == sorted(theirs + mine)  # none lost, none doubled
     assert sorted(v.voter for v in two.history) == sorted(theirs) and two.reminded_at == T0
+
+
+def test_racing_deliveries_of_one_key_are_recorded_once(store: Store) -> None:
+    firsts: list[bool] = []
+    barrier = threading.Barrier(8)
+
+    def deliver(n: int) -> None:
+        barrier.wait()
+        firsts.append(store.record_delivery("X-GitHub-Delivery 7", [{"n": n}] if n % 2 else None))
+
+    threads = [threading.Thread(target=deliver, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(firsts) == [False] * 7 + [True]
+    assert len(store.pending_deliveries()) <= 1
+
+
+def test_readers_in_many_threads_see_whole_reviews_while_another_writes(store: Store) -> None:
+    for n in (1, 2):
+        store.update_review(f"demo-{n}", lambda r: setattr(r.policy, "reviewers", Reviewers()))
+        store.update_review(f"demo-{n}", lambda r: setattr(r.policy, "approvals_required", 10_000))
+    stop = threading.Event()
+    seen: list[int] = []
+    errors: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            while not stop.is_set():
+                review = store.get_review("demo-1")
+                assert len(review.votes) == len(review.history) == len(review.delivery_keys)
+                seen.append(len(review.votes))
+                assert [r.id for r in store.open_reviews()] == ["demo-1", "demo-2"]
+        except BaseException as err:  # noqa: BLE001 - reported by the test thread
+            errors.append(err)
+
+    readers = [threading.Thread(target=read) for _ in range(4)]
+    for reader in readers:
+        reader.start()
+    for i in range(30):
+        vote = approve(f"local:w{i}", f"w-{i}")
+        assert store.cast_votes({"demo-1": [(vote, None)]})["demo-1"][0].accepted  # type: ignore[index]
+    stop.set()
+    for reader in readers:
+        reader.join(timeout=60)
+    assert not errors and seen  # every read saw a whole review: votes, history and keys in step
+    assert len(store.get_review("demo-1").votes) == 30
