@@ -73,13 +73,13 @@ def one_edit(word: str) -> set[str]:
     return edits
 
 
-def parse(where: str | os.PathLike[str], raw: bytes, supported: int) -> dict[str, Any]:
+def parse(where: str | os.PathLike[str], raw: bytes | str, supported: int) -> dict[str, Any]:
     """The document in ``raw`` read from ``where``, refusing damaged or newer ones by name."""
     try:
         document = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        try:  # what json.dumps wrote and orjson refuses (NaN, Infinity)
-            document = json.loads(raw.decode("utf-8"))
+        try:  # what json.dumps wrote and orjson refuses (NaN, Infinity, lone surrogates)
+            document = json.loads(raw if isinstance(raw, str) else raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise CorruptDocumentError(
                 f"{where}: not a valid JSON document ({err}); restore it from a backup"
@@ -96,14 +96,11 @@ def parse(where: str | os.PathLike[str], raw: bytes, supported: int) -> dict[str
     return document
 
 
-def check_name(where: str | os.PathLike[str], doc_id: Any, name_of: Callable[[str], str | None] = file_name) -> None:
+def check_name(where: str, key: str, doc_id: Any, name_of: Callable[[str], str | None] = file_name) -> None:
     """Refuse a document whose id is not the key it is stored under (it would take the other one's votes)."""
-    expected = os.path.basename(where)
-    expected = expected[: -len(".json")] if expected.endswith(".json") else expected
-    expected = expected.rsplit("~", 1)[-1]
-    if not isinstance(doc_id, str) or name_of(doc_id) != expected:
+    if not isinstance(doc_id, str) or name_of(doc_id) != key:
         raise CorruptDocumentError(
-            f"{where}: holds id {doc_id!r}, not {expected!r} as its key says; "
+            f"{where}: holds id {doc_id!r}, not {key!r} as its key says; "
             "a copied or renamed document would take the other one's votes"
         )
 

@@ -112,8 +112,8 @@ class SqlStore(ReviewTables):
     def _decode(self, table: str, key: str, text: str, supported: int, build: Callable[[dict[str, Any]], T],
                 name_of: Callable[[str], str | None] = file_name) -> T:
         label = f"{self.where} {table}/{key}"
-        document = parse(label, text.encode("utf-8", "surrogatepass"), supported)
-        check_name(label, document.get("id"), name_of)
+        document = parse(label, text, supported)
+        check_name(label, key, document.get("id"), name_of)
         try:
             return build(document)
         except (KeyError, TypeError, ValueError, AttributeError, StoreError) as err:
