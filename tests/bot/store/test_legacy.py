@@ -87,3 +87,21 @@ def test_a_journal_line_cut_short_was_never_acknowledged_and_is_not_imported(old
     store = SqliteStore(old_state)
     legacy.upgrade(old_state, store, now=NOW)
     assert [v.voter for v in store.get_review("demo-1").history] == ["local:alice", "slack:U1"]
+
+
+def test_status_refuses_an_old_state_dir_until_migrate_imports_it(
+    old_state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bot.cli import main
+
+    config = old_state.parent / "config.yaml"
+    config.write_text("state_dir: ./state\n")
+    assert main(["status", "--config", str(config)]) == 1
+    assert "holds the directory store of an older loopbot; `loopbot migrate`" in capsys.readouterr().err
+    assert not (old_state / "loopbot.db").exists()  # nothing answered from an empty database beside it
+    assert main(["migrate", "--config", str(config)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("loopbot.db: schema version 3") and out[1].startswith("imported the directory store")
+    assert main(["status", "--json", "--config", str(config)]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert {r["id"] for r in shown["reviews"]} >= {"demo-1", "demo-3"}
