@@ -259,7 +259,7 @@ class Sqlite(Engine):
         self.path = Path(path)
         self.where = str(self.path)
         self.busy_timeout = busy_timeout
-        self._write_lock = threading.Lock()
+        self._write_lock = threading.RLock()  # reentrant: see write()
         self._writer: sqlite3.Connection | None = None
         self._idle: list[sqlite3.Connection] = []
         self._idle_lock = threading.Lock()
@@ -330,11 +330,18 @@ class Sqlite(Engine):
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Any]:
-        """``BEGIN IMMEDIATE`` on this store's one writer connection; committed (and synced) at the end."""
+        """``BEGIN IMMEDIATE`` on this store's one writer connection; committed (and synced) at the end.
+
+        A write begun inside another of the same thread (a mutator that writes) joins it, as one transaction.
+        """
         with self._write_lock:
             if self._writer is None:
                 self._writer = self.connect()
             conn = self._writer
+            if conn.in_transaction:
+                with self.errors():
+                    yield _Cursor(conn)
+                return
             with self.errors():
                 conn.execute("BEGIN IMMEDIATE")
                 try:

@@ -94,3 +94,14 @@ def test_a_damaged_database_file_is_one_line_naming_it(tmp_path: Path, capsys: p
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and str(tmp_path / "state" / "loopbot.db") in err, err
         assert "the database is damaged" in err and "restore it from a backup" in err
+
+
+def test_a_mutator_that_writes_joins_the_transaction_instead_of_waiting_for_itself(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path)
+    store.put_review(make_review())
+
+    def note(review: object) -> str:
+        return store.next_id("note")  # a write from inside update_review, on the same thread
+
+    assert store.update_review("demo-1", note) == "note-1"
+    assert SqliteStore(tmp_path).next_id("note") == "note-2"
