@@ -40,7 +40,7 @@ from ..reviews import REVIEW_FORMAT, Review
 from .base import ACTIVE_RUN_STATUSES, NO_CLAIM, RUN_FORMAT, TASK_FORMAT, Claim, CorruptDocumentError, NewerFormatError
 from .base import OutboxTask, Request, RunRecord, StoreError, UnknownRunError, UnknownTaskError
 from .engines import DB_NAME, BUSY_TIMEOUT, DatabaseError, Engine, Postgres, Sqlite, describe_url
-from .records import SNAPSHOT_FORMAT, check_name, engine_state, file_name, number, parse, task_stem
+from .records import SNAPSHOT_FORMAT, check_name, encode, engine_state, file_name, number, parse, task_stem
 from .sql_reviews import ReviewTables
 from . import sql_schema
 
@@ -69,9 +69,7 @@ def migrate_database(url: str, schema: str = "loopbot") -> tuple[str, int, int]:
     return engine.where, before, after
 
 
-def dumps(document: dict[str, Any]) -> str:
-    """JSON text (ASCII: lone surrogates and NULs survive a text column)."""
-    return json.dumps(document, sort_keys=True)
+dumps = encode
 
 
 def _ended_run(run: RunRecord) -> bool:

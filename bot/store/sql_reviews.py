@@ -21,7 +21,7 @@ from adapters.suggest import did_you_mean
 from ..reviews import Cast, Review, VoteResult, cast_votes, next_deadline
 from .engines import DatabaseError
 from .base import HOT_REVIEW_STATUSES, StoreError, UnknownReviewError, posted_at
-from .records import FEW_IDS, file_name, number, one_edit, run_key
+from .records import FEW_IDS, encode, file_name, number, one_edit, run_key
 
 __all__ = ["ReviewTables"]
 
@@ -82,7 +82,7 @@ class ReviewTables:
                 "key": self._key("review", review.id), "id": review.id, "run_key": run_key(review.run_id),
                 "checkpoint_id": review.checkpoint_id, "status": review.status, "created_at": review.created_at,
                 "num": number(review.id), "deadline": None if ended else next_deadline(review),
-                "archived": ended, "doc": json.dumps(review.to_dict(), sort_keys=True),
+                "archived": ended, "doc": encode(review.to_dict()),
             },
         )
 
