@@ -96,6 +96,10 @@ class Engine:
         """A cursor for one writing statement, committed when the block ends."""
         return self.write()
 
+    def snapshot(self) -> contextlib.AbstractContextManager[Any]:
+        """A cursor whose reads all see the database as of one moment (a review's row and its votes' rows)."""
+        raise NotImplementedError
+
     def time(self, value: Any) -> datetime | None:
         """A time column as read back."""
         raise NotImplementedError
@@ -190,6 +194,12 @@ class Postgres(Engine):
 
     def write_one(self) -> contextlib.AbstractContextManager[Any]:
         return self.read()  # autocommit: the statement commits by itself
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[Any]:
+        with self.errors(), self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            yield cur
 
     def fatal(self, err: BaseException) -> bool:
         import psycopg
@@ -308,14 +318,22 @@ class Sqlite(Engine):
         except sqlite3.Error as err:
             raise self.classify(err) from err
 
+    def read(self) -> contextlib.AbstractContextManager[Any]:
+        return self._reader(begin=False)
+
+    def snapshot(self) -> contextlib.AbstractContextManager[Any]:
+        return self._reader(begin=True)  # a deferred transaction: WAL keeps its first read's view until the end
+
     @contextlib.contextmanager
-    def read(self) -> Iterator[Any]:
+    def _reader(self, *, begin: bool) -> Iterator[Any]:
         with self._idle_lock:
             conn = self._idle.pop() if self._idle else None
         if conn is None:
             conn = self.connect()
         try:
             with self.errors():
+                if begin:
+                    conn.execute("BEGIN")
                 yield _Cursor(conn)
         finally:
             if conn.in_transaction:

@@ -108,10 +108,13 @@ class SqlStore(ReviewTables):
         return self.engine.write_one()
 
     def _decode(self, table: str, key: str, text: str, supported: int, build: Callable[[dict[str, Any]], T],
-                name_of: Callable[[str], str | None] = file_name) -> T:
+                name_of: Callable[[str], str | None] = file_name,
+                fill: Callable[[dict[str, Any]], None] | None = None) -> T:
         label = f"{self.where} {table}/{key}"
         document = parse(label, text, supported)
         check_name(label, key, document.get("id"), name_of)
+        if fill is not None:
+            fill(document)
         try:
             return build(document)
         except (KeyError, TypeError, ValueError, AttributeError, StoreError) as err:

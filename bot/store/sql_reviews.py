@@ -18,7 +18,9 @@ from typing import Any, TypeVar
 
 from adapters.suggest import did_you_mean
 
-from ..reviews import Cast, Review, VoteResult, cast_votes, next_deadline
+import orjson
+
+from ..reviews import REVIEW_FORMAT, Cast, Review, VoteResult, cast_votes, next_deadline
 from .engines import DatabaseError
 from .base import HOT_REVIEW_STATUSES, StoreError, UnknownReviewError, posted_at
 from .records import FEW_IDS, encode, file_name, number, one_edit, run_key
@@ -46,6 +48,7 @@ class ReviewTables:
     _key: Callable[[str, str], str]
     _leased: Callable[..., list[Any]]
     _each: Callable[..., list[Any]]
+    _decode: Callable[..., Any]
 
     def _unknown_review(self, review_id: str) -> UnknownReviewError:
         hint = did_you_mean(review_id, self._close_review_ids(review_id), n=3)
@@ -64,7 +67,8 @@ class ReviewTables:
                 found += [row[0] for row in cur.fetchall()]
             return found
 
-    def _write_review(self, cur: Any, review: Review, was_archived: bool | None) -> None:
+    def _write_review(self, cur: Any, review: Review, was_archived: bool | None, kept: int | None = None) -> None:
+        """The review's row, and its history's rows from ``kept`` on (None: all of them, anew)."""
         ended = _ended(review)
         if was_archived and not ended:
             raise StoreError(
@@ -82,9 +86,16 @@ class ReviewTables:
                 "key": self._key("review", review.id), "id": review.id, "run_key": run_key(review.run_id),
                 "checkpoint_id": review.checkpoint_id, "status": review.status, "created_at": review.created_at,
                 "num": number(review.id), "deadline": None if ended else next_deadline(review),
-                "archived": ended, "doc": encode(review.to_dict()),
+                "archived": ended, "doc": encode({k: v for k, v in review.to_dict().items() if k != "history"}),
             },
         )
+        key, history = self._key("review", review.id), review.history.to_list()
+        if kept is None or kept > len(history):
+            cur.execute("DELETE FROM review_votes WHERE review_key = %s", (key,))
+            kept = 0
+        for seq in range(kept, len(history)):  # a vote appends its row: the review's row stays small
+            cur.execute("INSERT INTO review_votes (review_key, seq, vote) VALUES (%s, %s, %s)",
+                        (key, seq, encode(history[seq])))
 
     def put_review(self, review: Review) -> None:
         key = self._key("review", review.id)
@@ -96,16 +107,41 @@ class ReviewTables:
         key = file_name(review_id)
         row = None
         if key is not None:
-            with self._read() as cur:
+            with self.engine.snapshot() as cur:
                 row = cur.execute("SELECT key, doc FROM reviews WHERE key = %s", (key,)).fetchone()
-        if row is None:
-            raise self._unknown_review(review_id)
-        return self._review(row)
+                if row is not None:
+                    return self._histories(cur, [row], strict=True)[0]
+        raise self._unknown_review(review_id)
 
     def _reviews_where(self, where: str, params: tuple[Any, ...] | dict[str, Any] = (), tail: str = "") -> list[Review]:
-        with self._read() as cur:
+        with self.engine.snapshot() as cur:
             cur.execute(f"SELECT key, doc FROM reviews WHERE {where} ORDER BY {_ORDER} {tail}", params)
-            return self._each(cur.fetchall(), self._review, "reviews")
+            return self._histories(cur, cur.fetchall())
+
+    def _histories(self, cur: Any, rows: list[Any], *, strict: bool = False) -> list[Review]:
+        """The reviews of ``rows`` (key, doc) with their histories from ``review_votes``, read in one query per
+        500 reviews. A review stored before the table existed keeps the history in its document until it is
+        next written. ``strict``: a damaged row raises instead of being skipped."""
+        found: dict[str, list[Any]] = {}
+        keys = [row[0] for row in rows]
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            cur.execute("SELECT review_key, vote FROM review_votes WHERE review_key IN"
+                        f" ({', '.join(['%s'] * len(chunk))}) ORDER BY review_key, seq", chunk)
+            for review_key, vote in cur.fetchall():
+                found.setdefault(review_key, []).append(vote)
+        decode = partial(self._review_with, found)
+        return [decode(row) for row in rows] if strict else self._each(rows, decode, "reviews")
+
+    def _review_with(self, histories: dict[str, list[Any]], row: tuple[Any, ...]) -> Review:
+        votes = histories.get(row[0])
+        if votes is None:
+            return self._review(row)
+
+        def fill(document: dict[str, Any]) -> None:
+            document["history"] = orjson.loads("[" + ",".join(votes) + "]")
+
+        return self._decode("reviews", row[0], row[1], REVIEW_FORMAT, Review.from_dict, fill=fill)
 
     def list_reviews(self, *, archived: bool = False) -> list[Review]:
         return self._reviews_where("true" if archived else "NOT archived")
@@ -114,13 +150,14 @@ class ReviewTables:
         row = cur.execute("SELECT key, doc, archived FROM reviews WHERE key = %s FOR UPDATE", (key,)).fetchone()
         if row is None:
             raise self._unknown_review(review_id)
-        review = self._review(row)
+        (review,) = self._histories(cur, [row[:2]], strict=True)
+        kept = int(cur.execute("SELECT count(*) FROM review_votes WHERE review_key = %s", (key,)).fetchone()[0])
         before = review.to_dict()
         result = mutate(review)
         if review.to_dict() != before:
             if file_name(review.id) != key:
                 raise StoreError(f"review {review_id}: an update may not change its id to {review.id!r}")
-            self._write_review(cur, review, bool(row[2]))
+            self._write_review(cur, review, bool(row[2]), kept)
         return result
 
     def update_review(self, review_id: str, mutate: Callable[[Review], T]) -> T:
@@ -185,9 +222,18 @@ class ReviewTables:
         return [review for review in found if posted_at(review, channel, context)]
 
     def _leased_reviews(self, condition: str, params: dict[str, Any]) -> list[Review]:
+        if not self.engine.leases:  # nothing to lease: the rows and their votes of one moment
+            return self._reviews_where("NOT archived AND " + condition, params)
         rows = self._leased("reviews", _HOT_COLUMNS, "NOT archived AND " + condition, params)
-        rows.sort(key=lambda row: (self.engine.time(row[2]), row[3], row[4]))
-        return self._each(rows, self._review, "reviews")
+        order = {row[0]: (self.engine.time(row[2]), row[3], row[4]) for row in rows}
+        found: list[Review] = []
+        with self.engine.snapshot() as cur:  # leased: read again with their votes, in one snapshot
+            keys = list(order)
+            for start in range(0, len(keys), 500):
+                chunk = keys[start:start + 500]
+                cur.execute(f"SELECT key, doc FROM reviews WHERE key IN ({', '.join(['%s'] * len(chunk))})", chunk)
+                found += self._histories(cur, cur.fetchall())
+        return sorted(found, key=lambda review: order[self._key("review", review.id)])
 
     def decided_reviews(self) -> list[Review]:
         """Decided reviews to apply (on PostgreSQL leased to this replica, so one replica applies each)."""
@@ -212,7 +258,9 @@ class ReviewTables:
                 {"run": run_key(run_id), "cp": checkpoint_id},
             ).fetchall()
         for row in rows:
-            found = self._each([row], self._review, "reviews")
+            with self.engine.snapshot() as cur:
+                again = cur.execute("SELECT key, doc FROM reviews WHERE key = %s", (row[0],)).fetchone()
+                found = self._histories(cur, [again] if again else [])
             if found:
                 return found[0]
         return None

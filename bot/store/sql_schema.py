@@ -19,7 +19,7 @@ __all__ = ["SCHEMA_VERSION", "MIGRATIONS", "advisory_key", "migrate", "schema_ve
            "migrate_sqlite", "check_sqlite"]
 
 #: The schema this loopbot writes and reads; a database at a higher version is refused.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: version -> the statements that bring the schema from version-1 to version (in the bot's schema).
 MIGRATIONS: dict[int, list[str]] = {
@@ -94,6 +94,11 @@ MIGRATIONS: dict[int, list[str]] = {
     # which replica a run's claim belongs to: a claim cut off from a living replica is not taken from it
     3: [
         "CREATE TABLE run_owners (run_key text PRIMARY KEY, owner text NOT NULL, since timestamptz NOT NULL)",
+    ],
+    # a review's history as rows: a vote appends one instead of rewriting every vote before it
+    4: [
+        "CREATE TABLE review_votes (review_key text NOT NULL, seq bigint NOT NULL, vote text NOT NULL,"
+        " PRIMARY KEY (review_key, seq))",
     ],
 }
 assert max(MIGRATIONS) == SCHEMA_VERSION

@@ -16,6 +16,7 @@ import pytest
 
 from bot.store import legacy
 from bot.store.sql import SqliteStore
+from bot.store.sql_schema import SCHEMA_VERSION
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "legacy_state"
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -101,7 +102,8 @@ def test_status_refuses_an_old_state_dir_until_migrate_imports_it(
     assert not (old_state / "loopbot.db").exists()  # nothing answered from an empty database beside it
     assert main(["migrate", "--config", str(config)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].endswith("loopbot.db: schema version 3") and out[1].startswith("imported the directory store")
+    assert out[0].endswith(f"loopbot.db: schema version {SCHEMA_VERSION}")
+    assert out[1].startswith("imported the directory store")
     assert main(["status", "--json", "--config", str(config)]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert {r["id"] for r in shown["reviews"]} >= {"demo-1", "demo-3"}

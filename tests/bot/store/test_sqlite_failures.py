@@ -7,6 +7,7 @@ once the cause is gone (space returns, the lock is let go).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from datetime import timedelta
@@ -105,3 +106,28 @@ def test_a_mutator_that_writes_joins_the_transaction_instead_of_waiting_for_itse
 
     assert store.update_review("demo-1", note) == "note-1"
     assert SqliteStore(tmp_path).next_id("note") == "note-2"
+
+
+def test_a_vote_appends_one_row_and_a_review_stored_before_the_votes_table_keeps_its_history(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path)
+    store.put_review(make_review(required=99))
+    for n in range(3):
+        store.cast_votes({"demo-1": [(approve(f"local:v{n}"), None)]})
+    with sqlite3.connect(tmp_path / "loopbot.db") as conn:
+        assert conn.execute("SELECT seq FROM review_votes ORDER BY seq").fetchall() == [(0,), (1,), (2,)]
+        assert "history" not in conn.execute("SELECT doc FROM reviews").fetchone()[0]  # the row stays small
+        # the database as schema 3 kept it: the history inside the document, no votes table
+        whole = json.dumps(store.get_review("demo-1").to_dict())
+        conn.execute("DROP TABLE review_votes")
+        conn.execute("UPDATE reviews SET doc = ?", (whole,))
+        conn.execute("UPDATE loopbot_schema SET version = 3")
+    store.close()
+    again = SqliteStore(tmp_path)  # migrated to 4 on open
+    assert [v.voter for v in again.get_review("demo-1").history] == ["local:v0", "local:v1", "local:v2"]
+    again.cast_votes({"demo-1": [(approve("local:v3"), None)]})
+    assert [v.voter for v in SqliteStore(tmp_path).get_review("demo-1").history] == [
+        "local:v0", "local:v1", "local:v2", "local:v3"]
+    with sqlite3.connect(tmp_path / "loopbot.db") as conn:
+        assert conn.execute("SELECT count(*) FROM review_votes").fetchone()[0] == 4
