@@ -10,7 +10,7 @@ Every figure is printed side by side with its target and MET/MISSED:
 - ``serve`` ready (Popen until /healthz answers 200) <= 3 s;
   ``loopbot status`` <= 1 s and ``loopbot decide <id> approve`` <= 0.5 s
   (subprocess wall time, median of a few) - the targets apply at 10,000.
-- ``FileStore.save_state`` of a 1,000-step state against the engine's own
+- ``SqliteStore.save_state`` of a 1,000-step state against the engine's own
   save (``encode_state`` + ``atomic_write_bytes``), alternated save by save:
   ratio <= 1.2.
 - A vote that decides a review, until the run is resumed:
@@ -25,10 +25,9 @@ Every figure is printed side by side with its target and MET/MISSED:
 
 The state dirs hold real runs and reviews (the built-in demo loop, paused at
 its checkpoint, run in this process) plus synthetic copies of a real review
-and run written directly in the store's format (hot ``reviews/<id>.json``,
-``runs/<id>.json``; archive ``archive/reviews/<run>~<id>.json``,
-``archive/runs/<created>~<id>.json``). The copies are of a posted review, so
-``serve``'s recovery finds them posted, as it would after a restart.
+and run, put into loopbot.db in one transaction. The copies are of a posted
+review, so ``serve``'s recovery finds them posted, as it would after a
+restart.
 
 Run: ``.venv/bin/python bench/desk_bench.py`` (about 2 minutes).
 """
@@ -61,9 +60,8 @@ from bench.persistence_bench import big_state  # noqa: E402
 from bot.config import load_config  # noqa: E402
 from bot.desk import Authorizer, ListMembership, People, ReviewDesk, VotePath, local_channel  # noqa: E402
 from bot.runner import Runner, utcnow  # noqa: E402
-from bot.store import FileStore, RunRecord  # noqa: E402
-from bot.store.collection import created_key  # noqa: E402
-from bot.store.documents import encode  # noqa: E402
+from bot.reviews import Review  # noqa: E402
+from bot.store import SqliteStore, RunRecord  # noqa: E402
 from loop_engine.atomic import atomic_write_bytes  # noqa: E402
 from loop_engine.review import HumanDecision  # noqa: E402
 from loop_engine.serialization import encode_state  # noqa: E402
@@ -118,7 +116,7 @@ def quiet_logging() -> None:
 def real_runs(config_path: Path, count: int) -> list[str]:
     """``count`` demo runs paused at their checkpoint, as a foreground `loopbot run` leaves them; their ids."""
     config = load_config(config_path, environ={})
-    store = FileStore(config.state_dir)
+    store = SqliteStore(config.state_dir)
     desk = ReviewDesk(store, {"local": local_channel(Path(config.state_dir))}, clock=utcnow, inline=True)
     runner = Runner(config, store, desk)
     ids = []
@@ -131,36 +129,29 @@ def real_runs(config_path: Path, count: int) -> list[str]:
 
 def populate(state: Path, template_run: str, open_count: int, archived: int) -> None:
     """Copies of a real posted review and its waiting run (loop ``bulk``), and a long archived history."""
-    store = FileStore(state)
+    store = SqliteStore(state)
     run = store.get_run(template_run)
     assert run.review_id is not None
-    review_doc = orjson.loads((state / "reviews" / f"{run.review_id}.json").read_bytes())
+    review_doc = store.get_review(run.review_id).to_dict()
     run_doc = run.to_dict()
     t0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
-    for sub in ("archive/reviews", "archive/runs"):
-        (state / sub).mkdir(parents=True, exist_ok=True)
 
-    def review_copy(n: int, status: str) -> bytes:
+    def review_copy(n: int, status: str) -> Review:
         created = (t0 + timedelta(seconds=n)).isoformat()
-        return encode({**review_doc, "id": f"bulk-{n}", "loop": "bulk", "run_id": f"bulk-run-{n}",
-                       "status": status, "created_at": created})
+        return Review.from_dict({**review_doc, "id": f"bulk-{n}", "loop": "bulk", "run_id": f"bulk-run-{n}",
+                                 "status": status, "created_at": created})
 
-    def run_copy(n: int, status: str) -> bytes:
+    def run_copy(n: int, status: str) -> RunRecord:
         created = (t0 + timedelta(seconds=n)).isoformat()
-        return encode({**run_doc, "id": f"bulk-run-{n}", "loop": "bulk", "status": status, "created_at": created,
-                       "updated_at": created, "review_id": f"bulk-{n}"})
+        return RunRecord.from_dict({**run_doc, "id": f"bulk-run-{n}", "loop": "bulk", "status": status,
+                                    "created_at": created, "updated_at": created, "review_id": f"bulk-{n}"})
 
-    for n in range(1, open_count + 1):
-        (state / "reviews" / f"bulk-{n}.json").write_bytes(review_copy(n, "open"))
-        (state / "runs" / f"bulk-run-{n}.json").write_bytes(run_copy(n, "waiting"))
-    for n in range(open_count + 1, open_count + archived + 1):
-        (state / "archive" / "reviews" / f"bulk-run-{n}~bulk-{n}.json").write_bytes(review_copy(n, "applied"))
-        key = created_key(t0 + timedelta(seconds=n))
-        (state / "archive" / "runs" / f"{key}~bulk-run-{n}.json").write_bytes(run_copy(n, "completed"))
-    counters = state / "counters"
-    counters.mkdir(exist_ok=True)
-    (counters / "bulk.json").write_bytes(encode({"format": 1, "prefix": "bulk", "last": open_count + archived}))
-    (counters / "bulk-run.json").write_bytes(encode({"format": 1, "prefix": "bulk-run", "last": open_count + archived}))
+    total = open_count + archived
+    store.put_records([run_copy(n, "waiting" if n <= open_count else "completed") for n in range(1, total + 1)],
+                      [review_copy(n, "open" if n <= open_count else "applied") for n in range(1, total + 1)])
+    store.raise_counter("bulk", total)
+    store.raise_counter("bulk-run", total)
+    store.close()
 
 
 # -- processes -------------------------------------------------------------------------
@@ -238,7 +229,7 @@ def cli_seconds(root: Path, env: dict[str, str], *args: str, expected: int = 0) 
     return elapsed
 
 
-def wait_completed(store: FileStore, run_id: str, timeout: float = 20.0) -> float:
+def wait_completed(store: SqliteStore, run_id: str, timeout: float = 20.0) -> float:
     deadline = time.perf_counter() + timeout
     while time.perf_counter() < deadline:
         if store.get_run(run_id).status == "completed":
@@ -250,8 +241,8 @@ def wait_completed(store: FileStore, run_id: str, timeout: float = 20.0) -> floa
 # -- in-process vote -------------------------------------------------------------------
 
 
-class TimedStore(FileStore):
-    """A FileStore that timestamps the moment a run leaves "waiting", and when it completes."""
+class TimedStore(SqliteStore):
+    """A SqliteStore that timestamps the moment a run leaves "waiting", and when it completes."""
 
     def __init__(self, state_dir: Path) -> None:
         super().__init__(state_dir)
@@ -323,7 +314,7 @@ def in_process_votes(config_path: Path, count: int) -> VoteFigures:
 
 def save_ratio(tmp: Path) -> tuple[float, float]:
     state = big_state()
-    store = FileStore(tmp / "snap")
+    store = SqliteStore(tmp / "snap")
     engine_file = tmp / "engine" / "loop_state_bench.json"
     engine_file.parent.mkdir(parents=True, exist_ok=True)
     saves: dict[str, list[float]] = {"engine": [], "store": []}
@@ -366,7 +357,7 @@ def main() -> int:
             env.pop("PORT", None)
             servers[label] = Server(label, root, env)
         setup_s = time.perf_counter() - setup
-        counts = {label: FileStore(s.root / "state").counts() for label, s in servers.items()}
+        counts = {label: SqliteStore(s.root / "state").counts() for label, s in servers.items()}
         try:
             for server in servers.values():  # one after the other: ready time is not shared
                 server.start()
@@ -382,7 +373,7 @@ def main() -> int:
             decide_s: dict[str, list[float]] = {label: [] for label in servers}
             resumed_s: dict[str, list[float]] = {label: [] for label in servers}
             for label, server in servers.items():
-                store = FileStore(server.root / "state")
+                store = SqliteStore(server.root / "state")
                 for run_id in decide_ids[label]:
                     review_id = store.get_run(run_id).review_id
                     assert review_id is not None

@@ -402,9 +402,9 @@ class RealBot:
 
     def _open_reviews(self, count: int, timeout: float = 60) -> dict[int, str]:
         """issue number -> the id of the open review posted there, once all ``count`` are posted."""
-        from bot.store import FileStore
+        from bot.store import SqliteStore
 
-        store = FileStore(self.state_dir)
+        store = SqliteStore(self.state_dir)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             issues = {}
@@ -432,9 +432,9 @@ class RealBot:
 
     def verify(self, made: VoteDeliveries) -> str:
         """Every acknowledged delivery recorded in the store, and its vote on its review (the bot stopped)."""
-        from bot.store import FileStore
+        from bot.store import SqliteStore
 
-        store = FileStore(self.state_dir)
+        store = SqliteStore(self.state_dir)
         kept = {review.id: set(review.delivery_keys) for review in store.list_reviews()}
         queued = {key for key, _work in store.pending_deliveries()}  # durable; the next start casts them
         missing_delivery = missing_vote = waiting = 0

@@ -141,9 +141,9 @@ class LoopbotServe:
         raise SystemExit(f"loopbot serve did not open {expected} reviews within {timeout:g}s:\n{self.log.read_text()}")
 
     def _store(self) -> Any:
-        from bot.store import FileStore
+        from bot.store import SqliteStore
 
-        return FileStore(self.state_dir)
+        return SqliteStore(self.state_dir)
 
     def missing(self, keys: set[str], timeout: float = 30.0) -> set[str]:
         """Which of these dedupe keys are in no review of the store (waits for answers still in flight)."""

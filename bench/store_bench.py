@@ -1,165 +1,182 @@
-"""What the store's every-tick questions cost with 10 vs 10,000 open reviews, and what a snapshot save costs.
+"""The store's operations on SQLite, PostgreSQL and the old directory store, side by side, in one run.
 
-Issue 7.6 / 12: an idle bot must stay idle - a tick, a health check or a
-status must cost what the work to do costs, never what the history kept
-costs. Target: the tick's questions with 10,000 open reviews (+10,000
-archived) within 2x of the figure with 10, when nothing changed. Also shown:
-``list_reviews`` (returns every hot review, so it grows by nature),
-``get_review`` of an unknown id (its did-you-mean looks at every id), and a
-1,000-step ``save_state`` against the engine's own ``encode_state`` + atomic
-write, measured in the same run (target ratio <= 1.2).
+Operations: create a run, save a snapshot (a 1,000-step state), cast a
+batch of 50 votes (one review's, as the Slack intake batches them), the
+tick's ``due_reviews``, and ``open_reviews`` with 10 and with 10,000 open
+reviews (+10,000 ended). Each figure is the median of several timings, in
+milliseconds; the ratios to SQLite are printed beside them.
 
-The 10,000 documents are written directly (no fsync) to keep setup short;
-directories are then aged so the store's index trusts them, as it would
-after an idle second or two. Run: ``.venv/bin/python bench/store_bench.py``.
+The directory store is gone from this tree: ``--files-at REF`` measures it
+on a git worktree of REF (a commit that still has it, e.g. the last one
+before its removal), running this same script there with ``--only files``.
+PostgreSQL is measured when the test cluster can start (tests/bot/store/
+pg_cluster.py), skipped otherwise. Run::
+
+    .venv/bin/python bench/store_bench.py [--files-at REF] [--json OUT]
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+if os.environ.get("STORE_BENCH_CODE") is None:
+    sys.path.insert(0, str(ROOT))
 
 from bench.persistence_bench import big_state  # noqa: E402
-from bot.reviews import Review, ReviewPolicy  # noqa: E402
-from bot.store import FileStore, OutboxTask, RunRecord, UnknownReviewError  # noqa: E402
-from bot.store.documents import encode  # noqa: E402
-from loop_engine.atomic import atomic_write_bytes  # noqa: E402
-from loop_engine.serialization import encode_state  # noqa: E402
+from bot.reviews import Review, ReviewPolicy, Vote  # noqa: E402
+from bot.store import RunRecord  # noqa: E402
+from loop_engine.checkpoint import HumanDecision  # noqa: E402
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 NOW = T0 + timedelta(minutes=30)
-ROUNDS = 3
-SAVE_PAIRS = 40
+OPS = ("create run", "save snapshot", "cast 50 votes", "due_reviews (10,000 open)", "open_reviews (10 open)",
+       "open_reviews (10,000 open)")
 
 
-def timings_ms(action: Callable[[], object], reps: int) -> list[float]:
+def median_ms(action: Callable[[], object], reps: int) -> float:
     action()
     samples = []
     for _ in range(reps):
         start = time.perf_counter()
         action()
         samples.append((time.perf_counter() - start) * 1000)
-    return samples
+    return statistics.median(samples)
 
 
 def review(n: int, status: str = "open") -> Review:
     return Review(
-        id=f"demo-{n}",
-        loop="demo",
-        run_id=f"demo-run-{n}",
-        checkpoint_id="checkpoint_0001",
+        id=f"demo-{n}", loop="demo", run_id=f"demo-run-{n}", checkpoint_id="checkpoint_0001",
         request={"checkpoint_id": "checkpoint_0001", "text": "Apply labels to 3 issues " * 4},
-        policy=ReviewPolicy(remind_after=timedelta(hours=4), decide_after=timedelta(days=2)),
-        created_at=T0 + timedelta(seconds=n),
-        status=status,
+        policy=ReviewPolicy(approvals_required=10_000, remind_after=timedelta(hours=4),
+                            decide_after=timedelta(days=2)),
+        created_at=T0 + timedelta(seconds=n), status=status,
     )
 
 
-def populate(root: Path, open_count: int, archived_count: int) -> None:
-    """A state dir as a busy bot leaves it: open reviews, their waiting runs, and a long history."""
-    for sub in ("reviews", "runs", "archive/reviews", "archive/runs", "outbox"):
-        (root / sub).mkdir(parents=True, exist_ok=True)
-    for n in range(1, open_count + 1):
-        (root / "reviews" / f"demo-{n}.json").write_bytes(encode(review(n).to_dict()))
-        run = RunRecord(f"demo-run-{n}", "demo", "waiting", T0, T0, "cli", review_id=f"demo-{n}")
-        (root / "runs" / f"demo-run-{n}.json").write_bytes(encode(run.to_dict()))
-    for n in range(open_count + 1, open_count + archived_count + 1):
-        (root / "archive" / "reviews" / f"demo-run-{n}~demo-{n}.json").write_bytes(
-            encode(review(n, "applied").to_dict())
-        )
-        created = T0 + timedelta(seconds=n)
-        run = RunRecord(f"demo-run-{n}", "demo", "completed", created, created, "cli")
-        key = created.strftime("%Y%m%d%H%M%S%f")
-        (root / "archive" / "runs" / f"{key}~demo-run-{n}.json").write_bytes(encode(run.to_dict()))
-    store = FileStore(root)
-    store.add_task(OutboxTask("demo-1.post.slack-c0123", "slack", "post", "demo-1", {"text": "hi"}, T0))
-    past = time.time() - 60
-    for sub in ("reviews", "runs", "archive/reviews", "archive/runs", "outbox"):
-        os.utime(root / sub, (past, past))
+def populate(store: Any, open_count: int, ended: int) -> None:
+    """Open reviews with their waiting runs, and a history of ended ones (through the store's own API)."""
+    reviews, runs = [], []
+    for n in range(1, open_count + ended + 1):
+        made = review(n, "open" if n <= open_count else "applied")
+        made.applied_at = None if n <= open_count else T0
+        reviews.append(made)
+        runs.append(RunRecord(f"demo-run-{n}", "demo", "waiting" if n <= open_count else "completed",
+                              made.created_at, T0, "cli", review_id=made.id))
+    if hasattr(store, "put_records"):  # the SQL store: one transaction
+        store.put_records(runs, reviews)
+        return
+    for run, made in zip(runs, reviews, strict=True):  # the directory store: a file each
+        store.put_review(made)
+        store.put_run(run)
 
 
-def tick(store: FileStore) -> None:
-    """What serve asks every 0.5 s and /healthz on every probe."""
-    store.decided_reviews()
-    store.due_reviews(NOW)
-    store.next_deadline()
-    store.counts()
-    store.active_run("demo")
-    store.due_tasks("slack", NOW)
-    store.next_task_at("slack")
-    store.problems()
+def open_store(kind: str, root: Path, pg: str | None) -> Any:
+    if kind == "files":
+        from bot.store import FileStore  # type: ignore[attr-defined]  # only in trees that still have it
+
+        return FileStore(root)
+    if kind == "sqlite":
+        from bot.store import SqliteStore
+
+        return SqliteStore(root)
+    from bot.store.sql import PostgresStore
+
+    assert pg is not None
+    return PostgresStore(pg, schema="bench_" + root.name.replace("-", "_"))
 
 
-def unknown(store: FileStore) -> None:
-    try:
-        store.get_review("demo-x7")
-    except UnknownReviewError as err:
-        assert 'did you mean "demo-7"' in str(err), err
-    else:
-        raise AssertionError("demo-x7 exists?")
-
-
-def main() -> None:
-    figures: dict[str, dict[str, list[float]]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        started = time.perf_counter()
-        stores = {}
-        for label, (open_count, archived) in {"10": (10, 10), "10000": (10_000, 10_000)}.items():
-            populate(Path(tmp) / label, open_count, archived)
-            stores[label] = FileStore(Path(tmp) / label)
-            tick(stores[label])  # the first scan reads every hot document once
-        setup_s = time.perf_counter() - started
-        actions: dict[str, tuple[Callable[[FileStore], object], int]] = {
-            "tick (decided, due, next_deadline, counts, active_run, due_tasks, next_task_at, problems)": (tick, 200),
-            "open_reviews (returns every open review)": (FileStore.open_reviews, 1),
-            "list_reviews (returns every hot review)": (FileStore.list_reviews, 1),
-            "get_review of an unknown id (did-you-mean)": (unknown, 20),
-            "recent_runs(10)": (FileStore.recent_runs, 20),
-        }
-        for name, (action, reps) in actions.items():
-            figures[name] = {"10": [], "10000": []}
-            for _ in range(ROUNDS):
-                for label, store in stores.items():
-                    figures[name][label] += timings_ms(lambda s=store, a=action: a(s), reps)  # type: ignore[misc]
-
+def measure(kind: str, pg: str | None = None) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix=f"store-bench-{kind}-") as tmp:
+        small, big = open_store(kind, Path(tmp) / "small", pg), open_store(kind, Path(tmp) / "big", pg)
+        populate(small, 10, 10)
+        populate(big, 10_000, 10_000)
+        counter = iter(range(100_000, 10**9))
+        figures["create run"] = median_ms(
+            lambda: small.put_run(RunRecord(f"x-run-{next(counter)}", "x", "running", T0, T0, "cli")), 30)
         state = big_state()
-        snap_store = FileStore(Path(tmp) / "snap")
-        engine_file = Path(tmp) / "engine" / "loop_state_bench.json"
-        saves: dict[str, list[float]] = {"engine": [], "store": []}
-        for _ in range(SAVE_PAIRS):  # alternated save by save: fsync times drift with the neighbours' load
-            saves["engine"] += timings_ms(lambda: atomic_write_bytes(engine_file, encode_state(state)), 1)
-            saves["store"] += timings_ms(lambda: snap_store.save_state("demo-run-1", state), 1)
-        assert snap_store.load_state("demo-run-1") == state, "state did not round-trip"
+        figures["save snapshot"] = median_ms(lambda: small.save_state("demo-run-1", state), 15)
+        votes = iter(range(10**9))
 
-    print(
-        f"store: 10 vs 10,000 open reviews (+ as many archived reviews and runs); nothing changed between calls; "
-        f"median of {ROUNDS} interleaved rounds; setup {setup_s:.1f} s; load average {os.getloadavg()[0]:.2f} "
-        f"on {os.cpu_count()} CPUs"
-    )
-    tick_ratio = 0.0
-    for name, by_label in figures.items():
-        few, many = (statistics.median(by_label[k]) for k in ("10", "10000"))
-        ratio = many / few if few else float("inf")
-        if name.startswith("tick"):
-            tick_ratio = ratio
-        print(f"  {name:<92} {few:9.3f} ms  {many:9.3f} ms  ratio {ratio:7.1f}")
-    engine, store_ms = (statistics.median(saves[k]) for k in ("engine", "store"))
-    save_ratio = store_ms / engine
-    print(f"  save of a 1,000-step state: engine encode_state + atomic write {engine:7.2f} ms, "
-          f"store save_state {store_ms:7.2f} ms  ratio {save_ratio:.2f}")
-    print(f"TARGET tick with 10,000 open reviews within 2x of 10: {'MET' if tick_ratio <= 2 else 'MISSED'} "
-          f"(ratio {tick_ratio:.2f})")
-    print(f"TARGET save_state within 1.2x of the engine's own save: {'MET' if save_ratio <= 1.2 else 'MISSED'} "
-          f"(ratio {save_ratio:.2f})")
+        def batch() -> None:
+            casts = []
+            for _ in range(50):
+                n = next(votes)
+                casts.append((Vote(f"local:v{n}", HumanDecision.APPROVE, at=NOW, delivery_key=f"k{n}"), None))
+            result = big.cast_votes({"demo-5000": casts})["demo-5000"]
+            assert not isinstance(result, Exception), result
+
+        figures["cast 50 votes"] = median_ms(batch, 10)
+        figures["due_reviews (10,000 open)"] = median_ms(lambda: big.due_reviews(NOW), 10)
+        figures["open_reviews (10 open)"] = median_ms(small.open_reviews, 20)
+        figures["open_reviews (10,000 open)"] = median_ms(big.open_reviews, 3)
+        for store in (small, big):
+            if hasattr(store, "close"):
+                store.close()
+    return figures
+
+
+def files_at(ref: str) -> dict[str, float]:
+    """The directory store's figures, measured by this script on a worktree of ``ref``."""
+    with tempfile.TemporaryDirectory(prefix="store-bench-tree-") as tmp:
+        tree = Path(tmp) / "tree"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), ref], check=True,
+                       capture_output=True)
+        try:
+            env = {**os.environ, "PYTHONPATH": str(tree), "STORE_BENCH_CODE": str(tree)}
+            done = subprocess.run([sys.executable, __file__, "--only", "files"], env=env, cwd=tree,
+                                  capture_output=True, text=True, check=True)
+            return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
+
+
+def postgres_url() -> str | None:
+    sys.path.insert(0, str(ROOT))
+    from tests.bot.store import pg_cluster
+
+    if pg_cluster.unavailable() is not None:
+        return None
+    return pg_cluster.url()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--files-at", metavar="REF", help="also measure the directory store of commit REF")
+    parser.add_argument("--only", choices=("files", "sqlite", "postgres"), help=argparse.SUPPRESS)
+    parser.add_argument("--json", metavar="OUT", help="also write the figures to OUT")
+    args = parser.parse_args()
+    if args.only == "files":
+        print(json.dumps(measure("files")))
+        return 0
+    columns: dict[str, dict[str, float]] = {"sqlite": measure("sqlite")}
+    url = postgres_url()
+    if url is not None:
+        columns["postgres"] = measure("postgres", url)
+    if args.files_at:
+        columns["directory store"] = files_at(args.files_at)
+    names = list(columns)
+    print(f"{'operation (median ms)':32}" + "".join(f"{name:>18}" for name in names) + "   ratios to sqlite")
+    for op in OPS:
+        base = columns["sqlite"][op]
+        ratios = "  ".join(f"{name} {columns[name][op] / base:.2f}x" for name in names[1:])
+        print(f"{op:32}" + "".join(f"{columns[name][op]:>18.2f}" for name in names) + f"   {ratios}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(columns, indent=1) + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

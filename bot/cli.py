@@ -120,16 +120,18 @@ _COMMAND_TEXTS = {
               "folder is searched first - and makes each loop's engine and context); errors name the file and key. "
               "With a slack: or github: block it also asks Slack (auth.test, scopes, channels) and GitHub (the "
               "token or App, each repository a loop posts to) whether they will work, unless --offline."),
-    "migrate": ("create or upgrade the PostgreSQL tables",
-                "Create or upgrade the tables of the store: block's PostgreSQL database to this loopbot's schema "
-                "version (serve does it at start too). A database migrated by a newer loopbot is refused."),
-    "export": ("copy the PostgreSQL store into a directory",
+    "migrate": ("create or upgrade the store's tables",
+                "Create or upgrade the store's tables (state_dir/loopbot.db, or the store: block's PostgreSQL "
+                "database) to this loopbot's schema version, and import a directory store left in state_dir by an "
+                "older loopbot (serve does both at start too). A database migrated by a newer loopbot is refused."),
+    "export": ("write everything the store keeps to a JSON file",
+               "Write every run, review (with its votes), snapshot, id counter, pending request, outbox task and "
+               "delivery key of the store (SQLite or PostgreSQL) to FILE, a new JSON file."),
+    "import": ("copy a JSON export (or a directory store) into the store",
                "Copy every run, review (with its votes), snapshot, id counter, pending request, outbox task and "
-               "delivery key of the store: block's database into DIR, a directory store (empty or new)."),
-    "import": ("copy a directory store into PostgreSQL",
-               "Copy every run, review (with its votes), snapshot, id counter, pending request, outbox task and "
-               "delivery key of the directory store DIR (default: state_dir) into the store: block's database, "
-               "which must hold no runs or reviews yet. Stop `loopbot serve` on DIR first."),
+               "delivery key of SOURCE - a file written by `loopbot export`, or the state_dir of a directory store "
+               "of an older loopbot - into the store, which must hold no runs or reviews yet. Stop `loopbot serve` "
+               "first."),
     "loops": ("each loop's schedule, next run and last run",
               "List each loop with its schedule in words and its time zone, the next run time and the last "
               "run's outcome with how long ago it ended."),
@@ -191,9 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
     command("apply", [common])
     command("migrate", [common])
     export = command("export", [common])
-    export.add_argument("dir", metavar="DIR", help="the directory store to write (empty or not there yet)")
+    export.add_argument("file", metavar="FILE", help="the JSON file to write (must not exist yet)")
     import_ = command("import", [common])
-    import_.add_argument("dir", nargs="?", metavar="DIR", help="the directory store to read (default: state_dir)")
+    import_.add_argument("source", metavar="SOURCE",
+                         help="a file written by `loopbot export`, or a directory store's state_dir")
     init = command("init", [common])
     init.add_argument("path", nargs="?", metavar="PATH",
                       help="where to write it (default: --config, else $LOOPBOT_CONFIG, else config.yaml, "
@@ -758,61 +761,61 @@ def cmd_decide(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
     return EXIT_OK
 
 
-def _postgres(config: BotConfig, command: str) -> str | None:
-    """The store: block's URL, or None after saying that ``command`` needs one."""
-    from bot.store.open import store_url
+def cmd_migrate(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
+    from bot.store import ServeLock
+    from bot.store.open import open_store, store_url
 
     url = store_url(config)
-    if url is None:
-        _err(f"{command} needs a PostgreSQL store: add store: {{url: postgresql://...}} to the config "
-             f"(the directory store in {config.state_dir} needs no {command})")
-    return url
+    if url is not None:
+        from bot.store.sql import migrate_database
 
+        assert config.store is not None
+        where, before, after = migrate_database(url, config.store.schema_name)
+        print(f"{where}: schema version {after}" + (" (already)" if before == after else f" (was {before})"))
+        return EXIT_OK
+    from bot.store import AlreadyRunningError, legacy, sql_schema
 
-def cmd_migrate(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
-    from bot.store.sql import migrate_database
-
-    if (url := _postgres(config, "migrate")) is None:
-        return EXIT_FAILED
-    assert config.store is not None
-    where, before, after = migrate_database(url, config.store.schema_name)
-    print(f"{where}: schema version {after}" + (" (already)" if before == after else f" (was {before})"))
-    return EXIT_OK
-
-
-def _copy(source: Any, target: Any, what: str) -> int:
-    from bot.store.sql_transfer import check_empty, copy_store
-
-    check_empty(target, what)
-    copied = copy_store(source, target)
-    print(f"copied {copied.line()} to {what}")
+    lock = ServeLock(Path(config.state_dir))
+    try:
+        lock.acquire()
+    except AlreadyRunningError as err:
+        _err(f"{err}; stop it first, then migrate")
+        return EXIT_LOCKED
+    try:
+        store = open_store(config, upgrading=True)
+        print(f"{store.where}: schema version {sql_schema.SCHEMA_VERSION}")
+        line = legacy.upgrade(config.state_dir, store)
+        if line is not None:
+            print(line)
+    finally:
+        lock.release()
     return EXIT_OK
 
 
 def cmd_export(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
-    from bot.store import FileStore
     from bot.store.open import open_store
+    from bot.store.sql_transfer import write_dump
 
-    if _postgres(config, "export") is None:
-        return EXIT_FAILED
-    return _copy(open_store(config), FileStore(Path(args.dir)), f"the directory store {args.dir}")
+    store = open_store(config)
+    copied = write_dump(store, args.file)
+    print(f"wrote {copied.line()} of {store.where} to {args.file}")
+    return EXIT_OK
 
 
 def cmd_import(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
-    from bot.store import FileStore, ServeLock
+    from bot.store import ServeLock
     from bot.store.open import open_store
+    from bot.store.sql_transfer import load, read_dump
 
-    if _postgres(config, "import") is None:
-        return EXIT_FAILED
-    source = Path(args.dir) if args.dir else Path(config.state_dir)
-    if not source.is_dir():
-        _err(f"{source} is not a directory store")
-        return EXIT_FAILED
-    if ServeLock.holder(source) is not None:
+    source = Path(args.source)
+    if source.is_dir() and ServeLock.holder(source) is not None:
         _err(f"{source} is in use by a loopbot serve or run; stop it first, then import")
         return EXIT_LOCKED
+    data = read_dump(source)
     target = open_store(config)
-    return _copy(FileStore(source), target, str(getattr(target, "where", "the database")))
+    copied = load(target, data, target.where)
+    print(f"copied {copied.line()} to {target.where}")
+    return EXIT_OK
 
 
 #: name -> command; status and decide take a ``ConfigView``, the others the ``BotConfig`` (see ``_load``)

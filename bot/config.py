@@ -126,7 +126,7 @@ class CoreConfig(BaseModel):
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     loops: list[LoopConfig] = Field(default_factory=list)
     people: list[PersonConfig] = Field(default_factory=list)
-    store: StoreConfig | None = None  # None: the directory store in state_dir
+    store: StoreConfig | None = None  # None: SQLite in state_dir (loopbot.db)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
     @field_validator("timezone")

@@ -121,8 +121,8 @@ class StoreConfig(_Model):
 
     ``url`` is a libpq URL (``postgresql://`` or ``postgres://``, ``${DATABASE_URL}``
     works); ``schema`` is the PostgreSQL schema the bot's tables live in, so
-    several bots can share one database. Without a ``store`` block the
-    directory store in ``state_dir`` is used. ``lease_seconds``: how long work
+    several bots can share one database. Without a ``store`` block SQLite in
+    ``state_dir`` (``loopbot.db``) is used. ``lease_seconds``: how long work
     handed to a replica stays its own without it asking again (a dead
     replica's work is taken over after that); ``election_interval``: how often
     each replica competes for leadership and beats (a dead leader is replaced

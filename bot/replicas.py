@@ -3,7 +3,7 @@
 Every replica serves HTTP (votes, Slack and GitHub intake), takes run
 requests, delivers outbox tasks and applies decided reviews - each claimed
 through the store's leases and run claims, so two replicas never do the same
-work. Exactly one replica, the leader (``bot.store.sql_leader``), also runs
+work. Exactly one replica, the leader (``bot.leader``), also runs
 
 - the scheduler, with APScheduler's SQLAlchemy job store on the same
   database (so a new leader finds the next run times the old one left:
@@ -28,7 +28,7 @@ from typing import Any
 from bot.runner import Runner
 from bot.scheduler import LoopScheduler
 from bot.store.sql import PostgresStore
-from bot.store.sql_leader import LeaderElection, replicas, scheduler_url
+from bot.leader import LeaderElection, replicas, scheduler_url
 
 __all__ = ["Leadership", "replicas_view"]
 

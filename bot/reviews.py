@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -68,7 +68,6 @@ __all__ = [
     "cast_vote",
     "cast_votes",
     "Cast",
-    "replay_counted",
     "changes_problem",
     "changes_text",
     "pause_problem",
@@ -326,49 +325,18 @@ def _agrees(other: Vote, vote: Vote) -> bool:
 Cast = tuple[Vote, "str | None"]
 
 
-def cast_votes(review: Review, casts: Sequence[Cast]) -> tuple[list[VoteResult], list[dict[str, Any]] | None]:
-    """Cast ``casts`` in order (each at its ``vote.at``); the results, and the votes a journal may carry.
-
-    The second item lists the votes that changed the review, as stored,
-    when each of them only counted (no outcome, no pause) and names its
-    delivery: then ``replay_counted`` of them on the review as it was gives
-    the review as it is now ([]: none changed it). None when a vote changed
-    more than that.
-    """
+def cast_votes(review: Review, casts: Sequence[Cast]) -> list[VoteResult]:
+    """Cast ``casts`` in order, each at its ``vote.at``, with the refusal decided for it beforehand."""
     results: list[VoteResult] = []
-    counted: list[dict[str, Any]] | None = []
     for vote, refusal in casts:
         assert vote.at is not None, "a vote to cast carries the time it was cast"
-        result = cast_vote(review, vote, now=vote.at, authorize_with=_refusing(refusal))
-        results.append(result)
-        if not result.accepted or counted is None:
-            continue
-        if result.outcome is None and vote.decision is not HumanDecision.PAUSE and vote.delivery_key is not None:
-            counted.append(vote.to_dict())
-        else:
-            counted = None
-    return results, counted
+        results.append(cast_vote(review, vote, now=vote.at, authorize_with=_refusing(refusal)))
+    return results
 
 
 def _refusing(refusal: str | None) -> Authorize:
     """The authorisation asked under the store's lock: the one made before, outside it (it may ask an API)."""
     return lambda _reviewers, _voter: refusal
-
-
-def replay_counted(review: Review, votes: Iterable[dict[str, Any]]) -> None:
-    """Record votes that ``cast_votes`` let a journal carry, skipping those whose delivery ``review`` has.
-
-    Exactly what casting them did (each only counted), so a review folded
-    from its document and its journal lines equals the review as cast, and
-    folding lines the document already holds changes nothing.
-    """
-    keys = set(review.delivery_keys)
-    for raw in votes:
-        vote = Vote.from_dict(raw)
-        if vote.delivery_key in keys:
-            continue
-        _record(review, vote, vote.at or review.created_at)
-        keys.add(str(vote.delivery_key))
 
 
 def _record(review: Review, vote: Vote, now: datetime) -> str:

@@ -350,8 +350,15 @@ class Runner(RunControlMixin):
         self._tell_end(run_id, status, reason, (d.checkpoint_id for d in state.decisions))
 
     def _tell_end(self, run_id: str, status: str, reason: str | None, checkpoints: Iterable[str] = ()) -> None:
-        """How the run ended: one line (with its result) where its last review was posted, and its own file."""
-        review = self._store.review_for_run(run_id)
+        """How the run ended: one line (with its result) where its last review was posted, and its own file.
+
+        A review that cannot be read (a damaged row) has nowhere to be told: the run's own file still is.
+        """
+        try:
+            review = self._store.review_for_run(run_id)
+        except CorruptDocumentError as err:
+            log.warning("run %s %s; its review cannot be read to tell it there: %s", run_id, status, err)
+            review = None
         result = result_text(self._store.get_run(run_id).result)
         if review is not None:
             line = f"Run {run_id} {status}" + (f": {reason}" if reason else ".")

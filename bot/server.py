@@ -48,7 +48,8 @@ from bot.scheduler import LoopScheduler
 from bot.service import Service
 from bot.store import ServeLock
 from bot.store.base import Store
-from bot.store.open import open_store
+from bot.store import legacy
+from bot.store.open import open_store, store_url
 from bot.worker import LoopCatalog
 
 __all__ = ["health", "create_app", "bind_socket", "HttpServer", "serve", "STOP_BUDGET"]
@@ -258,7 +259,7 @@ STOP_BUDGET = 9.0
 
 def _leadership(config: BotConfig, store: Store, runner: Runner, fire: Callable[[str], None],
                 port: int) -> Any:
-    """On PostgreSQL, this replica's ``Leadership`` (not started yet); None for the directory store."""
+    """On PostgreSQL, this replica's ``Leadership`` (not started yet); None for SQLite."""
     if config.store is None:
         return None
     from bot.replicas import Leadership
@@ -317,7 +318,10 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
         if leftovers:
             log.info("removed %d temp file(s) left by interrupted writes", len(leftovers))
         sock = bind_socket(config.server.host, config.server.port)
-        store = open_store(config)
+        store = open_store(config, upgrading=True)
+        upgraded = legacy.upgrade(state_dir, store) if store_url(config) is None else None
+        if upgraded is not None:
+            log.info("%s", upgraded)
         channels = Channels(config, store, decide_command)
         desk = ReviewDesk(store, channels.posting(), clock=utcnow)
         catalog = LoopCatalog(config)

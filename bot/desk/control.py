@@ -121,7 +121,7 @@ class RunControl:
             return Answer(AnswerKind.UNKNOWN_REVIEW, f"no run {run_id!r}; `loops` lists each loop's last run")
         if run.review_id:
             try:
-                review = self._store.peek_review(run.review_id)
+                review = self._store.get_review(run.review_id)
             except LookupError:
                 review = None
             if review is not None:

@@ -168,7 +168,7 @@ class VotePath:
             review = found.get(reply.review_id)
             if review is None:
                 try:
-                    review = self._store.peek_review(reply.review_id)  # read-only: cast_votes looks again
+                    review = self._store.get_review(reply.review_id)  # who may answer; cast_votes reads it again
                 except UnknownReviewError as err:
                     review = err
                 found[reply.review_id] = review
@@ -203,7 +203,7 @@ class VotePath:
         mine = []
         for key in difflib.get_close_matches(review_id.strip().casefold(), list(candidates), n=5, cutoff=0.6):
             try:
-                review = self._store.peek_review(candidates[key])
+                review = self._store.get_review(candidates[key])
             except UnknownReviewError:
                 continue
             where = _posted(review, voter.channel)

@@ -1,10 +1,11 @@
 """The Store contract: what the bot keeps durably, and the errors it raises.
 
 Runs (with their engine snapshot), reviews, id counters, the run-request
-inbox, the outbox of tasks channel workers deliver, and intake dedupe keys.
-Every implementation (``FileStore`` now, a SQL store later) passes
-tests/bot/store/test_store_contract.py; code outside ``bot/store`` sees only
-this Protocol and these records.
+inbox, the outbox of tasks channel workers deliver, and intake dedupe keys,
+as a few small contracts (``RunStore``, ``ReviewStore``, ``OutboxStore``,
+``IntakeStore``) that ``Store`` joins. The SQL store passes
+tests/bot/store/test_store_contract.py and its companions on each engine;
+code outside ``bot/store`` sees only these Protocols and these records.
 """
 
 from __future__ import annotations
@@ -12,35 +13,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 import re
 from dataclasses import dataclass, field
-from functools import partial
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from ..reviews import Cast, Review, VoteResult, cast_votes
+from ..reviews import Cast, Review, VoteResult
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only: listing runs and reviews needs no engine state
     from loop_engine.types import LoopState
 
-__all__ = [
-    "RUN_FORMAT",
-    "cast_each",
-    "RUN_STATUSES",
-    "StoreError",
-    "UnknownRunError",
-    "UnknownReviewError",
-    "UnknownTaskError",
-    "CorruptDocumentError",
-    "NewerFormatError",
-    "RunRecord",
-    "Request",
-    "OutboxTask",
-    "TASK_FORMAT",
-    "ACTIVE_RUN_STATUSES",
-    "HOT_REVIEW_STATUSES",
-    "Store",
-    "Claim",
-    "NO_CLAIM",
-]
+__all__ = ["RUN_FORMAT", "RUN_STATUSES", "StoreError", "UnknownRunError", "UnknownReviewError", "UnknownTaskError",
+    "CorruptDocumentError", "NewerFormatError", "RunRecord", "Request", "OutboxTask", "TASK_FORMAT",
+    "ACTIVE_RUN_STATUSES", "HOT_REVIEW_STATUSES", "Store", "RunStore", "ReviewStore", "OutboxStore", "IntakeStore",
+    "Claim", "NO_CLAIM"]
 
 T = TypeVar("T")
 
@@ -231,21 +215,6 @@ class OutboxTask:
         )
 
 
-def _results(review: Review, casts: Sequence[Cast]) -> list[VoteResult]:
-    return cast_votes(review, casts)[0]
-
-
-def cast_each(store: Store, batch: Mapping[str, Sequence[Cast]]) -> dict[str, list[VoteResult] | Exception]:
-    """``Store.cast_votes`` as one ``update_review`` per review."""
-    results: dict[str, list[VoteResult] | Exception] = {}
-    for review_id, casts in batch.items():
-        try:
-            results[review_id] = store.update_review(review_id, partial(_results, casts=casts))
-        except Exception as err:  # noqa: BLE001 - that review's failure, handed to its voters
-            results[review_id] = err
-    return results
-
-
 def posted_at(review: Review, channel: str, context: Mapping[str, Any]) -> bool:
     """Does ``review`` have a post on ``channel`` whose message lives where ``context`` points?"""
     from adapters.channel import MessageRef  # here: it loads the engine's review types, which status does without
@@ -288,37 +257,19 @@ class _NoClaim:
 NO_CLAIM: Claim = _NoClaim()
 
 
-class Store(Protocol):
-    """Durable state of one bot. Every write is atomic; documents carry a format version.
+class RunStore(Protocol):
+    """Runs and their engine snapshots. Ended runs are archived by the write that ends them."""
 
-    ``update_*`` run ``mutate`` on the current document under a lock that
-    serialises threads and processes, write the result atomically and only
-    then return ``mutate``'s return value: an acknowledged change survives
-    kill -9.
+    #: Where the store keeps its state, for messages (the database file, or the PostgreSQL URL without password).
+    where: str
 
-    Hot set and archive: applied/failed reviews and ended runs are archived
-    by the write that ends them. Everything a tick, a health check or a
-    status asks about (``open_reviews``, ``due_reviews``, ``counts``,
-    ``due_tasks``, ...) looks at the hot set only, so its cost grows with
-    the work to do, not with the history kept; ``get_*`` and
-    ``list_*(archived=True)`` still see the archive.
-    """
-
-    # -- runs
     def put_run(self, run: RunRecord) -> None: ...
-
     def get_run(self, run_id: str) -> RunRecord: ...
-
     def list_runs(self, *, archived: bool = False) -> list[RunRecord]: ...
-
     def update_run(self, run_id: str, mutate: Callable[[RunRecord], T]) -> T: ...
-
     def recent_runs(self, limit: int = 10) -> list[RunRecord]: ...
-
     def active_runs(self) -> list[RunRecord]: ...
-
     def active_run(self, loop: str) -> RunRecord | None: ...
-
     def run_with_trigger(self, trigger: str) -> RunRecord | None: ...
 
     def claim_run(self, run_id: str) -> Claim | None:
@@ -331,38 +282,26 @@ class Store(Protocol):
         """
         ...
 
-    # -- snapshots
     def save_snapshot(self, run_id: str, snapshot: dict[str, Any]) -> None: ...
-
     def load_snapshot(self, run_id: str) -> dict[str, Any] | None: ...
-
     def save_state(self, run_id: str, state: LoopState) -> None: ...
-
     def load_state(self, run_id: str) -> LoopState | None: ...
 
-    # -- reviews
+
+class ReviewStore(Protocol):
+    """Reviews and their votes. Applied and failed reviews are archived by the write that ends them."""
+
     def put_review(self, review: Review) -> None: ...
-
     def get_review(self, review_id: str) -> Review: ...
-
-    def peek_review(self, review_id: str) -> Review:
-        """``get_review`` for looking only, maybe as this process last wrote it (no read): do not change it.
-
-        For checks that are made again under the lock (the vote path's
-        look-up of who may answer), where reading the review again for every
-        batch of votes cost more than casting them.
-        """
-        ...
-
     def list_reviews(self, *, archived: bool = False) -> list[Review]: ...
-
     def update_review(self, review_id: str, mutate: Callable[[Review], T]) -> T: ...
 
     def cast_votes(self, batch: Mapping[str, Sequence[Cast]]) -> dict[str, list[VoteResult] | Exception]:
-        """Cast each review's votes in order (``bot.reviews.cast_votes``), each review's in one write.
+        """Cast each review's votes in order (``bot.reviews.cast_votes``), the whole batch in one transaction.
 
-        A review that cannot be found or written fails alone: its exception
-        stands in place of its results.
+        A review that cannot be found or changed fails alone: its exception
+        stands in place of its results. When the transaction cannot be
+        committed every review's result is that error: no vote is acknowledged.
         """
         ...
 
@@ -379,40 +318,32 @@ class Store(Protocol):
         ...
 
     def decided_reviews(self) -> list[Review]: ...
-
     def due_reviews(self, now: datetime) -> list[Review]: ...
-
     def next_deadline(self) -> datetime | None: ...
-
     def review_for_run(self, run_id: str, checkpoint_id: str | None = None) -> Review | None: ...
-
     def counts(self) -> dict[str, Any]: ...
 
-    # -- ids and the run-request inbox
-    def next_id(self, prefix: str) -> str: ...
 
-    def enqueue_request(self, kind: str, payload: dict[str, Any]) -> str: ...
+class OutboxStore(Protocol):
+    """Tasks channel workers deliver, kept until they are done."""
 
-    def take_requests(self) -> list[Request]: ...
-
-    def finish_request(self, request_id: str) -> None: ...
-
-    # -- outbox
     def add_task(self, task: OutboxTask) -> bool: ...
-
     def get_task(self, task_id: str) -> OutboxTask: ...
-
     def due_tasks(self, channel: str, now: datetime, limit: int = 50) -> list[OutboxTask]: ...
-
     def next_task_at(self, channel: str) -> datetime | None: ...
-
     def pending_tasks(self, review_id: str | None = None) -> list[OutboxTask]: ...
-
     def update_task(self, task_id: str, mutate: Callable[[OutboxTask], T]) -> T: ...
-
     def finish_task(self, task_id: str) -> None: ...
 
-    # -- intake dedupe and health
+
+class IntakeStore(Protocol):
+    """Id counters, the run-request inbox, intake dedupe keys, and what is wrong with the stored data."""
+
+    def next_id(self, prefix: str) -> str: ...
+    def enqueue_request(self, kind: str, payload: dict[str, Any]) -> str: ...
+    def take_requests(self) -> list[Request]: ...
+    def finish_request(self, request_id: str) -> None: ...
+
     def record_delivery(self, key: str, work: list[dict[str, Any]] | None = None) -> bool:
         """True the first time ``key`` is seen, False after; durable.
 
@@ -432,3 +363,19 @@ class Store(Protocol):
         ...
 
     def problems(self) -> list[str]: ...
+
+
+class Store(RunStore, ReviewStore, OutboxStore, IntakeStore, Protocol):
+    """Durable state of one bot. Every write is one transaction, committed before the method returns.
+
+    ``update_*`` run ``mutate`` on the current record in a transaction that
+    serialises threads and processes, write the result and only then return
+    ``mutate``'s return value: an acknowledged change survives kill -9.
+
+    Hot set and archive: applied/failed reviews and ended runs are archived
+    by the write that ends them. Everything a tick, a health check or a
+    status asks about (``open_reviews``, ``due_reviews``, ``counts``,
+    ``due_tasks``, ...) is an indexed query of the hot set, so its cost grows
+    with the work to do, not with the history kept; ``get_*`` and
+    ``list_*(archived=True)`` still see the archive.
+    """

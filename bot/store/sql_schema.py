@@ -1,9 +1,11 @@
-"""The PostgreSQL store's tables: created and migrated by the bot, the schema version recorded.
+"""The store's tables, on both engines: created and migrated by the bot, the schema version recorded.
 
-Every migration runs in one transaction under an advisory lock, so replicas
-starting together migrate once and never see half a schema. The version is
-kept in ``loopbot_schema``; a database migrated by a newer loopbot is
-refused by name (database, schema, both versions) rather than misread.
+Every migration runs in one transaction - on PostgreSQL under an advisory
+lock, on SQLite under ``BEGIN IMMEDIATE`` (the file's write lock) - so
+processes starting together migrate once and never see half a schema. The
+statements are PostgreSQL's, read by SQLite through ``engines.translate``.
+The version is kept in ``loopbot_schema``; a database migrated by a newer
+loopbot is refused by name (database, both versions) rather than misread.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from typing import Any
 
 from .base import NewerFormatError
 
-__all__ = ["SCHEMA_VERSION", "MIGRATIONS", "advisory_key", "migrate", "schema_version", "check_schema"]
+__all__ = ["SCHEMA_VERSION", "MIGRATIONS", "advisory_key", "migrate", "schema_version", "check_schema",
+           "migrate_sqlite", "check_sqlite"]
 
 #: The schema this loopbot writes and reads; a database at a higher version is refused.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: version -> the statements that bring the schema from version-1 to version (in the bot's schema).
 MIGRATIONS: dict[int, list[str]] = {
@@ -92,6 +95,11 @@ MIGRATIONS: dict[int, list[str]] = {
     3: [
         "CREATE TABLE run_owners (run_key text PRIMARY KEY, owner text NOT NULL, since timestamptz NOT NULL)",
     ],
+    # a review's history as rows: a vote appends one instead of rewriting every vote before it
+    4: [
+        "CREATE TABLE review_votes (review_key text NOT NULL, seq bigint NOT NULL, vote text NOT NULL,"
+        " PRIMARY KEY (review_key, seq))",
+    ],
 }
 assert max(MIGRATIONS) == SCHEMA_VERSION
 
@@ -162,4 +170,51 @@ def migrate(conn: Any, schema: str, where: str, written_by: str) -> tuple[int, i
                 "UPDATE loopbot_schema SET version = %s, written_by = %s, migrated_at = now() WHERE id = 1",
                 (SCHEMA_VERSION, written_by),
             )
+    return before, SCHEMA_VERSION
+
+
+# -- SQLite -------------------------------------------------------------------------
+
+_SQLITE_VERSION = "SELECT version, written_by FROM loopbot_schema WHERE id = 1"
+
+
+def _sqlite_row(cur: Any) -> tuple[int, str] | None:
+    if cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'loopbot_schema'").fetchone() is None:
+        return None
+    row = cur.execute(_SQLITE_VERSION).fetchone()
+    return None if row is None else (int(row[0]), str(row[1]))
+
+
+def check_sqlite(engine: Any) -> int:
+    """The schema version of the SQLite file (0: no tables yet), NewerFormatError when a newer loopbot wrote it."""
+    with engine.read() as cur:
+        found = _sqlite_row(cur)
+    _refuse_newer(found, engine.where)
+    return 0 if found is None else found[0]
+
+
+def migrate_sqlite(engine: Any, written_by: str) -> tuple[int, int]:
+    """Bring the SQLite file to ``SCHEMA_VERSION`` in one write transaction: (version before, version after).
+
+    Up to date already, nothing is written (a read-only copy can still be read).
+    """
+    from datetime import UTC, datetime
+
+    if check_sqlite(engine) == SCHEMA_VERSION:
+        return SCHEMA_VERSION, SCHEMA_VERSION
+    with engine.write() as cur:
+        found = _sqlite_row(cur)  # again, under the write lock: another process may have migrated meanwhile
+        _refuse_newer(found, engine.where)
+        now = datetime.now(UTC)
+        if found is None:
+            cur.execute("CREATE TABLE loopbot_schema (id int PRIMARY KEY CHECK (id = 1), version int NOT NULL,"
+                        " written_by text NOT NULL, migrated_at timestamptz NOT NULL)")
+            cur.execute("INSERT INTO loopbot_schema VALUES (1, 0, %s, %s)", (written_by, now))
+        before = 0 if found is None else found[0]
+        for version in range(before + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[version]:
+                cur.execute(statement)
+        if before != SCHEMA_VERSION:
+            cur.execute("UPDATE loopbot_schema SET version = %s, written_by = %s, migrated_at = %s WHERE id = 1",
+                        (SCHEMA_VERSION, written_by, now))
     return before, SCHEMA_VERSION

@@ -1,29 +1,34 @@
-"""``loopbot export`` / ``import``: copy everything a store keeps between a directory and PostgreSQL.
+"""``loopbot export`` / ``import``: everything a store keeps as one JSON dump, and back into an empty store.
 
-Runs (hot and archived), reviews with every vote, snapshots, id counters,
-pending run requests, outbox tasks and intake dedupe keys are copied as
-they are; counters are raised, never lowered, so no id is handed out twice
-after a move. The target must be empty (no run, review or task), so a copy
-never mixes two bots' histories. The markdown files of the local channel
-and the scheduler's job store are not part of the store and stay where
-they are.
+Runs (hot and ended), reviews with every vote and their history, snapshots,
+id counters, pending run requests, outbox tasks, webhook votes accepted and
+not yet cast, and intake dedupe keys. Between SQLite and PostgreSQL: export
+with one config, import with the other. ``import`` also reads a directory
+store (a state_dir of loopbot before the SQLite store, ``legacy``).
+Counters are raised, never lowered, so no id is handed out twice after a
+move; the target must be empty (no run, review or task), so a copy never
+mixes two bots' histories. The markdown files people read and the
+scheduler's job store are not part of the store and stay where they are.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
-from .base import Request, Store, StoreError
-from .documents import file_name
-from .files import FileStore
-from .intake import DOC_FORMAT
-from .sql import PostgresStore
+from loop_engine.atomic import atomic_write_bytes
 
-__all__ = ["Copied", "copy_store", "check_empty"]
+from ..reviews import Review
+from .base import OutboxTask, Request, RunRecord, StoreError
+
+__all__ = ["DUMP_FORMAT", "Copied", "check_empty", "copy_store", "dump", "load", "read_dump", "write_dump"]
+
+#: The dump's own format version; a newer one is refused by name.
+DUMP_FORMAT = 1
 
 
 @dataclass
@@ -38,157 +43,111 @@ class Copied:
     requests: int = 0
     tasks: int = 0
     deliveries: int = 0
-    notes: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         return (f"{self.runs} runs, {self.reviews} reviews ({self.votes} votes), {self.snapshots} snapshots, "
                 f"{self.counters} id counters, {self.requests} pending requests, {self.tasks} outbox tasks, "
                 f"{self.deliveries} delivery keys")
 
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> Copied:
+        return cls(len(data["runs"]), len(data["reviews"]), sum(len(r.get("history") or []) for r in data["reviews"]),
+                   len(data["snapshots"]), len(data["counters"]), len(data["requests"]), len(data["tasks"]),
+                   len(data["pending_deliveries"]) + len(data["deliveries"]))
 
-def check_empty(store: Store, where: str) -> None:
+
+def check_empty(store: Any, where: str) -> None:
     """StoreError unless ``store`` holds no run, review or task (a copy goes only into an empty store)."""
     if store.list_runs(archived=True) or store.list_reviews(archived=True) or store.pending_tasks():
         raise StoreError(f"{where} already holds runs, reviews or tasks; copy only into an empty store")
 
 
-# -- what only each implementation can say ------------------------------------------
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
 
 
-def _counters(store: Store) -> dict[str, int]:
-    if isinstance(store, PostgresStore):
-        return store.counters()
-    assert isinstance(store, FileStore)
-    found: dict[str, int] = {}
-    directory = store.root / "counters"
-    if directory.is_dir():
-        for path in sorted(directory.glob("*.json")):
-            document = json.loads(path.read_text("utf-8"))
-            last = document.get("last")
-            if isinstance(last, int) and not isinstance(last, bool):
-                found[path.stem] = last
-    return found
-
-
-def _raise_counter(store: Store, prefix: str, last: int) -> None:
-    if isinstance(store, PostgresStore):
-        store.raise_counter(prefix, last)
-        return
-    assert isinstance(store, FileStore)
-    current = _counters(store).get(prefix, 0)
-    if last > current:
-        store._write(store._doc_path("counters", prefix), {"format": DOC_FORMAT, "prefix": prefix, "last": last})
-
-
-def _deliveries(store: Store) -> Iterator[tuple[str, str, datetime]]:
-    if isinstance(store, PostgresStore):
-        yield from store.deliveries()
-        return
-    assert isinstance(store, FileStore)
-    directory = store.root / "deliveries"
-    if directory.is_dir():
-        for path in sorted(directory.glob("*/*.json")):
-            document = json.loads(path.read_text("utf-8"))
-            yield path.stem, str(document["key"]), datetime.fromisoformat(document["at"])
-
-
-def _put_delivery(store: Store, digest: str, key: str, at: datetime) -> None:
-    if isinstance(store, PostgresStore):
-        store.put_delivery(digest, key, at)
-        return
-    assert isinstance(store, FileStore)
-    path = store.root / "deliveries" / digest[:2] / f"{digest}.json"
-    if not path.exists():
-        store._write(path, {"format": DOC_FORMAT, "key": key, "at": at.isoformat()})
-
-
-def _snapshot(store: Store, run_id: str) -> bytes | None:
-    if isinstance(store, PostgresStore):
-        return store.snapshot_bytes(run_id)
-    assert isinstance(store, FileStore)
-    try:
-        return store._snapshot_path(run_id).read_bytes()
-    except FileNotFoundError:
-        return None
-
-
-def _put_snapshot(store: Store, run_id: str, data: bytes) -> None:
-    if isinstance(store, PostgresStore):
-        store.put_snapshot_bytes(run_id, data)
-        return
-    assert isinstance(store, FileStore)
-    store._write(store._snapshot_path(run_id), data.rstrip(b"\n") + b"\n")
-
-
-def _put_request(store: Store, request: Request) -> None:
-    if isinstance(store, PostgresStore):
-        store.put_request(request)
-        return
-    assert isinstance(store, FileStore)
-    store._write(store._doc_path("inbox", request.id), {
-        "format": DOC_FORMAT, "id": request.id, "kind": request.kind, "payload": request.payload,
-        "created_at": (request.created_at or datetime.now().astimezone()).isoformat(),
-    })
-
-
-def _snapshot_ids(store: Store, run_ids: list[str]) -> list[str]:
-    """Runs with a snapshot: every run's, and any snapshot whose run record is gone."""
-    names = {file_name(r) or r for r in run_ids}
-    extra: list[str] = []
-    if isinstance(store, PostgresStore):
-        extra = [key for key in store.snapshot_ids() if key not in names]
-    elif isinstance(store, FileStore) and (store.root / "snapshots").is_dir():
-        extra = [p.stem for p in sorted((store.root / "snapshots").glob("*.json")) if p.stem not in names]
-    return [*run_ids, *extra]
-
-
-# -- the copy -----------------------------------------------------------------------
-
-
-def copy_store(source: Store, target: Store) -> Copied:
-    """Copy everything ``source`` keeps into the empty ``target``, then check every review and vote arrived."""
-    copied = Copied()
-    runs = source.list_runs(archived=True)
+def dump(source: Any) -> dict[str, Any]:
+    """Everything ``source`` (a store, or a directory store's ``legacy.LegacyState``) keeps, as JSON-ready data."""
     reviews = source.list_reviews(archived=True)
-    for run in runs:
-        target.put_run(run)
-        copied.runs += 1
-    for review in reviews:
-        target.put_review(review)
-        copied.reviews += 1
-        copied.votes += len(review.votes)
-    for run_id in _snapshot_ids(source, [r.id for r in runs]):
-        data = _snapshot(source, run_id)
-        if data is not None:
-            _put_snapshot(target, run_id, data)
-            copied.snapshots += 1
-    for prefix, last in _counters(source).items():
-        _raise_counter(target, prefix, last)
-        copied.counters += 1
-    for request in source.take_requests():
-        _put_request(target, request)
-        copied.requests += 1
-    for task in source.pending_tasks():
-        target.add_task(task)
-        copied.tasks += 1
-    for key, work in source.pending_deliveries():  # votes accepted and not yet cast travel with their delivery
-        target.record_delivery(key, work)
-        copied.deliveries += 1
-    for digest, key, at in _deliveries(source):
-        _put_delivery(target, digest, key, at)
-        copied.deliveries += 1
-    _verify(reviews, runs, target)
-    return copied
+    return {
+        "format": DUMP_FORMAT,
+        "runs": [r.to_dict() for r in source.list_runs(archived=True)],
+        "reviews": [r.to_dict() for r in reviews],
+        "snapshots": {key: source.snapshot_bytes(key).decode("utf-8", "surrogatepass")
+                      for key in source.snapshot_ids()},
+        "counters": dict(source.counters()),
+        "requests": [{"id": q.id, "kind": q.kind, "payload": q.payload, "created_at": _iso(q.created_at)}
+                     for q in source.take_requests()],
+        "tasks": [t.to_dict() for t in source.pending_tasks()],
+        "pending_deliveries": [{"key": key, "work": work} for key, work in source.pending_deliveries()],
+        "deliveries": [{"digest": d, "key": k, "at": _iso(at)} for d, k, at in source.deliveries()],
+    }
 
 
-def _verify(reviews: list[Any], runs: list[Any], target: Store) -> None:
-    """StoreError naming the first review, vote or run that did not arrive as it left."""
-    for review in reviews:
-        arrived = target.get_review(review.id)
-        if arrived.to_dict() != review.to_dict():
-            raise StoreError(f"review {review.id} did not arrive as it left (votes: {len(arrived.votes)} of "
-                             f"{len(review.votes)}); the target is incomplete")
-    for run in runs:
-        if target.get_run(run.id).to_dict() != run.to_dict():
-            raise StoreError(f"run {run.id} did not arrive as it left; the target is incomplete")
+def load(target: Any, data: dict[str, Any], where: str, *, empty: bool = True) -> Copied:
+    """Put a dump into ``target`` (empty unless ``empty=False``), then check every run, review and vote arrived
+    as it left. Every write can be repeated: loading the same dump twice changes nothing more."""
+    if empty:
+        check_empty(target, where)
+    target.put_records([RunRecord.from_dict(run) for run in data["runs"]],
+                       [Review.from_dict(review) for review in data["reviews"]])
+    for key, text in data["snapshots"].items():
+        target.put_snapshot_bytes(key, text.encode("utf-8", "surrogatepass"))
+    for prefix, last in data["counters"].items():
+        target.raise_counter(prefix, int(last))
+    for q in data["requests"]:
+        at = None if q.get("created_at") is None else datetime.fromisoformat(q["created_at"])
+        target.put_request(Request(q["id"], q["kind"], dict(q["payload"]), at))
+    for task in data["tasks"]:
+        target.add_task(OutboxTask.from_dict(task))
+    for pending in data["pending_deliveries"]:  # votes accepted and not yet cast travel with their delivery
+        target.record_delivery(pending["key"], pending["work"])
+    for seen in data["deliveries"]:
+        target.put_delivery(seen["digest"], seen["key"], datetime.fromisoformat(seen["at"]))
+    for review in data["reviews"]:
+        arrived = target.get_review(review["id"]).to_dict()
+        if arrived != review:
+            raise StoreError(f"review {review['id']} did not arrive as it left (votes: {len(arrived['votes'])} of "
+                             f"{len(review['votes'])}); {where} is incomplete")
+    for run in data["runs"]:
+        if target.get_run(run["id"]).to_dict() != run:
+            raise StoreError(f"run {run['id']} did not arrive as it left; {where} is incomplete")
+    return Copied.of(data)
 
+
+def copy_store(source: Any, target: Any, where: str = "the target") -> Copied:
+    return load(target, dump(source), where)
+
+
+def write_dump(source: Any, path: str | os.PathLike[str]) -> Copied:
+    """``dump(source)`` written atomically to ``path`` (never over an existing file)."""
+    target = Path(path)
+    if target.exists():
+        raise StoreError(f"{target} exists; export writes a new file, it never overwrites one")
+    data = dump(source)
+    atomic_write_bytes(target, json.dumps(data, indent=1, sort_keys=True).encode("utf-8", "surrogatepass") + b"\n")
+    return Copied.of(data)
+
+
+def read_dump(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A dump written by ``write_dump``, or a directory store's state_dir read as one."""
+    source = Path(path)
+    if source.is_dir():
+        from .legacy import LegacyState, found
+
+        if not found(source):
+            raise StoreError(f"{source} holds no directory store (no runs/, reviews/, ... in it)")
+        return dump(LegacyState(source))
+    try:
+        data = json.loads(source.read_bytes())
+    except (OSError, ValueError) as err:
+        raise StoreError(f"{source}: not a loopbot export ({err})") from err
+    version = data.get("format") if isinstance(data, dict) else None
+    if not isinstance(version, int) or version > DUMP_FORMAT:
+        raise StoreError(f"{source}: export format {version!r} is not one this loopbot reads (up to "
+                         f"{DUMP_FORMAT}); upgrade loopbot")
+    missing = [k for k in ("runs", "reviews", "snapshots", "counters", "requests", "tasks", "pending_deliveries",
+                           "deliveries") if k not in data]
+    if missing:
+        raise StoreError(f"{source}: not a complete loopbot export (no {', '.join(missing)})")
+    return data

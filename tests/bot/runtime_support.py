@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,9 +18,42 @@ from adapters.channel import Answer, MessageRef, ReviewPost, Target
 from bot.config import BotConfig, load_config
 from bot.desk import ReviewDesk
 from bot.runner import Runner
-from bot.store import FileStore
+from bot.store import SqliteStore
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+def db_execute(state_dir: Path, statement: str, params: tuple[Any, ...] = ()) -> int:
+    """Run one SQL statement on ``state_dir/loopbot.db`` behind the store's back (damage, loss); rows changed."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(Path(state_dir) / "loopbot.db")) as conn, conn:
+        return conn.execute(statement, params).rowcount
+
+
+def state_fingerprint(state_dir: Path, skip: Callable[[str], bool] = lambda _name: False) -> dict[str, str]:
+    """Everything kept under ``state_dir``: each file's hash, the database as every record it holds.
+
+    The database file itself changes without its content changing (WAL frames, checkpoints), so what is
+    compared for it is its export (``sql_transfer.dump``); opening it reads and writes nothing.
+    """
+    import hashlib
+    import json
+
+    from bot.store.sql_transfer import dump
+
+    result = {}
+    for path in sorted(state_dir.rglob("*")):
+        name = str(path.relative_to(state_dir))
+        if path.is_file() and not path.name.startswith("loopbot.db") and path.name != ".healthz" and not skip(name):
+            result[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    if (state_dir / "loopbot.db").is_file():
+        store = SqliteStore(state_dir)
+        try:
+            result["loopbot.db"] = json.dumps(dump(store), sort_keys=True)
+        finally:
+            store.close()
+    return result
 
 
 def wait_for(condition: Callable[[], Any], *, timeout: float = 15.0, what: str = "condition") -> Any:
@@ -94,15 +128,15 @@ class Bench:
     """A configured runner on a temp state dir, with its store, channel and clock."""
 
     config: BotConfig
-    store: FileStore
+    store: SqliteStore
     channel: RecordingChannel
     clock: FakeClock
     runner: Runner
 
 
-def bench(root: Path, loops: list[dict[str, Any]], store: FileStore | None = None, **top: Any) -> Bench:
+def bench(root: Path, loops: list[dict[str, Any]], store: SqliteStore | None = None, **top: Any) -> Bench:
     config = load_config(write_config(root, loops, **top), environ={})
-    store = store or FileStore(config.state_dir)
+    store = store or SqliteStore(config.state_dir)
     channel = RecordingChannel()
     clock = FakeClock()
     desk = ReviewDesk(store, {"local": channel}, clock=clock, inline=True)

@@ -14,7 +14,7 @@ import pytest
 
 from bot.cli import EXIT_OK, main
 from bot.foreground import StopOnSignal
-from bot.store import FileStore
+from bot.store import SqliteStore
 
 from .runtime_support import wait_for, write_config
 from .slow_loop import trail_lines
@@ -112,7 +112,7 @@ def test_a_signal_stops_the_run_after_its_step_saved_and_the_next_run_continues_
     assert "interrupted: run slow-run-1 is saved after step 1 of 3; `loopbot serve` continues it" in out
     assert "Traceback" not in err
     assert [line.split()[:2] for line in trail_lines(foreground.trail)] == [["start", "step_1"], ["done", "step_1"]]
-    assert FileStore(tmp_path / "state").get_run("slow-run-1").status == "running"  # resumable, not failed
+    assert SqliteStore(tmp_path / "state").get_run("slow-run-1").status == "running"  # resumable, not failed
 
     # no server needed to move on: the next foreground run continues slow-run-1 from its saved step first
     assert main(["--config", str(foreground.config), "run", "slow"]) == EXIT_OK
@@ -135,4 +135,4 @@ def test_a_second_ctrl_c_aborts_the_step_without_a_traceback(foreground: Foregro
     assert "aborted: run slow-run-1 stopped mid-step; `loopbot serve` continues it from its last saved step" in err
     assert "Traceback" not in err
     assert [line.split()[:2] for line in trail_lines(foreground.trail)] == [["start", "step_1"]]  # cut short
-    assert FileStore(tmp_path / "state").get_run("slow-run-1").status == "running"
+    assert SqliteStore(tmp_path / "state").get_run("slow-run-1").status == "running"

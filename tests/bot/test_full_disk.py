@@ -18,14 +18,14 @@ from adapters.commands import parse_command
 from bot.desk import Authorizer, ListMembership, VotePath
 from bot.server import health
 from bot.service import Service
-from bot.store import FileStore
+from bot.store import SqliteStore
 from loop_engine.types import LoopState
 
 from .runtime_support import bench, demo
 from .tmpfs_support import fill, read_only, tmpfs
 
 
-class FullDisk(FileStore):
+class FullDisk(SqliteStore):
     """Every snapshot and run write fails with ENOSPC once ``full`` is set."""
 
     full = False
@@ -85,12 +85,13 @@ def test_healthz_is_503_on_a_full_disk_and_200_once_space_is_freed(tmp_path: Pat
 def test_healthz_is_503_on_a_read_only_state_dir(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "state"):
         b, _ = _opened(tmp_path)
+        b.store.close()  # a file open for writing keeps the kernel from remounting read-only
         read_only(b.config.state_dir)
         code, body = health(b.store, b.config.state_dir)
         assert code == 503 and "read-only" in body["error"], body
 
 
-class NoRoomForVotes(FileStore):
+class NoRoomForVotes(SqliteStore):
     """A disk with a few kB left: every cheap check passes, but a vote does not fit (ENOSPC) while ``full``."""
 
     full = False

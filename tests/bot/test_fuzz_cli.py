@@ -25,7 +25,7 @@ from bot.config import load_config
 from bot.desk import ReviewDesk
 from bot.runner import Runner, utcnow
 from bot.service import Service
-from bot.store import FileStore
+from bot.store import SqliteStore
 
 from .runtime_support import RecordingChannel, demo, write_config
 
@@ -148,7 +148,7 @@ def other_still_applies(cli: Cli) -> None:
     code, out, err = cli("decide", "--as=alice", "--", "other-1", "approve")
     assert code == 0, err
     config = load_config(cli.config, environ={})
-    store = FileStore(config.state_dir)
+    store = SqliteStore(config.state_dir)
     runner = Runner(config, store, ReviewDesk(store, {"local": RecordingChannel()}, clock=utcnow, inline=True))
     Service(store, runner).tick()  # applies every decided review: other-1, and demo-1 if the fuzz decided it
     assert runner.join(20)

@@ -41,14 +41,15 @@ def one_line(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     return code, lines[0]
 
 
-def test_reviews_being_a_file_is_one_line_naming_it(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_database_that_cannot_be_opened_is_one_line_naming_it(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     state = config.parent / "state"
-    state.mkdir()
-    (state / "reviews").write_text("not a directory\n", encoding="utf-8")
+    (state / "loopbot.db").mkdir(parents=True)  # a directory where the database file belongs
     for command in (["status"], ["decide", "demo-1", "approve"]):
         code, line = one_line(capsys, *command, "--config", str(config))
         assert code == EXIT_FAILED
-        assert str(state / "reviews") in line
+        assert str(state / "loopbot.db") in line and "cannot open or write the database" in line
 
 
 @pytest.mark.parametrize(
@@ -66,7 +67,7 @@ def test_argv_that_is_not_utf8_is_a_usage_error_before_anything_is_stored(
     code, line = one_line(capsys, "decide", "demo-1", decision, *args, "--config", str(config))
     assert code == EXIT_USAGE
     assert line == f"loopbot: {option} is not valid UTF-8 text; check the terminal's encoding (LANG, LC_ALL)"
-    assert not (config.parent / "state" / "reviews").exists()
+    assert not (config.parent / "state" / "loopbot.db").exists()
 
 
 @pytest.mark.parametrize("depth", [300, 982, 100_000])

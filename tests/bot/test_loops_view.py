@@ -12,7 +12,7 @@ from bot.cli import EXIT_OK, main
 from bot.config_memo import LoopSchedule
 from bot.loops_view import loops_lines, next_times, schedule_words
 from bot.scheduler import LoopScheduler
-from bot.store import FileStore, RunRecord
+from bot.store import SqliteStore, RunRecord
 
 from .runtime_support import demo, write_config
 
@@ -59,7 +59,7 @@ def _config(tmp_path: Path) -> Path:
 def test_loopbot_loops_lists_every_loop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = _config(tmp_path)
     now = datetime.now(UTC)
-    FileStore(tmp_path / "state").put_run(RunRecord(id="demo-run-1", loop="demo", status="completed",
+    SqliteStore(tmp_path / "state").put_run(RunRecord(id="demo-run-1", loop="demo", status="completed",
                                                     created_at=now, updated_at=now - timedelta(minutes=5),
                                                     trigger="cli"))
     assert main(["--config", str(config), "loops"]) == EXIT_OK

@@ -31,7 +31,7 @@ from bot.runner import Runner
 from bot.scheduler import LoopScheduler
 from bot.store.base import RunRecord
 from bot.store.sql import PostgresStore
-from bot.store.sql_leader import LeaderElection, replicas
+from bot.leader import LeaderElection, replicas
 from bot.store.sql_schema import advisory_key
 
 from .runtime_support import T0, FakeClock, RecordingChannel, demo, wait_for, write_config

@@ -15,7 +15,7 @@ from bot.desk.control import RunControl
 from bot.reviews import Vote, cast_vote
 from bot.runner import RUNS_MARKDOWN
 from bot.service import Service
-from bot.store import FileStore, ServeLock
+from bot.store import SqliteStore, ServeLock
 from bot.store.lock import ROLE_SERVE
 from loop_engine.checkpoint import HumanDecision
 
@@ -194,7 +194,7 @@ def test_loopbot_cancel_with_no_server_ends_the_run_here(tmp_path: Path, capsys:
     assert "cancel refused" in capsys.readouterr().err
     assert main(["--config", str(config), "cancel", "demo-run-1", "--as", "bob", "--reason", "wrong week"]) == EXIT_OK
     assert "run demo-run-1 cancelled (cancelled by local:bob: wrong week)" in capsys.readouterr().out
-    store = FileStore(tmp_path / "state")
+    store = SqliteStore(tmp_path / "state")
     assert store.get_run("demo-run-1").status == "cancelled"
     assert store.get_review("demo-1").status == "cancelled"
     assert "Run demo-run-1 cancelled by local:bob: wrong week." in (

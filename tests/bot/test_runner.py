@@ -6,22 +6,22 @@ import logging
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
-import bot.store.documents as store_documents
+import contextlib
 
 from bot.patterns import LoopSpec, get_pattern
 from bot.reviews import Review, Vote, cast_vote
-from bot.store import FileStore
+from bot.store import SqliteStore
 from bot.runner import result_text
 from bot.worker import UnknownLoopError
 from loop_engine.checkpoint import HumanDecision
 from loop_engine.serialization import state_from_dict
 from loop_engine.types import LoopContext, LoopState
 
-from .runtime_support import T0, Bench, bench, demo, wait_for
+from .runtime_support import T0, Bench, bench, db_execute, demo, wait_for
 from .slow_loop import trail_lines
 
 
@@ -29,7 +29,7 @@ class Crash(BaseException):
     """Stands in for kill -9: not an Exception, so no boundary turns it into a result."""
 
 
-class CrashingStore(FileStore):
+class CrashingStore(SqliteStore):
     """Dies on the n-th snapshot save, after it was written (the process is gone, the file is there)."""
 
     def __init__(self, root: Path, crash_on_save: int) -> None:
@@ -222,7 +222,7 @@ def test_a_run_whose_loop_left_the_config_fails_with_the_reason(tmp_path: Path) 
 def test_a_decided_review_without_its_snapshot_fails_run_and_review_once(tmp_path: Path) -> None:
     b, run_id, review_id = paused(tmp_path)
     vote(b, review_id, HumanDecision.APPROVE)
-    (b.config.state_dir / "snapshots" / f"{run_id}.json").unlink()  # nothing to resume: retrying cannot help
+    db_execute(b.config.state_dir, "DELETE FROM snapshots")  # nothing to resume: retrying cannot help
     assert b.runner.apply_decided(review_id)
     assert b.runner.join(10)
     run = b.store.get_run(run_id)
@@ -234,10 +234,10 @@ def test_a_decided_review_without_its_snapshot_fails_run_and_review_once(tmp_pat
 def test_a_decided_review_whose_snapshot_is_unreadable_fails_once_naming_it(tmp_path: Path) -> None:
     b, run_id, review_id = paused(tmp_path)
     vote(b, review_id, HumanDecision.APPROVE)
-    (b.config.state_dir / "snapshots" / f"{run_id}.json").write_text("{torn", encoding="utf-8")
+    db_execute(b.config.state_dir, "UPDATE snapshots SET data = ?", (b"{torn",))
     b.runner.apply_outcome(review_id)
     run = b.store.get_run(run_id)
-    assert run.status == "failed" and f"{run_id}.json" in (run.reason or "")
+    assert run.status == "failed" and f"loopbot.db snapshots/{run_id}" in (run.reason or "")
     review = b.store.get_review(review_id)
     assert review.status == "failed"
     assert not b.runner.apply_decided(review_id)
@@ -283,41 +283,28 @@ def test_shutdown_lets_the_running_step_finish_then_the_next_start_goes_on(tmp_p
     assert starts == ["step_1", "step_2", "step_3", "step_4"]  # nothing ran twice
 
 
-class CrashAfterWrite(FileStore):
-    """Dies right after its n-th document write (runs, reviews, snapshots, counters, outbox): kill -9 then.
-
-    Every store write goes through ``bot.store.documents.atomic_write_bytes``;
-    the ``store_writes`` fixture counts the ones under this store's directory.
-    """
-
-    live: ClassVar[list[CrashAfterWrite]] = []
+class CrashAfterWrite(SqliteStore):
+    """Dies right after its n-th committed write transaction (runs, reviews, snapshots, counters, outbox): kill -9
+    then, with everything committed so far on disk and nothing after it."""
 
     def __init__(self, root: Path, crash_at: int) -> None:
         super().__init__(root)
         self.writes = 0
         self.crash_at = crash_at
-        self.live.append(self)
 
-    def wrote(self, path: Path) -> None:
-        if not path.is_relative_to(self.root):
-            return
+    @contextlib.contextmanager
+    def _committed(self) -> Iterator[Any]:
+        with self.engine.write() as cur:
+            yield cur
         self.writes += 1
         if self.writes == self.crash_at:
-            raise Crash(f"killed after write {self.writes} ({path.name})")
+            raise Crash(f"killed after write {self.writes}")
 
+    def _tx(self) -> Any:
+        return self._committed()
 
-@pytest.fixture
-def store_writes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    real = store_documents.atomic_write_bytes
-
-    def counted(path: Path, data: bytes, *args: Any, **kwargs: Any) -> None:
-        real(path, data, *args, **kwargs)
-        for store in CrashAfterWrite.live:
-            store.wrote(Path(path))
-
-    monkeypatch.setattr(store_documents, "atomic_write_bytes", counted)
-    yield
-    CrashAfterWrite.live.clear()
+    def _one(self) -> Any:
+        return self._committed()
 
 
 def restart_until_settled(tmp_path: Path) -> Bench:
@@ -346,7 +333,7 @@ def start_and_approve(b: Bench) -> None:
     b.runner.apply_outcome(run.review_id)
 
 
-def test_a_kill_after_any_write_loses_no_vote_and_applies_the_outcome_once(tmp_path: Path, store_writes: None) -> None:
+def test_a_kill_after_any_write_loses_no_vote_and_applies_the_outcome_once(tmp_path: Path) -> None:
     total = writes_of(tmp_path, start_and_approve)
     assert total > 10  # counters, run, snapshots, review, vote, posts, applied: every one is a crash point
     for crash_at in range(1, total + 1):
@@ -492,7 +479,7 @@ def test_a_failed_run_writes_why_to_its_markdown(tmp_path: Path) -> None:
 
 def test_an_outcome_that_cannot_be_applied_says_who_voted_for_it(tmp_path: Path) -> None:
     b, run_id, review_id = paused(tmp_path)
-    (tmp_path / "state" / "snapshots").rename(tmp_path / "state" / "snapshots-gone")
+    db_execute(tmp_path / "state", "DELETE FROM snapshots")
     vote(b, review_id, HumanDecision.APPROVE, who="bob")
     b.runner.apply_outcome(review_id)
     reason = b.store.get_run(run_id).reason or ""
@@ -515,12 +502,12 @@ def test_a_runs_end_line_shows_the_summary_its_loop_worded(output: Any, shown: s
 
 def test_a_waiting_run_whose_review_was_set_aside_fails_and_frees_its_loop(tmp_path: Path) -> None:
     b, run_id, review_id = paused(tmp_path)
-    (b.config.state_dir / "reviews" / f"{review_id}.json").write_text("{torn", encoding="utf-8")
+    db_execute(b.config.state_dir, "UPDATE reviews SET doc = '{torn'")
     restarted = bench(tmp_path, [demo()])
     restarted.runner.recover()
     run = restarted.store.get_run(run_id)
     assert run.status == "failed" and f"its review {review_id} could not be read" in (run.reason or "")
-    assert any(f"{review_id}.json" in problem for problem in restarted.store.problems())
+    assert f"loopbot.db reviews/{review_id}" in (run.reason or "")  # the damaged row, named
     assert restarted.runner.request_run("demo", trigger="schedule") is not None  # overlap: skip no longer blocks
     assert restarted.runner.join(10)
 

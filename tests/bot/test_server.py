@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 from bot.server import bind_socket, create_app, health
 from bot.service import Service
 
-from .runtime_support import bench, demo
+from .runtime_support import bench, db_execute, demo
 
 
 def test_healthz_counts_runs_by_status_and_open_reviews(tmp_path: Path) -> None:
@@ -45,16 +45,16 @@ def test_healthz_is_503_when_the_state_dir_is_gone(tmp_path: Path) -> None:
 def test_healthz_names_a_corrupt_document_it_set_aside_and_serves_the_rest(tmp_path: Path) -> None:
     b = bench(tmp_path, [demo()])
     b.runner.run_foreground("demo")
-    (b.config.state_dir / "runs" / "demo-run-1.json").write_text("{torn", encoding="utf-8")
+    db_execute(b.config.state_dir, "UPDATE runs SET doc = '{torn' WHERE key = 'demo-run-1'")
     code, body = health(b.store, b.config.state_dir)
     assert code == 200 and body["open_reviews"] == 1
-    assert any("demo-run-1.json" in problem for problem in body["problems"])
+    assert [problem.split(":")[0] for problem in body["problems"]] == ["runs/demo-run-1"]
 
 
 def test_healthz_is_503_when_the_state_dir_is_read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     b = bench(tmp_path, [demo()])
     state_dir = b.config.state_dir
-    state_dir.mkdir(parents=True)
+    state_dir.mkdir(parents=True, exist_ok=True)
     real = os.statvfs
 
     def read_only(path: object) -> os.statvfs_result:

@@ -11,15 +11,15 @@ import pytest
 
 from bot.patterns import LoopSpec
 from bot.desk import ReviewDesk, local_channel
-from bot.reviews import Outcome, Review, Vote, cast_vote
+from bot.reviews import Outcome, Review, ReviewPolicy, Vote, cast_vote
 import bot.runner as runner_module
 from bot.runner import Runner
 from bot.service import RUN_REQUEST, Service
-from bot.store import FileStore
+from bot.store import SqliteStore
 from loop_engine.checkpoint import HumanDecision
 from loop_engine.types import LoopContext
 
-from .runtime_support import T0, Bench, bench, demo, wait_for
+from .runtime_support import T0, Bench, bench, db_execute, demo, wait_for
 
 TIMEOUTS = {
     "remind_after": "1h", "escalate_after": "2h", "escalate_to": [{"slack": {"channel": "C0PAGER"}}],
@@ -48,7 +48,7 @@ def test_a_run_request_starts_a_run_once(tmp_path: Path) -> None:
     assert len(b.store.list_runs()) == 1
 
 
-class ForgetfulStore(FileStore):
+class ForgetfulStore(SqliteStore):
     """finish_request is lost (a crash right after the run started): the request comes back."""
 
     def finish_request(self, request_id: str) -> None:
@@ -165,7 +165,7 @@ def test_the_tick_thread_starts_and_stops(tmp_path: Path) -> None:
         service.stop()
 
 
-class CountingStore(FileStore):
+class CountingStore(SqliteStore):
     """Counts the ticks that reach the reviews; ``fail_with`` makes that many of them raise it first."""
 
     def __init__(self, root: Path, fail_with: list[BaseException] | None = None) -> None:
@@ -183,9 +183,9 @@ class CountingStore(FileStore):
 def test_a_corrupt_document_does_not_stop_the_tick_thread_and_is_logged_once(tmp_path: Path, caplog: Any) -> None:
     store = CountingStore(tmp_path / "state")
     b = bench(tmp_path, [demo()], store=store)
-    reviews = b.config.state_dir / "reviews"
-    reviews.mkdir(parents=True)
-    (reviews / "demo-1.json").write_text("{torn", encoding="utf-8")
+    b.store.put_review(Review(id="demo-1", loop="demo", run_id="demo-run-1", checkpoint_id="checkpoint_0001",
+                              request={}, policy=ReviewPolicy(), created_at=T0))
+    db_execute(b.config.state_dir, "UPDATE reviews SET doc = '{torn', status = 'decided'")  # every tick reads it
     service = service_for(b)
     service.start(0.01)
     try:
@@ -194,9 +194,9 @@ def test_a_corrupt_document_does_not_stop_the_tick_thread_and_is_logged_once(tmp
         service.stop()
     # Set aside once, named in the log and in problems(); the ticks go on without failing.
     assert not [r for r in caplog.records if "tick failed" in r.getMessage()]
-    named = [r for r in caplog.records if "demo-1.json" in r.getMessage() and r.levelno == logging.ERROR]
+    named = [r for r in caplog.records if "loopbot.db reviews/demo-1" in r.getMessage() and r.levelno == logging.ERROR]
     assert len(named) == 1
-    assert any("demo-1.json" in problem for problem in store.problems())
+    assert [p.split(":")[0] for p in store.problems()] == ["reviews/demo-1"]
 
 
 def test_any_error_in_a_tick_is_logged_with_its_traceback_and_ticking_goes_on(tmp_path: Path, caplog: Any) -> None:
@@ -248,16 +248,15 @@ def test_a_corrupt_inbox_request_is_set_aside_once_and_the_rest_still_moves(tmp_
     run = b.runner.run_foreground("demo")
     assert run is not None and run.review_id
     b.store.update_review(run.review_id, lambda r: cast_vote(r, Vote("local:bob", HumanDecision.APPROVE), now=T0))
-    inbox = b.config.state_dir / "inbox"
-    inbox.mkdir(parents=True, exist_ok=True)
-    (inbox / "request-7.json").write_text("{torn", encoding="utf-8")
+    db_execute(b.config.state_dir, "INSERT INTO inbox (id, num, kind, payload, created_at)"
+               " VALUES ('request-7', 7, 'run', '{torn', '2026-03-02T09:00:00.000000+00:00')")
     service = service_for(b)
     settle(service, b)
     settle(service, b)
     assert b.store.get_run(run.id).status == "completed"
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
-    assert len(errors) == 1 and "moved it to request-7.json.corrupt" in errors[0].getMessage()
-    assert (inbox / "request-7.json.corrupt").exists()
+    assert len(errors) == 1 and "inbox/request-7: damaged payload" in errors[0].getMessage()
+    assert [p.split(":")[0] for p in b.store.problems()] == ["inbox/request-7"]
     later = b.store.enqueue_request("run", {"loop": "demo", "trigger": "cli"})
     assert [r.id for r in b.store.take_requests()] == [later]  # the inbox is not blocked
 
@@ -343,7 +342,7 @@ def test_a_dead_tick_thread_is_a_problem_with_the_reason(tmp_path: Path) -> None
     assert problem == "the tick thread stopped: Fatal: the thread is gone"
 
 
-class HangingStore(FileStore):
+class HangingStore(SqliteStore):
     """A tick that never completes (a stuck lock, a hung disk) until ``release`` is set."""
 
     def __init__(self, root: Path) -> None:

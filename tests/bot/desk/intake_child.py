@@ -15,7 +15,7 @@ from pathlib import Path
 from adapters.channel import Identity, Reply
 from adapters.commands import parse_command
 from bot.desk.intake import IntakeQueue
-from bot.store import FileStore
+from bot.store import SqliteStore
 
 
 def vote(n: int) -> Reply:
@@ -26,7 +26,7 @@ def vote(n: int) -> Reply:
 
 def main(state: str, count: int) -> None:
     never = threading.Event()
-    intake = IntakeQueue(FileStore(Path(state)), lambda reply: never.wait())
+    intake = IntakeQueue(SqliteStore(Path(state)), lambda reply: never.wait())
     intake.start()
     for n in range(count):
         assert intake.accept(f"hook:d-{n}", [vote(n)])

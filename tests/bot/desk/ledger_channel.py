@@ -61,9 +61,9 @@ def main(state_dir: str, ledger: str) -> None:
     from datetime import UTC, datetime
 
     from bot.desk import ReviewDesk, local_channel
-    from bot.store import FileStore
+    from bot.store import SqliteStore
 
-    store = FileStore(state_dir)
+    store = SqliteStore(state_dir)
     channel = LedgerChannel(Path(ledger), hold=60)
     desk = ReviewDesk(store, {"local": local_channel(Path(state_dir)), "slack": channel},
                       clock=lambda: datetime.now(UTC))

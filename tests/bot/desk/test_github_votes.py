@@ -10,7 +10,7 @@ from adapters.commands import parse_command
 from adapters.github import Directory
 from bot.desk import Authorizer, ListMembership, People, VotePath
 from bot.desk.github_wiring import GitHubMembership
-from bot.store import FileStore
+from bot.store import SqliteStore
 
 from ..runtime_support import FakeClock
 from .support import make_review
@@ -33,8 +33,8 @@ class Roles:
         return False
 
 
-def _path(tmp_path: Path, roles: Roles, **reviewers: Any) -> tuple[VotePath, FileStore]:
-    store = FileStore(tmp_path / "state")
+def _path(tmp_path: Path, roles: Roles, **reviewers: Any) -> tuple[VotePath, SqliteStore]:
+    store = SqliteStore(tmp_path / "state")
     review = make_review(**reviewers)
     review.posts = [{"channel": "github", "data": dict(POST), "target": "github:octo/ops#42"}]
     store.put_review(review)

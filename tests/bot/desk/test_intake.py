@@ -16,7 +16,7 @@ from adapters.channel import AnswerKind, Identity, Reply
 from adapters.commands import parse_command
 from bot.desk import Authorizer, ListMembership, VotePath
 from bot.desk.intake import IntakeQueue
-from bot.store import FileStore
+from bot.store import SqliteStore
 
 from ..runtime_support import FakeClock, wait_for
 from .intake_child import vote
@@ -25,8 +25,8 @@ from .support import make_review
 REPO = Path(__file__).resolve().parents[3]
 
 
-def votes_on(tmp_path: Path, required: int = 10) -> tuple[FileStore, VotePath]:
-    store = FileStore(tmp_path / "state")
+def votes_on(tmp_path: Path, required: int = 10) -> tuple[SqliteStore, VotePath]:
+    store = SqliteStore(tmp_path / "state")
     review = make_review()
     review.policy.approvals_required = required
     store.put_review(review)
@@ -107,7 +107,7 @@ def test_kill_9_after_the_answer_and_before_the_votes_loses_none(tmp_path: Path)
             child.kill()
     assert store.get_review("demo-1").votes == []  # answered, not yet cast
 
-    restarted = FileStore(tmp_path / "state")
+    restarted = SqliteStore(tmp_path / "state")
     answers: list[AnswerKind] = []
     path = VotePath(restarted, Authorizer({"github": ListMembership("github")}), clock=FakeClock())
     intake = IntakeQueue(restarted, lambda reply: answers.append(path.handle(reply).kind))

@@ -12,17 +12,17 @@ import pytest
 from adapters.channel import Target
 from bot.desk import ReviewDesk
 from bot.desk.outbox import MAX_BACKOFF, backoff
-from bot.store import FileStore
+from bot.store import SqliteStore
 
-from ..runtime_support import FakeClock, wait_for
+from ..runtime_support import FakeClock, db_execute, wait_for
 from .support import FlakyChannel, StuckChannel, make_review
 
 SLACK_A, SLACK_B = {"slack": {"channel": "C0AAA"}}, {"slack": {"channel": "C0BBB"}}
 GITHUB = {"github": {"repository": "octo/ops", "issue": 42}}
 
 
-def desk_with(tmp_path: Path, **channels: Any) -> tuple[ReviewDesk, FileStore, FakeClock]:
-    store = FileStore(tmp_path / "state")
+def desk_with(tmp_path: Path, **channels: Any) -> tuple[ReviewDesk, SqliteStore, FakeClock]:
+    store = SqliteStore(tmp_path / "state")
     clock = FakeClock()
     desk = ReviewDesk(store, {"local": FlakyChannel("local"), **channels}, clock=clock)
     return desk, store, clock
@@ -116,7 +116,7 @@ def test_a_failing_delivery_is_visible_in_status(tmp_path: Path) -> None:
 def test_a_dead_channel_does_not_delay_another(tmp_path: Path) -> None:
     """Workers only, the tick never started: a hung Slack API leaves GitHub's delivery untouched."""
     slack, github = StuckChannel("slack"), FlakyChannel("github")
-    store = FileStore(tmp_path / "state")
+    store = SqliteStore(tmp_path / "state")
     desk = ReviewDesk(store, {"local": FlakyChannel("local"), "slack": slack, "github": github}, clock=FakeClock())
     desk.start()
     try:
@@ -154,7 +154,7 @@ def test_a_task_for_a_review_that_is_gone_is_dropped_with_a_log_line(
     review = make_review()
     store.put_review(review)
     desk.open(review, [])
-    (tmp_path / "state" / "reviews" / "demo-1.json").unlink()
+    db_execute(tmp_path / "state", "DELETE FROM reviews")
     desk.flush()
     assert store.pending_tasks() == [] and "dropped" in caplog.text
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bot.desk import ReviewDesk, local_channel
-from bot.store import FileStore
+from bot.store import SqliteStore
 
 from .ledger_channel import LedgerChannel
 from .support import make_review
@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 def test_kill_9_after_the_post_and_before_its_record_leaves_one_message(tmp_path: Path) -> None:
     state, ledger = tmp_path / "state", tmp_path / "ledger.jsonl"
-    store = FileStore(state)
+    store = SqliteStore(state)
     channel = LedgerChannel(ledger)
     desk = ReviewDesk(store, {"local": local_channel(state), "slack": channel}, clock=lambda: datetime.now(UTC))
     review = make_review()
@@ -38,9 +38,9 @@ def test_kill_9_after_the_post_and_before_its_record_leaves_one_message(tmp_path
     finally:
         if child.poll() is None:
             child.kill()
-    assert [t.action for t in FileStore(state).pending_tasks() if t.channel == "slack"] == ["post"]
+    assert [t.action for t in SqliteStore(state).pending_tasks() if t.channel == "slack"] == ["post"]
 
-    restarted = FileStore(state)  # a new process's view: fresh indexes
+    restarted = SqliteStore(state)  # a new process's view: fresh indexes
     ReviewDesk(restarted, {"local": local_channel(state), "slack": channel}, clock=lambda: datetime.now(UTC)).flush()
     assert channel.messages() == [{"review": "demo-1", "target": "slack:C0AAA"}]
     assert restarted.pending_tasks() == []

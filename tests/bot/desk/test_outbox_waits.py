@@ -21,7 +21,7 @@ from adapters.slack.channel import SlackChannel
 from adapters.slack.client import SlackClient
 from bot.desk import ReviewDesk, review_post
 from bot.desk.outbox import MAX_BACKOFF, backoff
-from bot.store import FileStore
+from bot.store import SqliteStore
 from tests.fakes.github_api import FakeGitHub
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlackApi
 
@@ -74,7 +74,7 @@ def posted(kind: str, slack_api: FakeSlackApi, github_api: FakeGitHub) -> int:
 def test_a_hostile_retry_after_is_a_bounded_wait(tmp_path: Path, slack_api: FakeSlackApi, github_api: FakeGitHub,
                                                  kind: str, value: str) -> None:
     channel, target = refuse_once(kind, slack_api, github_api, value)
-    store, clock = FileStore(tmp_path / "state"), FakeClock()
+    store, clock = SqliteStore(tmp_path / "state"), FakeClock()
     desk = ReviewDesk(store, {"local": FlakyChannel("local"), kind: channel}, clock=clock)
     review = make_review()
     store.put_review(review)
@@ -94,7 +94,7 @@ def test_the_worker_keeps_posting_after_retry_after_inf_and_after_a_restart(
     tmp_path: Path, slack_api: FakeSlackApi, github_api: FakeGitHub, kind: str
 ) -> None:
     channel, target = refuse_once(kind, slack_api, github_api, "inf")
-    store, clock = FileStore(tmp_path / "state"), FakeClock()
+    store, clock = SqliteStore(tmp_path / "state"), FakeClock()
     desk = ReviewDesk(store, {"local": FlakyChannel("local"), kind: channel}, clock=clock)
     desk.start()
     try:
@@ -144,7 +144,7 @@ def test_an_unexpected_error_in_a_task_is_logged_and_the_tasks_after_it_still_go
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     broken = _BrokenAsk("slack")
-    store, clock = FileStore(tmp_path / "state"), FakeClock()
+    store, clock = SqliteStore(tmp_path / "state"), FakeClock()
     desk = ReviewDesk(store, {"local": FlakyChannel("local"), "slack": broken}, clock=clock)
     first, second = make_review("demo-1"), make_review("demo-2")
     for review in (first, second):
@@ -171,7 +171,7 @@ def test_slack_s_hostile_retry_after_reaches_the_outbox_clamped(slack_api: FakeS
     assert raised.value.retry_after == wait and not raised.value.permanent
 
 
-class _StoreFailingOnce(FileStore):
+class _StoreFailingOnce(SqliteStore):
     """A store whose first read of due tasks hits a bug (not a StoreError): the worker must outlive it."""
 
     def __init__(self, root: Path) -> None:

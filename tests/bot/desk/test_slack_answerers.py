@@ -16,7 +16,7 @@ from adapters.commands import parse_command
 from adapters.slack import SlackClient, SlackDirectory
 from bot.desk import Authorizer, ListMembership, VotePath
 from bot.desk.slack_wiring import SlackMembership
-from bot.store import FileStore
+from bot.store import SqliteStore
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlackApi
 
 from ..runtime_support import FakeClock
@@ -35,7 +35,7 @@ def slack() -> Iterator[FakeSlackApi]:
 
 
 def _path(tmp_path: Path, slack: FakeSlackApi, now: list[float], **reviewers: list[str]) -> VotePath:
-    store = FileStore(tmp_path / "state")
+    store = SqliteStore(tmp_path / "state")
     review = make_review(**reviewers)
     review.policy.approvals_required = 3
     review.posts = [{"channel": "slack", "data": {"channel": "C1", "ts": "2.0", "thread_ts": "1.0"},

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 
 import pytest
@@ -11,10 +10,10 @@ from adapters.channel import Answer, AnswerKind, Identity, Reply
 from adapters.commands import parse_command
 from bot.desk import Authorizer, ListMembership, People, VotePath
 from bot.reviews import Reviewers
-from bot.store import FileStore
-from bot.store.base import cast_each
+from bot.store import SqliteStore
+from bot.store import CorruptDocumentError
 
-from ..runtime_support import FakeClock, bench, demo, wait_for
+from ..runtime_support import FakeClock, bench, db_execute, demo, wait_for
 from .support import make_review
 
 ALICE_LOCAL, ALICE_SLACK = Identity("local", "alice"), Identity("slack", "U0AAA", "alice")
@@ -25,8 +24,8 @@ ALL = {"local": ListMembership("local"), "slack": ListMembership("slack"), "gith
 def path_for(
     tmp_path: Path, *, people: People | None = None, required: int = 1, people_names: list[str] | None = None,
     **reviewers: list[str],
-) -> tuple[VotePath, FileStore, list[str]]:
-    store = FileStore(tmp_path / "state")
+) -> tuple[VotePath, SqliteStore, list[str]]:
+    store = SqliteStore(tmp_path / "state")
     review = make_review(**reviewers, **({"people": people_names} if people_names else {}))
     review.policy.approvals_required = required
     review.posts = [{"channel": "slack", "data": {"channel": "C1", "ts": "2.0", "thread_ts": "1.0"},
@@ -183,17 +182,9 @@ def test_a_review_that_cannot_be_written_fails_its_own_replies_only(tmp_path: Pa
     other = make_review(local=["alice"])
     other.id, other.run_id = "demo-2", "run-2"
     store.put_review(other)
-    update = store.update_review
-
-    def failing(review_id, mutate):  # type: ignore[no-untyped-def]
-        if review_id == "demo-1":
-            raise OSError("No space left on device")
-        return update(review_id, mutate)
-
-    store.update_review = failing  # type: ignore[method-assign]
-    store.cast_votes = partial(cast_each, store)  # type: ignore[method-assign]  # one update per review
+    db_execute(store.root, "UPDATE reviews SET doc = substr(doc, 1, 40) WHERE key = 'demo-1'")  # its row, damaged
     first, second = votes.handle_many([reply("approve demo-1"), reply("approve demo-2")])
-    assert isinstance(first, OSError)
+    assert isinstance(first, CorruptDocumentError) and "loopbot.db reviews/demo-1" in str(first)
     assert isinstance(second, Answer) and second.kind is AnswerKind.DECIDED
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(CorruptDocumentError, match="reviews/demo-1"):
         votes.handle(reply("approve demo-1"))

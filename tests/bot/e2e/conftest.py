@@ -7,7 +7,6 @@ completion. Everything waits on a condition with a deadline, never a bare sleep.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -23,7 +22,7 @@ import yaml
 
 from bot.store.lock import ServeLock
 
-from ..runtime_support import wait_for
+from ..runtime_support import state_fingerprint, wait_for
 
 __all__ = ["Workspace", "Bot", "demo_loop", "slow_loop", "wait_for"]
 
@@ -108,12 +107,8 @@ class Workspace:
         return wait_for(found, timeout=timeout, what=f"an open review of loop {loop}")
 
     def fingerprint(self) -> dict[str, str]:
-        """Every file under the state dir (except the health probe) and a hash of its content."""
-        result = {}
-        for path in sorted(self.state_dir.rglob("*")):
-            if path.is_file() and path.name != ".healthz":
-                result[str(path.relative_to(self.state_dir))] = hashlib.sha256(path.read_bytes()).hexdigest()
-        return result
+        """Every file under the state dir (except the health probe) by hash, and the database by content."""
+        return state_fingerprint(self.state_dir)
 
     def serve(self) -> Bot:
         bot = Bot(self)

@@ -22,7 +22,7 @@ import pytest
 
 from adapters.github.webhook import sign
 from bot.review_records import Review
-from bot.store import FileStore
+from bot.store import SqliteStore
 from tests.fakes.github_api import FakeGitHub
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlackApi, signed_headers
 
@@ -157,7 +157,7 @@ def gh() -> Iterator[FakeGitHub]:
 
 def stored_review(ws: Workspace, review_id: str) -> Review:
     """The review as the store holds it, read in-process (no `status` subprocess per poll)."""
-    return FileStore(Path(ws.state_dir)).get_review(review_id)
+    return SqliteStore(Path(ws.state_dir)).get_review(review_id)
 
 
 def votes_of(ws: Workspace, review_id: str) -> list[tuple[str, str, str]]:

@@ -1,16 +1,17 @@
-"""`loopbot serve` on a state dir with one corrupt document of each kind next to good ones (issue #12).
+"""`loopbot serve` on a database with one damaged row of each kind next to good ones (issue #12).
 
 A truncated review (of a real waiting run), an empty run, a garbled
-snapshot (of a real waiting run), a review in a newer format, a stray
-``reviews/notes.json``, a corrupt id counter, a corrupt inbox request and a
-corrupt outbox task. Every good review decided with ``loopbot decide`` is
-applied (its run completes), the bad documents are named in ``status`` and
-in /healthz's problems, and ``serve`` stays up throughout.
+snapshot (of a real waiting run), a review in a newer format, a corrupt
+inbox request and a corrupt outbox task, written into loopbot.db behind the
+store's back. Every good review decided with ``loopbot decide`` is applied
+(its run completes), the bad rows are named in ``status`` and in /healthz's
+problems, and ``serve`` stays up throughout.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -23,28 +24,27 @@ GOOD = ("demo-1", "demo-2", "demo-3")
 
 
 def corrupt(state: Path) -> dict[str, str]:
-    """Damage the state dir; {what: the file name status and /healthz must name}."""
-    review5 = state / "reviews" / "demo-5.json"
-    review5.write_bytes(review5.read_bytes()[:57])  # a real review, cut mid-write
-    (state / "runs" / "demo-run-99.json").write_bytes(b"")
-    (state / "snapshots" / "demo-run-4.json").write_bytes(b'{"format": 2, "run_id": "demo-run-4", "engine": {\x00\xff')
-    newer = json.loads((state / "reviews" / "demo-1.json").read_text(encoding="utf-8"))
-    newer.update(id="demo-98", format=999)
-    (state / "reviews" / "demo-98.json").write_text(json.dumps(newer), encoding="utf-8")
-    (state / "reviews" / "notes.json").write_text('{"todo": "ask bob about demo-2"}\n', encoding="utf-8")
-    (state / "counters" / "demo-run.json").write_bytes(b"\x00\x00garbage")
-    (state / "inbox").mkdir(exist_ok=True)
-    (state / "inbox" / "request-50.json").write_bytes(b'{"format": 1, "kind": "run", "payl')
-    (state / "outbox").mkdir(exist_ok=True)
-    (state / "outbox" / "demo-1.post.bogus.json").write_bytes(b"[1, 2,")
+    """Damage the database; {what: the row status and /healthz must name}."""
+    with sqlite3.connect(state / "loopbot.db") as conn:
+        conn.execute("UPDATE reviews SET doc = substr(doc, 1, 57) WHERE key = 'demo-5'")  # a real review, cut short
+        conn.execute("INSERT INTO runs SELECT 'demo-run-99', 'demo-run-99', loop, status, trigger, created_at, 99,"
+                     " archived, '' FROM runs WHERE key = 'demo-run-1'")
+        conn.execute("UPDATE snapshots SET data = ? WHERE run_key = 'demo-run-4'",
+                     (b'{"format": 2, "run_id": "demo-run-4", "engine": {\x00\xff',))
+        newer = json.loads(conn.execute("SELECT doc FROM reviews WHERE key = 'demo-1'").fetchone()[0])
+        newer.update(id="demo-98", format=999)
+        conn.execute("INSERT INTO reviews SELECT 'demo-98', 'demo-98', run_key, checkpoint_id, status, created_at, 98,"
+                     " deadline, archived, ?, NULL, NULL FROM reviews WHERE key = 'demo-1'", (json.dumps(newer),))
+        conn.execute("INSERT INTO inbox VALUES ('request-50', 50, 'run', '{\"payl', '2026-01-01T00:00:00.000000+00:00',"
+                     " NULL, NULL)")
+        conn.execute("INSERT INTO outbox VALUES ('demo-1.post.bogus', 'slack', 'demo-1',"
+                     " '2026-01-01T00:00:00.000000+00:00', '2026-01-01T00:00:00.000000+00:00', '[1, 2,', NULL, NULL)")
     return {
-        "truncated review": "demo-5.json",
-        "empty run": "demo-run-99.json",
-        "newer-format review": "demo-98.json",
-        "stray review": "notes.json",
-        "corrupt outbox task": "demo-1.post.bogus.json",
-        "corrupt counter": "demo-run.json",
-        "corrupt inbox request": "request-50.json",
+        "truncated review": "reviews/demo-5",
+        "empty run": "runs/demo-run-99",
+        "newer-format review": "reviews/demo-98",
+        "corrupt outbox task": "outbox/demo-1.post.bogus",
+        "corrupt inbox request": "inbox/request-50",
     }
 
 
@@ -66,16 +66,15 @@ def test_serve_applies_every_good_decision_and_names_every_bad_document(ws: Work
     # /healthz does not list snapshots: a snapshot is read only when its run resumes)
     assert ws.cli("decide", "demo-4", "approve").returncode == 0
     failed = ws.wait_run("demo-run-4", "failed")
-    assert "snapshots/demo-run-4.json" in (failed["reason"] or ""), failed
+    assert "loopbot.db snapshots/demo-run-4" in (failed["reason"] or ""), failed
 
-    # a new run after the corrupt counter: handed to the server, it gets a fresh id
+    # a new run: handed to the server, it gets a fresh id
     handed = ws.cli("run", "demo")
     assert handed.returncode == 0 and "handed to the running server" in handed.stdout, handed.stderr
     ws.wait_open_review()
     status = ws.status()
     run_ids = [r["id"] for r in status["runs"]]
     assert len(run_ids) == len(set(run_ids)), run_ids
-    assert "demo-run-100" in run_ids, run_ids  # counting resumes past every id in use, the quarantined 99 too
 
     assert bot.proc is not None and bot.proc.poll() is None, bot.log()
     health = bot.healthz()

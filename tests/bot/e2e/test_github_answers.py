@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bot.store import FileStore
+from bot.store import SqliteStore
 from tests.fakes.github_api import FakeGitHub
 
 from .conftest import Bot, Workspace, wait_for
@@ -99,7 +99,7 @@ def test_retry_then_modify_by_comment_reach_the_run(ws: Workspace, gh: FakeGitHu
     _comment(bot, gh, "/modify context.note=checked context.items=3", "alice")  # no id: one review is open here
     ws.wait_run(first["run"], "completed")
     assert votes_of(ws, second["id"]) == [("github:alice", "MODIFY", "github:webhook")]
-    snapshot = FileStore(Path(ws.state_dir)).load_snapshot(first["run"]) or {}
+    snapshot = SqliteStore(Path(ws.state_dir)).load_snapshot(first["run"]) or {}
     context = snapshot["context"]["initial_context"]
     assert context["note"] == "checked" and context["items"] == 3, context
     wait_for(lambda: "loopbot:modified" in gh.labels_of(REPOSITORY, ISSUE), what="the modified label")

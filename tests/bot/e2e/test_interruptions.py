@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.store import FileStore
+from bot.store import SqliteStore
 
 from ..slow_loop import trail_lines
 from .conftest import Workspace, slow_loop, wait_for
@@ -49,7 +49,7 @@ def test_kill9_while_applying_a_decision_then_restart_applies_it_once(ws: Worksp
     wait_for(lambda: "step_2" in started_steps(trail), timeout=15, what="the resumed run to start step 2")
     first.kill9()  # mid-resume: the decision is in the snapshot, the review not yet marked applied
     assert ws.review(review["id"])["status"] == "decided"
-    leftover = ws.state_dir / "runs" / f".{review['run']}.json.k9x.tmp"  # as a write cut short by kill -9 leaves
+    leftover = ws.state_dir / "local-reviews" / f".{review['id']}.md.k9x.tmp"  # as a write cut short by kill -9 leaves
     leftover.write_text("{")
     os.utime(leftover, (time.time() - 3600, time.time() - 3600))
 
@@ -57,7 +57,7 @@ def test_kill9_while_applying_a_decision_then_restart_applies_it_once(ws: Worksp
     ws.wait_run(review["run"], "completed", timeout=20)
     assert not leftover.exists() and "removed 1 temp file(s) left by interrupted writes" in second.log()
     assert ws.review(review["id"])["status"] == "applied"
-    snapshot = FileStore(ws.state_dir).load_snapshot(review["run"])
+    snapshot = SqliteStore(ws.state_dir).load_snapshot(review["run"])
     assert snapshot is not None
     assert [d["decision"] for d in snapshot["decisions"]] == ["APPROVE"]  # applied exactly once
     assert started_steps(trail)[0] == "step_1" and started_steps(trail).count("step_1") == 1

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from bot.store import FileStore
+from bot.store import SqliteStore
 
 from .conftest import Workspace, demo_loop, wait_for
 
@@ -26,7 +26,7 @@ def test_run_on_start_pauses_and_decide_completes_it(ws: Workspace) -> None:
     decided = time.monotonic()
     assert done.returncode == 0, done.stderr
     assert "decided" in done.stdout and "resumes the run within a second" in done.stdout
-    store = FileStore(ws.state_dir)  # read in-process: a `status` subprocess per poll is too slow to time this
+    store = SqliteStore(ws.state_dir)  # read in-process: a `status` subprocess per poll is too slow to time this
     wait_for(lambda: store.get_run(run_id).status == "completed", timeout=15, what=f"run {run_id} to complete")
     assert time.monotonic() - decided < 1.5  # one poll interval, plus the demo's few steps
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from adapters.slack.channel import EVENT_REVIEW
-from bot.store import FileStore
+from bot.store import SqliteStore
 from tests.fakes.slack_api import FakeSlackApi, FakeSocketMode
 
 from .conftest import Workspace, demo_loop, wait_for
@@ -47,7 +47,7 @@ def _submit_changes(desk: SlackDesk, view: dict[str, Any], changes: str, user: s
 
 
 def _context_of(ws: Workspace, run_id: str) -> dict[str, Any]:
-    snapshot = FileStore(Path(ws.state_dir)).load_snapshot(run_id) or {}
+    snapshot = SqliteStore(Path(ws.state_dir)).load_snapshot(run_id) or {}
     return dict((snapshot.get("context") or {}).get("initial_context") or {})
 
 
@@ -98,7 +98,7 @@ def test_pause_button_keeps_the_review_open_and_silences_its_reminders(desk: Sla
     assert "paused" in said[0].lower(), said
     status = desk.ws.review(review["id"])
     assert status["status"] == "open" and desk.ws.run(review["run"])["status"] == "waiting"
-    stored = FileStore(Path(desk.ws.state_dir)).get_review(review["id"])
+    stored = SqliteStore(Path(desk.ws.state_dir)).get_review(review["id"])
     assert stored.paused_until is not None and stored.paused_until > datetime.now(stored.paused_until.tzinfo)
 
     # the unpaused control review, due at the same time, is reminded; the paused one is not

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from bot.store import FileStore
+from bot.store import SqliteStore
 
 from .conftest import Workspace, demo_loop, slow_loop, wait_for
 
@@ -64,7 +64,7 @@ def progress(request: pytest.FixtureRequest) -> Callable[[str], None]:
 
 def act(ws: Workspace, rng: random.Random, ledger: Ledger) -> str:
     """One random CLI action - start a run or vote on an open review; what it did, in a few words."""
-    open_reviews = sorted((r for r in FileStore(ws.state_dir).list_reviews() if r.status == "open"), key=lambda r: r.id)
+    open_reviews = sorted(SqliteStore(ws.state_dir).open_reviews(), key=lambda r: r.id)
     if not open_reviews or rng.random() < 0.3:
         loop = rng.choice(["demo", "slow"])
         done = ws.cli("run", loop)
@@ -124,7 +124,7 @@ def violations(ws: Workspace, status: dict[str, Any], ledger: Ledger) -> list[st
             problems.append(f"{review_id}: the outcome was posted more than once")
         if review["status"] == "applied" and outcome is not None:
             problems += applied_once(ws, review, runs[review["run"]])
-    snapshots = FileStore(ws.state_dir)
+    snapshots = SqliteStore(ws.state_dir)
     for path in sorted((ws.state_dir / "snapshots").glob("*.json")):
         decisions = (snapshots.load_snapshot(path.stem) or {})["decisions"]
         twice = [c for c, n in Counter(d["checkpoint_id"] for d in decisions).items() if n > 1]
@@ -141,7 +141,7 @@ def violations(ws: Workspace, status: dict[str, Any], ledger: Ledger) -> list[st
 def applied_once(ws: Workspace, review: dict[str, Any], run: dict[str, Any]) -> list[str]:
     """The review's run moved past its checkpoint once, the way the outcome said."""
     problems = []
-    snapshot = FileStore(ws.state_dir).load_snapshot(run["id"]) or {}  # the engine's state, as the run saved it
+    snapshot = SqliteStore(ws.state_dir).load_snapshot(run["id"]) or {}  # the engine's state, as the run saved it
     decisions = [d["decision"] for d in snapshot["decisions"] if d["checkpoint_id"] == review["checkpoint"]]
     if decisions != [review["outcome"]["decision"].upper()]:
         problems.append(f"{review['id']} applied to run {run['id']} as {decisions}")

@@ -17,7 +17,7 @@ from adapters.commands import parse_command
 from bot.config import BotConfig
 from bot.desk import Authorizer, ListMembership, VotePath
 from bot.patterns import LoopSpec, get_pattern
-from bot.store import FileStore
+from bot.store import SqliteStore
 from bot.worker import LoopCatalog
 
 from ..desk.support import make_review
@@ -26,13 +26,13 @@ from ..runtime_support import FakeClock
 SLACK_ALICE = Identity("slack", "U0AAA", "alice")
 
 
-def _votes(tmp_path: Path) -> tuple[VotePath, FileStore]:
+def _votes(tmp_path: Path) -> tuple[VotePath, SqliteStore]:
     config = BotConfig.model_validate({
         "state_dir": str(tmp_path / "state"),
         "loops": [{"name": "daily-triage", "pattern": "daily-triage",
                    "options": {"repository": "octo/ops", "labels": {"P0": "urgent"}}}],
     })
-    store = FileStore(tmp_path / "state")
+    store = SqliteStore(tmp_path / "state")
     store.put_review(replace(make_review("daily-triage-1", slack_users=["U0AAA"]), loop="daily-triage",
                              run_id="daily-triage-run-1"))
     catalog = LoopCatalog(config)

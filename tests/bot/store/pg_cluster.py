@@ -3,7 +3,7 @@
 ``initdb`` into a temp dir and ``pg_ctl start`` listening only on a unix
 socket in that dir (no TCP port to collide with). The server refuses to run
 as root, so as root both run as the ``postgres`` system user (``runuser``).
-``stop()`` (registered by tests/bot/store/conftest.py and at exit) stops the
+``stop()`` (registered to run at exit) stops the
 server and removes the dir.
 
 Without the binaries the PostgreSQL tests skip, saying why; with ``CI=true``

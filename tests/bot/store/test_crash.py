@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from functools import partial
 
-import json
 import os
 import random
 import selectors
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -23,7 +23,7 @@ from datetime import datetime, UTC
 from pathlib import Path
 
 from bot.reviews import Review, ReviewPolicy, Vote, cast_vote
-from bot.store import FileStore, UnknownReviewError
+from bot.store import SqliteStore, UnknownReviewError
 from loop_engine.checkpoint import HumanDecision
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -45,7 +45,7 @@ def _review(review_id: str) -> Review:
 
 def votes_child(state_dir: str, start: int) -> None:
     """Vote k is voter k % 3 on review crash-<k // 3> with delivery key k<k>; the third vote decides."""
-    store = FileStore(state_dir)
+    store = SqliteStore(state_dir)
     k = start
     while True:
         review_id = f"crash-{k // VOTERS}"
@@ -53,8 +53,11 @@ def votes_child(state_dir: str, start: int) -> None:
             store.get_review(review_id)
         except UnknownReviewError:
             store.put_review(_review(review_id))
-        vote = Vote(f"local:v{k % VOTERS}", HumanDecision.APPROVE, delivery_key=f"k{k}")
-        result = store.update_review(review_id, partial(cast_vote, vote=vote, now=datetime.now(UTC)))
+        vote = Vote(f"local:v{k % VOTERS}", HumanDecision.APPROVE, delivery_key=f"k{k}", at=datetime.now(UTC))
+        if k % 2:  # one review's update, or a batch as the Slack and GitHub intake cast them
+            result = store.update_review(review_id, partial(cast_vote, vote=vote, now=datetime.now(UTC)))
+        else:
+            (result,) = store.cast_votes({review_id: [(vote, None)]})[review_id]  # type: ignore[misc]
         print(f"ACK {k}", flush=True)
         if result.outcome is not None:
             print(f"DECIDED {review_id} {result.outcome.decided_at.isoformat()}", flush=True)
@@ -62,7 +65,7 @@ def votes_child(state_dir: str, start: int) -> None:
 
 
 def requests_child(state_dir: str, start: int) -> None:
-    store = FileStore(state_dir)
+    store = SqliteStore(state_dir)
     k = start
     while True:
         request_id = store.enqueue_request("run", {"loop": "demo", "k": k})
@@ -97,11 +100,13 @@ def _run_and_kill(kind: str, state_dir: Path, start: int, acks_before_kill: int)
     return [line for line in lines if line]
 
 
-def _every_document_parses(state_dir: Path) -> None:
-    documents = [p for p in state_dir.rglob("*.json") if not p.name.startswith(".")]
-    assert documents
-    for path in documents:
-        json.loads(path.read_text())
+def _the_database_is_whole(state_dir: Path) -> None:
+    """SQLite's own check of every page and index, and every row readable by the store."""
+    with sqlite3.connect(state_dir / "loopbot.db") as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    store = SqliteStore(state_dir)
+    assert store.list_reviews(archived=True) is not None and store.take_requests() is not None
+    assert store.problems() == []
 
 
 def _kill_repeatedly(kind: str, state_dir: Path, seed: int) -> list[str]:
@@ -118,8 +123,8 @@ def _kill_repeatedly(kind: str, state_dir: Path, seed: int) -> list[str]:
 
 def test_kill_9_while_voting_loses_no_acknowledged_vote(tmp_path: Path) -> None:
     printed = _kill_repeatedly("votes", tmp_path, seed=4)
-    _every_document_parses(tmp_path)
-    store = FileStore(tmp_path)
+    _the_database_is_whole(tmp_path)
+    store = SqliteStore(tmp_path)
     reviews = {review.id: review for review in store.list_reviews()}
 
     acked = {int(line.split()[1]) for line in printed if line.startswith("ACK")}
@@ -143,9 +148,9 @@ def test_kill_9_while_voting_loses_no_acknowledged_vote(tmp_path: Path) -> None:
 
 def test_kill_9_while_enqueueing_loses_no_acknowledged_request(tmp_path: Path) -> None:
     printed = _kill_repeatedly("requests", tmp_path, seed=11)
-    _every_document_parses(tmp_path)
+    _the_database_is_whole(tmp_path)
     acknowledged = [line.split()[2] for line in printed if line.startswith("ACK")]
     assert len(acknowledged) == len(set(acknowledged)), "a request id was handed out twice"
-    stored = [request.id for request in FileStore(tmp_path).take_requests()]
+    stored = [request.id for request in SqliteStore(tmp_path).take_requests()]
     assert len(stored) == len(set(stored))
     assert set(acknowledged) <= set(stored), f"lost: {set(acknowledged) - set(stored)}"

@@ -1,7 +1,9 @@
-"""``loopbot migrate``, ``export`` and ``import``: a directory store to PostgreSQL and back, nothing lost."""
+"""``loopbot migrate``, ``export`` and ``import``: SQLite to a JSON dump to PostgreSQL and back, nothing lost."""
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
 from datetime import timedelta
 from pathlib import Path
 
@@ -9,7 +11,7 @@ import pytest
 
 from bot.cli import main
 from bot.reviews import Vote, cast_vote, mark_applied
-from bot.store import FileStore, Store
+from bot.store import SqliteStore, Store
 from bot.store.sql import PostgresStore
 from bot.store.sql_schema import SCHEMA_VERSION
 from loop_engine.checkpoint import HumanDecision
@@ -70,26 +72,42 @@ def test_migrate_creates_then_reports_the_schema(config: Path, capsys: pytest.Ca
     assert f"schema version {SCHEMA_VERSION} (already)" in capsys.readouterr().out
 
 
-def test_migrate_refuses_a_newer_schema_and_a_directory_store(
-    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_migrate_refuses_a_newer_schema(config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["migrate", "--config", str(config)]) == 0
     _sql(pg_cluster.url(), pg_cluster.schema_for(tmp_path), "UPDATE loopbot_schema SET version = 99")
     for command in (["migrate"], ["status"]):
         assert main([*command, "--config", str(config)]) == 1
         assert "schema version 99" in capsys.readouterr().err
+
+
+def test_migrate_on_sqlite_creates_the_database_and_refuses_a_newer_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     plain = tmp_path / "plain.yaml"
     plain.write_text("state_dir: ./state\n")
-    assert main(["migrate", "--config", str(plain)]) == 1
-    assert "needs a PostgreSQL store" in capsys.readouterr().err
+    assert main(["migrate", "--config", str(plain)]) == 0
+    assert f"{tmp_path / 'state' / 'loopbot.db'}: schema version {SCHEMA_VERSION}" in capsys.readouterr().out
+    with sqlite3.connect(tmp_path / "state" / "loopbot.db") as conn:
+        conn.execute("UPDATE loopbot_schema SET version = 99, written_by = '9.9'")
+    for command in (["migrate"], ["status"], ["decide", "demo-1", "approve"]):
+        assert main([*command, "--config", str(plain)]) == 1
+        err = capsys.readouterr().err
+        assert f"{tmp_path / 'state' / 'loopbot.db'}: schema version 99 (migrated by loopbot 9.9)" in err
 
 
-def test_import_then_export_loses_no_review_or_vote(
+def test_sqlite_to_a_dump_to_postgres_and_back_loses_no_review_or_vote(
     config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    original = FileStore(tmp_path / "state")
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("state_dir: ./sqlite\n")
+    original = SqliteStore(tmp_path / "sqlite")
     fill(original)
-    assert main(["import", "--config", str(config)]) == 0
+    dump = tmp_path / "dump.json"
+    assert main(["export", str(dump), "--config", str(plain)]) == 0
+    assert "5 runs, 4 reviews (6 votes), 5 snapshots" in capsys.readouterr().out
+    assert main(["export", str(dump), "--config", str(plain)]) == 1  # never over an existing file
+    assert "exists" in capsys.readouterr().err
+    assert main(["import", str(dump), "--config", str(config)]) == 0
     out = capsys.readouterr().out
     assert "5 runs, 4 reviews (6 votes), 5 snapshots" in out and "1 pending requests, 1 outbox tasks" in out
     database = PostgresStore(pg_cluster.url(), schema=pg_cluster.schema_for(tmp_path))
@@ -98,12 +116,26 @@ def test_import_then_export_loses_no_review_or_vote(
     assert not database.record_delivery("gh-delivery-1")
     assert database.get_review("demo-3").approvals == ["local:alice", "local:bob", "local:carol"]
 
-    assert main(["import", "--config", str(config)]) == 1  # not into a store that holds runs already
+    assert main(["import", str(dump), "--config", str(config)]) == 1  # not into a store that holds runs already
     assert "already holds runs" in capsys.readouterr().err
 
-    back = tmp_path / "back"
-    assert main(["export", str(back), "--config", str(config)]) == 0
-    exported = FileStore(back)
+    back_dump, back = tmp_path / "back.json", tmp_path / "back.yaml"
+    back.write_text("state_dir: ./back\n")
+    assert main(["export", str(back_dump), "--config", str(config)]) == 0
+    assert main(["import", str(back_dump), "--config", str(back)]) == 0
+    exported = SqliteStore(tmp_path / "back")
     assert_same(database, exported)
     assert exported.next_id("demo") == "demo-6" and not exported.record_delivery("gh-delivery-1")
     assert exported.load_state("demo-run-5") is not None
+    assert [r.to_dict() for r in exported.list_reviews(archived=True)] == [
+        r.to_dict() for r in original.list_reviews(archived=True)]
+
+
+def test_a_directory_store_imports_into_postgres(config: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    old = tmp_path / "old"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "fixtures" / "legacy_state" / "state", old)
+    assert main(["import", str(old), "--config", str(config)]) == 0
+    assert "3 runs, 3 reviews (5 votes), 2 snapshots" in capsys.readouterr().out
+    database = PostgresStore(pg_cluster.url(), schema=pg_cluster.schema_for(tmp_path))
+    assert [v.voter for v in database.get_review("demo-1").history] == ["local:alice", "slack:U1"]

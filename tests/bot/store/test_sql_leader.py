@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from bot.store.sql import PostgresStore
-from bot.store.sql_leader import LeaderElection, replicas, scheduler_url
+from bot.leader import LeaderElection, replicas, scheduler_url
 
 from . import pg_cluster
 
@@ -41,7 +41,7 @@ def test_one_replica_leads_and_another_takes_over_when_it_stops(tmp_path: Path) 
 CHILD = """
 import sys, time
 from bot.store.sql import PostgresStore
-from bot.store.sql_leader import LeaderElection
+from bot.leader import LeaderElection
 store = PostgresStore(sys.argv[1], schema=sys.argv[2], owner="child")
 election = LeaderElection(store, interval=0.2, on_elected=lambda: print("leading", flush=True))
 election.start()

@@ -24,7 +24,8 @@ import pytest
 
 from bot.store.base import Claim
 from bot.store.sql import DatabaseError, PostgresStore
-from bot.store.sql_leader import LeaderElection, Replica, RunClaim, claim_run, replicas, scheduler_url
+from bot.leader import LeaderElection, Replica, replicas, scheduler_url
+from bot.store.sql_claims import RunClaim, claim_run
 from bot.store.sql_schema import advisory_key
 
 from ..runtime_support import wait_for

@@ -79,7 +79,7 @@ def test_an_unmigrated_database_is_refused_without_migrate(url: str, schema: str
 def test_a_newer_document_is_refused_naming_the_row(url: str, schema: str) -> None:
     store = PostgresStore(url, schema=schema)
     store.put_review(make_review())
-    _sql(url, schema, "UPDATE reviews SET doc = replace(doc, '\"format\": 1', '\"format\": 7')")
+    _sql(url, schema, "UPDATE reviews SET doc = jsonb_set(doc::jsonb, '{format}', '7')::text")
     with pytest.raises(NewerFormatError, match="reviews/demo-1.*version 7"):
         store.get_review("demo-1")
 
@@ -104,7 +104,7 @@ def test_the_config_chooses_the_store_and_honours_database_url(
     assert isinstance(store, PostgresStore) and store.schema == schema
     assert url in list(config.secret_values()) and "***" in str(config.redacted())
     path.write_text("state_dir: ./here\n")
-    assert type(open_store(load_config(path))).__name__ == "FileStore"
+    assert type(open_store(load_config(path))).__name__ == "SqliteStore"
     path.write_text("store:\n  url: mysql://x/y\n")
     with pytest.raises(ValueError, match="store.url"):
         load_config(path)

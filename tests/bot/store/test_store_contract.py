@@ -1,7 +1,7 @@
-"""The Store contract: every implementation runs these tests (FileStore now, a SQL store later).
+"""The Store contract: every engine runs these tests (SQLite, PostgreSQL).
 
-Add an implementation by adding an ``Impl`` to ``IMPLS``: ``open`` builds a
-store on a location (a temp dir), ``open_code`` is the Python source a child
+Add an engine by adding an ``Impl`` to ``IMPLS``: ``open`` builds a store
+on a location (a temp dir), ``open_code`` is the Python source a child
 process uses to open the same store.
 """
 
@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
-import bot.store.documents as documents_module
+import sqlite3
+
 from bot.reviews import Review, ReviewPolicy, Vote, cast_vote
 from bot.store import (
     CorruptDocumentError,
-    FileStore,
     NewerFormatError,
     OutboxTask,
     RunRecord,
@@ -35,7 +35,7 @@ from bot.store import (
     UnknownRunError,
     UnknownTaskError,
 )
-from bot.store.sql import PostgresStore
+from bot.store.sql import PostgresStore, SqliteStore
 from loop_engine.checkpoint import HumanDecision
 
 from . import pg_cluster
@@ -52,7 +52,8 @@ class Impl:
 
 
 IMPLS = [
-    Impl("files", lambda p: FileStore(p), lambda p: f"from bot.store import FileStore; store = FileStore({str(p)!r})"),
+    Impl("sqlite", lambda p: SqliteStore(p),
+         lambda p: f"from bot.store.sql import SqliteStore; store = SqliteStore({str(p)!r})"),
     Impl(
         "postgres",
         lambda p: PostgresStore(pg_cluster.url(), schema=pg_cluster.schema_for(p)),
@@ -267,95 +268,58 @@ def test_updates_and_ids_are_serialised_across_processes(store: Store, impl: Imp
     assert store.get_run("demo-run-1").iterations == 2 * n
 
 
-# -- FileStore specifics: files, formats, atomic writes ---------------------
+# -- SQLite specifics: the file, damaged rows, newer formats ------------------
 
 
-def test_corrupt_document_is_named_and_set_aside_by_a_scan(tmp_path: Path) -> None:
-    store = FileStore(tmp_path)
+def _row_doc(path: Path, table: str, key: str, doc: str) -> None:
+    with sqlite3.connect(path / "loopbot.db") as conn:
+        conn.execute(f"UPDATE {table} SET doc = ? WHERE key = ?", (doc, key))
+
+
+def test_a_damaged_row_is_named_with_the_file_and_the_others_still_read(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path)
     store.put_review(make_review())
-    path = tmp_path / "reviews" / "demo-1.json"
-    path.write_text('{"format": 1, "id": "demo-1", "lo')
-    with pytest.raises(CorruptDocumentError, match=str(path)):
+    store.put_review(make_review("demo-2"))
+    _row_doc(tmp_path, "reviews", "demo-1", '{"format": 1, "id": "demo-1", "lo')
+    with pytest.raises(CorruptDocumentError, match=f"{tmp_path / 'loopbot.db'} reviews/demo-1: not a valid JSON"):
         store.get_review("demo-1")
-    assert store.list_reviews() == []  # one bad file no longer stops every review (issue 12.8)
-    (problem,) = store.problems()
-    assert problem.startswith("reviews/demo-1.json: ") and str(path) in problem
-    with pytest.raises(CorruptDocumentError, match="quarantined"):
+    assert store.get_review("demo-2").id == "demo-2"
+    _row_doc(tmp_path, "reviews", "demo-1", '{"format": 1, "id": "demo-1"}')
+    with pytest.raises(CorruptDocumentError, match="reviews/demo-1: damaged"):
         store.get_review("demo-1")
-    path.write_text('{"format": 1, "id": "demo-1"}')
-    with pytest.raises(CorruptDocumentError, match=f"{path}: damaged"):
+    _row_doc(tmp_path, "reviews", "demo-1", json.dumps({**make_review("demo-2").to_dict()}))
+    with pytest.raises(CorruptDocumentError, match="holds id 'demo-2'"):  # a copied row would take the other's votes
         store.get_review("demo-1")
-
-
-def test_a_corrupt_request_is_set_aside_once_and_the_others_are_taken(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    store = FileStore(tmp_path)
-    first, second = store.enqueue_request("run", {"loop": "a"}), store.enqueue_request("run", {"loop": "b"})
-    broken = tmp_path / "inbox" / f"{first}.json"
-    broken.write_text('{"format": 1, "id": "req')
-    assert [r.id for r in store.take_requests()] == [second]
-    assert not broken.exists() and broken.with_name(broken.name + ".corrupt").read_text().startswith('{"format"')
-    assert [r.id for r in store.take_requests()] == [second]
-    assert len([r for r in caplog.records if "moved it to" in r.getMessage()]) == 1 and str(broken) in caplog.text
 
 
 def test_newer_format_is_refused_naming_file_and_versions(tmp_path: Path) -> None:
-    store = FileStore(tmp_path)
+    store = SqliteStore(tmp_path)
     store.put_run(make_run())
-    path = tmp_path / "runs" / "demo-run-1.json"
-    document = json.loads(path.read_text())
+    document = store.get_run("demo-run-1").to_dict()
     document["format"] = 7
-    path.write_text(json.dumps(document))
+    with sqlite3.connect(tmp_path / "loopbot.db") as conn:
+        conn.execute("UPDATE runs SET doc = ?", (json.dumps(document),))
     with pytest.raises(NewerFormatError) as info:
         store.get_run("demo-run-1")
-    assert str(path) in str(info.value) and "version 7" in str(info.value) and "up to 1" in str(info.value)
+    message = str(info.value)
+    assert str(tmp_path / "loopbot.db") in message and "version 7" in message and "up to 1" in message
 
 
-def test_every_write_goes_through_the_atomic_helper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Temp + fsync + rename, nothing else.
-
-    The one file appended to - the journal of accepted webhook deliveries - has tests of its own
-    (test_delivery_files.py): a line cut short is dropped, an fsync covers every line it answers for.
-    """
-    written: list[str] = []
-    real = documents_module.atomic_write_bytes
-
-    def recording(path: Any, data: bytes, **kw: Any) -> Path:
-        written.append(Path(path).relative_to(tmp_path).as_posix())
-        return real(path, data, **kw)
-
-    monkeypatch.setattr(documents_module, "atomic_write_bytes", recording)
-    store = FileStore(tmp_path)
+def test_the_database_is_one_file_in_wal_mode_synced_in_full(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "state")
     store.put_run(make_run())
-    store.update_run("demo-run-1", lambda r: setattr(r, "status", "waiting"))
-    store.save_snapshot("demo-run-1", {"x": 1})
-    store.put_review(make_review())
-    store.update_review("demo-1", lambda r: cast_vote(r, Vote("local:a", HumanDecision.APPROVE), now=T0))
-    store.update_review("demo-1", lambda r: None)  # no change: no write
-    request = store.enqueue_request("run", {})
-    store.add_task(make_task())
-    store.record_delivery("X-GitHub-Delivery 1")
-    store.update_run("demo-run-1", lambda r: setattr(r, "status", "completed"))
-    archived = "archive/runs/20250106090000000000~demo-run-1.json"
-    assert written[:7] == [
-        "runs/demo-run-1.json",
-        "runs/demo-run-1.json",
-        "snapshots/demo-run-1.json",
-        "reviews/demo-1.json",
-        "reviews/demo-1.json",
-        "counters/request.json",
-        f"inbox/{request}.json",
-    ]
-    assert written[7] == "outbox/demo-1.post.slack-C0123.json" and written[8].startswith("deliveries/")
-    assert written[9:] == [archived]
-    documents = [p for p in tmp_path.rglob("*") if p.is_file() and not p.name.startswith(".")]
-    left = sorted(set(written) - {"runs/demo-run-1.json"})  # the ended run moved to the archive
-    assert sorted(p.relative_to(tmp_path).as_posix() for p in documents) == left
+    with store.engine.write() as cur:  # the pragmas every connection of the store runs with
+        assert cur.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert cur.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        assert cur.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
+    assert sorted(p.name for p in (tmp_path / "state").iterdir() if p.name.startswith("loopbot.db")) == [
+        "loopbot.db", "loopbot.db-shm", "loopbot.db-wal"]
 
 
-def test_reading_creates_nothing(tmp_path: Path) -> None:
-    store = FileStore(tmp_path / "state")
+def test_reading_writes_nothing(tmp_path: Path) -> None:
+    SqliteStore(tmp_path / "state").close()  # created and migrated; closing moves the WAL into the file
+    before = (tmp_path / "state" / "loopbot.db").stat().st_mtime_ns
+    store = SqliteStore(tmp_path / "state")
     assert store.list_runs() == [] and store.list_reviews() == [] and store.take_requests() == []
     with pytest.raises(UnknownReviewError):
         store.update_review("demo-1", lambda r: None)
@@ -367,4 +331,7 @@ def test_reading_creates_nothing(tmp_path: Path) -> None:
     assert store.due_tasks("slack", T0) == store.pending_tasks() == [] and store.next_task_at("slack") is None
     with pytest.raises(UnknownTaskError):
         store.update_task("a.post", lambda t: None)
-    assert not (tmp_path / "state").exists()
+    store.close()
+    assert (tmp_path / "state" / "loopbot.db").stat().st_mtime_ns == before
+    with sqlite3.connect(tmp_path / "state" / "loopbot.db") as conn:
+        assert conn.execute("SELECT count(*) FROM counters").fetchone()[0] == 0

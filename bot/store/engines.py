@@ -1,0 +1,386 @@
+"""The two engines under the SQL store: what differs between SQLite and PostgreSQL, and nothing else.
+
+The store writes its statements once, in psycopg's style (``%s`` and
+``%(name)s`` placeholders, ``FOR UPDATE`` where a row is read to be
+changed, ``COLLATE "C"`` for byte order). An engine opens connections,
+runs a block as one transaction, names its failures, and (SQLite) turns the
+statements and values into its own: ``?`` and ``:name``, no row locks (a
+write transaction is ``BEGIN IMMEDIATE``, which serialises every writer of
+the file, in any process), times as fixed-width UTC text so they compare
+as they sort.
+
+SQLite: ``state_dir/loopbot.db`` in WAL mode with ``synchronous=FULL`` (a
+committed transaction is on disk before the commit returns), one writer
+connection per store shared by its threads, readers on connections of
+their own, and a ``busy_timeout`` so a writer in another process is waited
+for rather than failed. PostgreSQL: a few pooled autocommit connections.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .base import StoreError
+
+__all__ = [
+    "DatabaseError", "DatabaseCorruptError", "DatabaseLockedError", "DatabaseReadOnlyError", "DiskFullError",
+    "Engine", "Postgres", "Sqlite", "describe_url", "DB_NAME", "BUSY_TIMEOUT",
+]
+
+#: The embedded database's file name in state_dir.
+DB_NAME = "loopbot.db"
+#: How long a write waits for another process's write transaction before it fails (seconds).
+BUSY_TIMEOUT = 30.0
+
+
+class DatabaseError(StoreError, OSError):
+    """The database cannot be reached or refused a statement; an OSError, like a failing disk."""
+
+
+class DatabaseCorruptError(DatabaseError):
+    """The database file is damaged or not a database; restore it from a backup."""
+
+
+class DatabaseLockedError(DatabaseError):
+    """Another process held the database's write lock for longer than the busy timeout."""
+
+
+class DatabaseReadOnlyError(DatabaseError):
+    """The database (or its directory) cannot be written by this process."""
+
+
+class DiskFullError(DatabaseError):
+    """The disk holding the database is full; nothing was committed."""
+
+
+def describe_url(url: str, schema: str | None = None) -> str:
+    """``postgresql://user@host:port/db`` without the password (for messages and logs)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        info = conninfo_to_dict(url)
+    except Exception:  # noqa: BLE001 - a URL libpq cannot parse is still named, minus what could be secret
+        return "postgresql://(unparsable URL)"
+    host = str(info.get("host") or "localhost")
+    user = f"{info['user']}@" if info.get("user") else ""
+    port = f":{info['port']}" if info.get("port") else ""
+    where = f"postgresql://{user}{host}{port}/{info.get('dbname') or ''}"
+    return where if schema is None else f"{where} (schema {schema})"
+
+
+class Engine:
+    """What the store asks of an engine (see the module doc)."""
+
+    name: str
+    where: str
+    #: Work is leased to the asking replica (PostgreSQL); with one serve per file there is nobody to lease from.
+    leases: bool
+
+    def read(self) -> contextlib.AbstractContextManager[Any]:
+        """A cursor for reading (autocommit)."""
+        raise NotImplementedError
+
+    def write(self) -> contextlib.AbstractContextManager[Any]:
+        """A cursor whose statements commit together when the block ends (rolled back on an error)."""
+        raise NotImplementedError
+
+    def write_one(self) -> contextlib.AbstractContextManager[Any]:
+        """A cursor for one writing statement, committed when the block ends."""
+        return self.write()
+
+    def snapshot(self) -> contextlib.AbstractContextManager[Any]:
+        """A cursor whose reads all see the database as of one moment (a review's row and its votes' rows)."""
+        raise NotImplementedError
+
+    def time(self, value: Any) -> datetime | None:
+        """A time column as read back."""
+        raise NotImplementedError
+
+    def fatal(self, err: BaseException) -> bool:
+        """Did the engine itself fail (the transaction may be gone), rather than the store's own code?"""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+# -- PostgreSQL -----------------------------------------------------------------
+
+
+class _Pool:
+    """A few idle connections reused across threads (each call takes one; a broken one is dropped)."""
+
+    def __init__(self, connect: Callable[[], Any], keep: int = 8) -> None:
+        self._connect = connect
+        self._keep = keep
+        self._idle: list[Any] = []
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[Any]:
+        from psycopg.pq import TransactionStatus
+
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self._connect()
+        try:
+            yield conn
+        finally:
+            reusable = not conn.closed and not conn.broken and conn.info.transaction_status == TransactionStatus.IDLE
+            with self._lock:
+                if reusable and len(self._idle) < self._keep:
+                    self._idle.append(conn)
+                    conn = None
+            if conn is not None:
+                conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+class Postgres(Engine):
+    """PostgreSQL through psycopg (imported here only): autocommit connections with the bot's search_path."""
+
+    name = "postgres"
+    leases = True
+
+    def __init__(self, url: str, schema: str) -> None:
+        self.url, self.schema = url, schema
+        self.where = describe_url(url, schema)
+        self._pool = _Pool(self.connect)
+
+    def connect(self) -> Any:
+        import psycopg
+
+        return psycopg.connect(
+            self.url, autocommit=True, options=f"-c search_path={self.schema} -c timezone=UTC", connect_timeout=10
+        )
+
+    @contextlib.contextmanager
+    def errors(self) -> Iterator[None]:
+        import psycopg
+
+        try:
+            yield
+        except psycopg.Error as err:
+            raise DatabaseError(f"{self.where}: {type(err).__name__}: {str(err).strip()}") from err
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[Any]:
+        with self.errors(), self._pool.connection() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Any]:
+        with self.errors(), self._pool.connection() as conn, conn.cursor() as cur:
+            yield cur
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Any]:
+        with self.errors(), self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            yield cur
+
+    def write_one(self) -> contextlib.AbstractContextManager[Any]:
+        return self.read()  # autocommit: the statement commits by itself
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[Any]:
+        with self.errors(), self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            yield cur
+
+    def fatal(self, err: BaseException) -> bool:
+        import psycopg
+
+        return isinstance(err, psycopg.Error)
+
+    def time(self, value: Any) -> datetime | None:
+        return value if value is None or isinstance(value, datetime) else datetime.fromisoformat(str(value))
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+# -- SQLite -----------------------------------------------------------------------
+
+_NAMED = re.compile(r"%\((\w+)\)s")
+_DROPPED = re.compile(r' FOR UPDATE( SKIP LOCKED)?| COLLATE "C"|::text|::jsonb')
+
+
+@lru_cache(maxsize=256)
+def translate(statement: str) -> str:
+    """A statement in psycopg's style as SQLite reads it (see the module doc)."""
+    return _NAMED.sub(r":\1", _DROPPED.sub("", statement)).replace("%s", "?")
+
+
+def sqlite_time(value: datetime) -> str:
+    """Fixed-width UTC text: compares as the times do (isoformat drops zero microseconds)."""
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _value(value: Any) -> Any:
+    return sqlite_time(value) if isinstance(value, datetime) else value
+
+
+def _values(params: Any) -> Any:
+    if isinstance(params, dict):
+        return {key: _value(value) for key, value in params.items()}
+    return tuple(_value(value) for value in params)
+
+
+class _Cursor:
+    """A sqlite3 cursor that takes the store's statements and values (``translate``)."""
+
+    __slots__ = ("_cur",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._cur = conn.cursor()
+
+    def execute(self, statement: str, params: Any = ()) -> _Cursor:
+        self._cur.execute(translate(statement), _values(params))
+        return self
+
+    def fetchone(self) -> Any:
+        return self._cur.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self._cur.fetchall()
+
+
+class Sqlite(Engine):
+    """``loopbot.db`` in a state dir (see the module doc); errors name the file and say what to do."""
+
+    name = "sqlite"
+    leases = False
+
+    def __init__(self, path: Path, *, busy_timeout: float = BUSY_TIMEOUT) -> None:
+        self.path = Path(path)
+        self.where = str(self.path)
+        self.busy_timeout = busy_timeout
+        self._write_lock = threading.RLock()  # reentrant: see write()
+        self._writer: sqlite3.Connection | None = None
+        self._idle: list[sqlite3.Connection] = []
+        self._idle_lock = threading.Lock()
+
+    def connect(self) -> sqlite3.Connection:
+        with self.errors():
+            if not self.path.parent.is_dir():
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
+                                   check_same_thread=False)
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+                if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = FULL")
+            except BaseException:
+                conn.close()
+                raise
+        return conn
+
+    def classify(self, err: sqlite3.Error) -> DatabaseError:
+        """The error as the store names it: what happened to which file, and what to do."""
+        text = str(err)
+        low = text.lower()
+        if "full" in low:
+            return DiskFullError(f"{self.where}: the disk is full ({text}); nothing was committed - free space "
+                                 "and try again")
+        if "locked" in low or "busy" in low:
+            return DatabaseLockedError(
+                f"{self.where}: the database stayed locked by another process for {self.busy_timeout:g} s "
+                f"({text}); is a stuck loopbot or another program holding it?")
+        if "readonly" in low or "read-only" in low or "unable to open" in low or "permission" in low:
+            return DatabaseReadOnlyError(
+                f"{self.where}: cannot open or write the database ({text}); check that this user may write "
+                "the file and its directory")
+        if "not a database" in low or "malformed" in low or "corrupt" in low:
+            return DatabaseCorruptError(
+                f"{self.where}: the database is damaged ({text}); restore it from a backup "
+                "(`loopbot export` of a good copy) or move it aside to start empty")
+        return DatabaseError(f"{self.where}: {type(err).__name__}: {text}")
+
+    @contextlib.contextmanager
+    def errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as err:
+            raise self.classify(err) from err
+
+    def read(self) -> contextlib.AbstractContextManager[Any]:
+        return self._reader(begin=False)
+
+    def snapshot(self) -> contextlib.AbstractContextManager[Any]:
+        return self._reader(begin=True)  # a deferred transaction: WAL keeps its first read's view until the end
+
+    @contextlib.contextmanager
+    def _reader(self, *, begin: bool) -> Iterator[Any]:
+        with self._idle_lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self.connect()
+        try:
+            with self.errors():
+                if begin:
+                    conn.execute("BEGIN")
+                yield _Cursor(conn)
+        finally:
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            with self._idle_lock:
+                if len(self._idle) < 8:
+                    self._idle.append(conn)
+                    conn = None
+            if conn is not None:
+                conn.close()
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Any]:
+        """``BEGIN IMMEDIATE`` on this store's one writer connection; committed (and synced) at the end.
+
+        A write begun inside another of the same thread (a mutator that writes) joins it, as one transaction.
+        """
+        with self._write_lock:
+            if self._writer is None:
+                self._writer = self.connect()
+            conn = self._writer
+            if conn.in_transaction:
+                with self.errors():
+                    yield _Cursor(conn)
+                return
+            with self.errors():
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield _Cursor(conn)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            conn.execute("ROLLBACK")
+                    raise
+
+    def fatal(self, err: BaseException) -> bool:
+        return isinstance(err, sqlite3.Error)
+
+    def time(self, value: Any) -> datetime | None:
+        return None if value is None else datetime.fromisoformat(value)
+
+    def close(self) -> None:
+        with self._write_lock:
+            writer, self._writer = self._writer, None
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+        for conn in [*idle, *([writer] if writer is not None else [])]:
+            conn.close()

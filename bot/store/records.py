@@ -1,0 +1,142 @@
+"""How records are named, keyed and checked in the store, whatever engine keeps them.
+
+Ids are looked up case-insensitively (``file_name``: the key), a stored
+document is checked against the key it was read under and refused when a
+newer loopbot wrote it (``parse``), and a snapshot holds the engine's state
+in one of two formats (``engine_state``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from .base import _TASK_ID, CorruptDocumentError, NewerFormatError
+
+__all__ = [
+    "SAFE_ID", "SNAPSHOT_FORMAT", "FEW_IDS", "file_name", "encode", "parse", "check_name", "number", "run_key",
+    "one_edit", "task_stem", "engine_state",
+]
+
+SAFE_ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
+#: 1: {"snapshot": <state dict>}; 2: {"engine": <encode_state document>} (the engine's bytes, wrapped).
+SNAPSHOT_FORMAT = 2
+#: Up to this many reviews every id is a candidate for "did you mean"; past it only ids one edit away.
+FEW_IDS = 2000
+_ID_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789-_."
+
+
+def file_name(doc_id: str) -> str | None:
+    """The key of an id (lower-cased: lookups ignore case), or None if it is not a safe id."""
+    if not isinstance(doc_id, str):
+        return None
+    name = doc_id.strip().lower()
+    if not SAFE_ID.fullmatch(name) or ".." in name:
+        return None
+    return name
+
+
+def task_stem(task_id: str) -> str | None:
+    """Task ids are their own keys (case kept: ids are chosen by callers and compared exactly)."""
+    if not isinstance(task_id, str) or not _TASK_ID.fullmatch(task_id) or ".." in task_id:
+        return None
+    return task_id
+
+
+def number(doc_id: str) -> int:
+    """The trailing number of an id ("demo-12" -> 12), so demo-10 sorts after demo-9."""
+    _head, sep, tail = doc_id.rpartition("-")
+    return int(tail) if sep and tail.isdigit() else 0
+
+
+def run_key(run_id: str) -> str:
+    """The key a run's reviews point at: its id's key, or a hash if that would be too long."""
+    stem = file_name(run_id)
+    if stem is not None and len(stem) <= 100:
+        return stem
+    return "h" + hashlib.sha256(run_id.strip().lower().encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def one_edit(word: str) -> set[str]:
+    """Every string one deletion, transposition, substitution or insertion away from ``word``."""
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    edits = {a + b[1:] for a, b in splits if b}
+    edits |= {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    edits |= {a + c + b[1:] for a, b in splits if b for c in _ID_CHARS}
+    edits |= {a + c + b for a, b in splits for c in _ID_CHARS}
+    return edits
+
+
+def encode(document: dict[str, Any]) -> str:
+    """A document as JSON text with sorted keys: orjson where it can write it (five times faster than json on a
+    review with a long history), else json, whose escapes keep lone surrogates and integers past 64 bits.
+
+    orjson writes a NaN as null; a vote's values cannot hold one (the command grammar refuses it) and the
+    engine's own state is orjson's already.
+    """
+    try:
+        return orjson.dumps(document, option=orjson.OPT_SORT_KEYS).decode("utf-8")
+    except (TypeError, orjson.JSONEncodeError):
+        return json.dumps(document, sort_keys=True)
+
+
+def parse(where: str | os.PathLike[str], raw: bytes | str, supported: int) -> dict[str, Any]:
+    """The document in ``raw`` read from ``where``, refusing damaged or newer ones by name."""
+    try:
+        document = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:  # what json.dumps wrote and orjson refuses (NaN, Infinity, lone surrogates)
+            document = json.loads(raw if isinstance(raw, str) else raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise CorruptDocumentError(
+                f"{where}: not a valid JSON document ({err}); restore it from a backup"
+            ) from err
+    if not isinstance(document, dict) or isinstance(document.get("format"), bool) or not isinstance(
+        document.get("format"), int
+    ):
+        raise CorruptDocumentError(f"{where}: not a loopbot document (no integer 'format' field)")
+    if document["format"] > supported:
+        raise NewerFormatError(
+            f"{where}: format version {document['format']} is newer than this loopbot reads "
+            f"(up to {supported}); upgrade loopbot to use this store"
+        )
+    return document
+
+
+def check_name(where: str, key: str, doc_id: Any, name_of: Callable[[str], str | None] = file_name) -> None:
+    """Refuse a document whose id is not the key it is stored under (it would take the other one's votes)."""
+    if not isinstance(doc_id, str) or name_of(doc_id) != key:
+        raise CorruptDocumentError(
+            f"{where}: holds id {doc_id!r}, not {key!r} as its key says; "
+            "a copied or renamed document would take the other one's votes"
+        )
+
+
+def engine_state(where: Any, document: dict[str, Any]) -> dict[str, Any]:
+    """The state dict inside a snapshot document of either format, checked like the engine's loader."""
+    from loop_engine.serialization import SCHEMA_VERSION
+
+    if document["format"] == 1:
+        snapshot = document.get("snapshot")
+        if not isinstance(snapshot, dict):
+            raise CorruptDocumentError(f"{where}: damaged snapshot document (no 'snapshot' object)")
+        return snapshot
+    engine = document.get("engine")
+    if not isinstance(engine, dict) or not isinstance(engine.get("state"), dict):
+        raise CorruptDocumentError(f"{where}: damaged snapshot document (no engine state)")
+    version = engine.get("schema_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise CorruptDocumentError(f"{where}: engine schema_version {version!r} is not a positive integer")
+    if version > SCHEMA_VERSION:
+        raise NewerFormatError(
+            f"{where}: engine schema_version {version} is newer than this loopbot reads "
+            f"(up to {SCHEMA_VERSION}); upgrade loopbot to use this store"
+        )
+    state: dict[str, Any] = engine["state"]
+    return state

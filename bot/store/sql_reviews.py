@@ -1,0 +1,280 @@
+"""The store's reviews: reads, updates, the tick's queries, and a batch of votes in one transaction.
+
+Part of ``SqlStore`` (``sql``); the same statements on both engines.
+``cast_votes`` casts every review of a batch in one transaction, each
+review under a savepoint of its own: a review that cannot be found or
+changed fails alone, and the whole batch costs one commit (one sync of the
+SQLite file). Rows are locked in key order, so two replicas casting batches
+that share reviews cannot deadlock.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from functools import partial
+from typing import Any, TypeVar
+
+from adapters.suggest import did_you_mean
+
+import orjson
+
+from ..reviews import REVIEW_FORMAT, Cast, Review, VoteResult, cast_votes, next_deadline
+from .engines import DatabaseError
+from .base import HOT_REVIEW_STATUSES, StoreError, UnknownReviewError, posted_at
+from .records import FEW_IDS, encode, file_name, number, one_edit, run_key
+
+__all__ = ["ReviewTables"]
+
+T = TypeVar("T")
+_ORDER = 'created_at, num, id COLLATE "C"'
+_LATEST = 'created_at DESC, num DESC, id COLLATE "C" DESC'
+_HOT_COLUMNS = "key, doc, created_at, num, id"
+
+
+def _ended(review: Review) -> bool:
+    return review.status not in HOT_REVIEW_STATUSES
+
+
+class ReviewTables:
+    """Reviews in the ``reviews`` table (mixed into ``SqlStore``, which gives the plumbing)."""
+
+    engine: Any
+    where: str
+    _read: Callable[[], Any]
+    _tx: Callable[[], Any]
+    _review: Callable[[tuple[Any, ...]], Review]
+    _key: Callable[[str, str], str]
+    _leased: Callable[..., list[Any]]
+    _each: Callable[..., list[Any]]
+    _decode: Callable[..., Any]
+
+    def _unknown_review(self, review_id: str) -> UnknownReviewError:
+        close = self._close_review_ids(review_id)
+        hint = did_you_mean(review_id, close, n=3) or "; `loopbot status` lists the open reviews"
+        return UnknownReviewError(f"no review {review_id!r}{hint}", close)
+
+    def _close_review_ids(self, review_id: str) -> list[str]:
+        with self._read() as cur:
+            if cur.execute("SELECT count(*) FROM reviews").fetchone()[0] <= FEW_IDS:
+                return [row[0] for row in cur.execute("SELECT key FROM reviews").fetchall()]
+            near = sorted(one_edit(review_id.strip().lower()))
+            found: list[str] = []
+            for start in range(0, len(near), 500):  # within every engine's limit of bound values
+                chunk = near[start:start + 500]
+                cur.execute(f"SELECT key FROM reviews WHERE key IN ({', '.join(['%s'] * len(chunk))})", chunk)
+                found += [row[0] for row in cur.fetchall()]
+            return found
+
+    def _write_review(self, cur: Any, review: Review, was_archived: bool | None, kept: int | None = None) -> None:
+        """The review's row, and its history's rows from ``kept`` on (None: all of them, anew)."""
+        ended = _ended(review)
+        if was_archived and not ended:
+            raise StoreError(
+                f"review {review.id} has ended and is archived; it cannot become {review.status!r} again"
+                " - start a new one"
+            )
+        cur.execute(
+            "INSERT INTO reviews (key, id, run_key, checkpoint_id, status, created_at, num, deadline, archived, doc)"
+            " VALUES (%(key)s, %(id)s, %(run_key)s, %(checkpoint_id)s, %(status)s, %(created_at)s, %(num)s,"
+            " %(deadline)s, %(archived)s, %(doc)s) ON CONFLICT (key) DO UPDATE SET id = excluded.id,"
+            " run_key = excluded.run_key, checkpoint_id = excluded.checkpoint_id, status = excluded.status,"
+            " created_at = excluded.created_at, num = excluded.num, deadline = excluded.deadline,"
+            " archived = excluded.archived, doc = excluded.doc",
+            {
+                "key": self._key("review", review.id), "id": review.id, "run_key": run_key(review.run_id),
+                "checkpoint_id": review.checkpoint_id, "status": review.status, "created_at": review.created_at,
+                "num": number(review.id), "deadline": None if ended else next_deadline(review),
+                "archived": ended, "doc": encode({k: v for k, v in review.to_dict().items() if k != "history"}),
+            },
+        )
+        key, history = self._key("review", review.id), review.history.to_list()
+        if kept is None or kept > len(history):
+            cur.execute("DELETE FROM review_votes WHERE review_key = %s", (key,))
+            kept = 0
+        for seq in range(kept, len(history)):  # a vote appends its row: the review's row stays small
+            cur.execute("INSERT INTO review_votes (review_key, seq, vote) VALUES (%s, %s, %s)",
+                        (key, seq, encode(history[seq])))
+
+    def put_review(self, review: Review) -> None:
+        key = self._key("review", review.id)
+        with self._tx() as cur:
+            row = cur.execute("SELECT archived FROM reviews WHERE key = %s FOR UPDATE", (key,)).fetchone()
+            self._write_review(cur, review, None if row is None else bool(row[0]))
+
+    def get_review(self, review_id: str) -> Review:
+        key = file_name(review_id)
+        row = None
+        if key is not None:
+            with self.engine.snapshot() as cur:
+                row = cur.execute("SELECT key, doc FROM reviews WHERE key = %s", (key,)).fetchone()
+                if row is not None:
+                    return self._histories(cur, [row], strict=True)[0]
+        raise self._unknown_review(review_id)
+
+    def _reviews_where(self, where: str, params: tuple[Any, ...] | dict[str, Any] = (), tail: str = "") -> list[Review]:
+        with self.engine.snapshot() as cur:
+            cur.execute(f"SELECT key, doc FROM reviews WHERE {where} ORDER BY {_ORDER} {tail}", params)
+            return self._histories(cur, cur.fetchall())
+
+    def _histories(self, cur: Any, rows: list[Any], *, strict: bool = False) -> list[Review]:
+        """The reviews of ``rows`` (key, doc) with their histories from ``review_votes``, read in one query per
+        500 reviews. A review stored before the table existed keeps the history in its document until it is
+        next written. ``strict``: a damaged row raises instead of being skipped."""
+        found: dict[str, list[Any]] = {}
+        keys = [row[0] for row in rows]
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            cur.execute("SELECT review_key, vote FROM review_votes WHERE review_key IN"
+                        f" ({', '.join(['%s'] * len(chunk))}) ORDER BY review_key, seq", chunk)
+            for review_key, vote in cur.fetchall():
+                found.setdefault(review_key, []).append(vote)
+        decode = partial(self._review_with, found)
+        return [decode(row) for row in rows] if strict else self._each(rows, decode, "reviews")
+
+    def _review_with(self, histories: dict[str, list[Any]], row: tuple[Any, ...]) -> Review:
+        votes = histories.get(row[0])
+        if votes is None:
+            return self._review(row)
+
+        def fill(document: dict[str, Any]) -> None:
+            document["history"] = orjson.loads("[" + ",".join(votes) + "]")
+
+        return self._decode("reviews", row[0], row[1], REVIEW_FORMAT, Review.from_dict, fill=fill)
+
+    def list_reviews(self, *, archived: bool = False) -> list[Review]:
+        return self._reviews_where("true" if archived else "NOT archived")
+
+    def _update_in(self, cur: Any, key: str, review_id: str, mutate: Callable[[Review], T]) -> T:
+        row = cur.execute("SELECT key, doc, archived FROM reviews WHERE key = %s FOR UPDATE", (key,)).fetchone()
+        if row is None:
+            raise self._unknown_review(review_id)
+        (review,) = self._histories(cur, [row[:2]], strict=True)
+        kept = int(cur.execute("SELECT count(*) FROM review_votes WHERE review_key = %s", (key,)).fetchone()[0])
+        before = review.to_dict()
+        result = mutate(review)
+        if review.to_dict() != before:
+            if file_name(review.id) != key:
+                raise StoreError(f"review {review_id}: an update may not change its id to {review.id!r}")
+            self._write_review(cur, review, bool(row[2]), kept)
+        return result
+
+    def update_review(self, review_id: str, mutate: Callable[[Review], T]) -> T:
+        """Change a review in one transaction; one that becomes applied or failed is archived by the same write."""
+        key = file_name(review_id)
+        if key is None:
+            raise self._unknown_review(review_id)
+        with self._tx() as cur:
+            return self._update_in(cur, key, review_id, mutate)
+
+    def cast_votes(self, batch: Mapping[str, Sequence[Cast]]) -> dict[str, list[VoteResult] | Exception]:
+        """Every review's votes cast in one transaction, each review under its own savepoint (module doc)."""
+        results: dict[str, list[VoteResult] | Exception] = {}
+        keyed = sorted((file_name(review_id) or "", review_id) for review_id in batch)
+        for key, review_id in keyed:
+            if not key:
+                results[review_id] = self._unknown_review(review_id)
+        todo = [(key, review_id) for key, review_id in keyed if key]
+        if todo:
+            try:
+                self._cast_in_one(batch, todo, results)
+            except DatabaseError as err:  # the commit failed: no vote of the batch was stored, none is acknowledged
+                results.update({review_id: err for _, review_id in todo})
+        return {review_id: results[review_id] for review_id in batch}
+
+    def _cast_in_one(self, batch: Mapping[str, Sequence[Cast]], todo: list[tuple[str, str]],
+                     results: dict[str, list[VoteResult] | Exception]) -> None:
+        with self._tx() as cur:
+            for key, review_id in todo:
+                cur.execute("SAVEPOINT one_review")
+                try:
+                    cast = partial(cast_votes, casts=batch[review_id])
+                    results[review_id] = self._update_in(cur, key, review_id, cast)
+                except Exception as err:  # noqa: BLE001 - that review's failure, handed to its voters
+                    if self.engine.fatal(err):  # the engine failed, not the review: the batch fails as one
+                        raise
+                    cur.execute("ROLLBACK TO SAVEPOINT one_review")
+                    results[review_id] = err
+                cur.execute("RELEASE SAVEPOINT one_review")
+
+    def open_reviews(self, limit: int | None = None) -> list[Review]:
+        tail = "" if limit is None else f"LIMIT {max(int(limit), 0)}"
+        return self._reviews_where("NOT archived AND status = 'open'", (), tail)
+
+    def open_reviews_posted_at(self, channel: str, context: Mapping[str, Any]) -> list[Review]:
+        """The database picks the rows whose posts match (jsonb containment, or SQLite's json_each); the same
+        check as ``posted_at`` confirms each."""
+        if self.engine.name == "postgres":
+            wanted = json.dumps([{"channel": channel, "data": dict(context)}])
+            found = self._reviews_where("NOT archived AND status = 'open' AND (doc::jsonb -> 'posts') @> %s::jsonb",
+                                        (wanted,))
+        else:
+            tests = ["json_extract(p.value, '$.channel') = %(channel)s"]
+            params: dict[str, Any] = {"channel": channel}
+            for n, (name, value) in enumerate(sorted(context.items())):
+                if isinstance(value, (str, int)) and not isinstance(value, bool) and '"' not in name:
+                    tests.append(f"json_extract(p.value, %(path{n})s) = %(value{n})s")
+                    params[f"path{n}"], params[f"value{n}"] = f'$.data."{name}"', value
+            found = self._reviews_where(
+                "NOT archived AND status = 'open' AND EXISTS (SELECT 1 FROM json_each(reviews.doc, '$.posts') AS p"
+                f" WHERE {' AND '.join(tests)})", params)
+        return [review for review in found if posted_at(review, channel, context)]
+
+    def _leased_reviews(self, condition: str, params: dict[str, Any]) -> list[Review]:
+        if not self.engine.leases:  # nothing to lease: the rows and their votes of one moment
+            return self._reviews_where("NOT archived AND " + condition, params)
+        rows = self._leased("reviews", _HOT_COLUMNS, "NOT archived AND " + condition, params)
+        order = {row[0]: (self.engine.time(row[2]), row[3], row[4]) for row in rows}
+        found: list[Review] = []
+        with self.engine.snapshot() as cur:  # leased: read again with their votes, in one snapshot
+            keys = list(order)
+            for start in range(0, len(keys), 500):
+                chunk = keys[start:start + 500]
+                cur.execute(f"SELECT key, doc FROM reviews WHERE key IN ({', '.join(['%s'] * len(chunk))})", chunk)
+                found += self._histories(cur, cur.fetchall())
+        return sorted(found, key=lambda review: order[self._key("review", review.id)])
+
+    def decided_reviews(self) -> list[Review]:
+        """Decided reviews to apply (on PostgreSQL leased to this replica, so one replica applies each)."""
+        return self._leased_reviews("status = 'decided'", {})
+
+    def due_reviews(self, now: datetime) -> list[Review]:
+        """Open reviews with a deadline due at ``now`` (on PostgreSQL leased to this replica)."""
+        return self._leased_reviews("deadline <= %(now)s", {"now": now})
+
+    def next_deadline(self) -> datetime | None:
+        with self._read() as cur:
+            value = cur.execute("SELECT min(deadline) FROM reviews WHERE NOT archived").fetchone()[0]
+        found: datetime | None = self.engine.time(value)
+        return found
+
+    def review_for_run(self, run_id: str, checkpoint_id: str | None = None) -> Review | None:
+        """The run's latest review (at ``checkpoint_id`` if given); a damaged row is skipped like a listing's."""
+        with self._read() as cur:
+            rows = cur.execute(
+                "SELECT key, doc FROM reviews WHERE run_key = %(run)s"
+                f" AND (%(cp)s::text IS NULL OR checkpoint_id = %(cp)s) ORDER BY {_LATEST}",
+                {"run": run_key(run_id), "cp": checkpoint_id},
+            ).fetchall()
+        for row in rows:
+            with self.engine.snapshot() as cur:
+                again = cur.execute("SELECT key, doc FROM reviews WHERE key = %s", (row[0],)).fetchone()
+                found = self._histories(cur, [again] if again else [])
+            if found:
+                return found[0]
+        return None
+
+    def counts(self) -> dict[str, Any]:
+        with self._read() as cur:
+            cur.execute("SELECT status, count(*) FROM runs WHERE NOT archived GROUP BY status ORDER BY status")
+            runs = {status: int(n) for status, n in cur.fetchall()}
+            cur.execute("SELECT status, count(*) FROM reviews WHERE NOT archived GROUP BY status")
+            reviews = {status: int(n) for status, n in cur.fetchall()}
+            pending = int(cur.execute("SELECT count(*) FROM outbox").fetchone()[0])
+        return {
+            "runs": runs,
+            "open_reviews": reviews.get("open", 0),
+            "decided_reviews": reviews.get("decided", 0),
+            "outbox_pending": pending,
+        }
