@@ -328,8 +328,13 @@ def _approve_lines(store: Store, review_id: str, decide_command: str) -> list[st
     """
     from adapters.local import answer_as, answer_lines
     from bot.reviews import authorize
+    from bot.status import where_to_answer
 
-    reviewers = store.get_review(review_id).policy.reviewers
+    review = store.get_review(review_id)
+    elsewhere = where_to_answer(review)
+    if elsewhere is not None:  # no decide line that the vote path would refuse
+        return [elsewhere]
+    reviewers = review.policy.reviewers
     voter = _voter_name(None)
     if reviewers.anyone or (voter is not None and authorize(reviewers, f"local:{voter}") is None):
         return [f"approve with: {answer_lines(review_id, decide_command)[0]}"]

@@ -359,14 +359,19 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
         waiting = store.open_reviews(limit=5)  # the ones named: reading all 10,000 held their memory for good
         if waiting:  # the decide lines printed before the restart scrolled away: one line with the way to answer
             from adapters.local import answer_as, answer_lines
+            from bot.status import where_to_answer
 
             total = max(store.counts()["open_reviews"], len(waiting))
             shown = ", ".join(r.id for r in waiting) + (", ..." if total > len(waiting) else "")
             first = waiting[0]
-            as_option, who = answer_as(None if first.policy.reviewers.anyone else first.policy.reviewers.local)
-            log.info("%d review(s) wait for a decision: %s; answer with `%s`%s",
-                     total, shown, answer_lines(first.id, decide_command, as_option)[0],
-                     f" ({who})" if who else "")
+            elsewhere = where_to_answer(first)
+            if elsewhere is not None:  # no decide line that the vote path would refuse
+                log.info("%d review(s) wait for a decision: %s; %s", total, shown, elsewhere)
+            else:
+                as_option, who = answer_as(None if first.policy.reviewers.anyone else first.policy.reviewers.local)
+                log.info("%d review(s) wait for a decision: %s; answer with `%s`%s",
+                         total, shown, answer_lines(first.id, decide_command, as_option)[0],
+                         f" ({who})" if who else "")
 
         scheduler = LoopScheduler(config, state_dir, fire) if leadership is None else None
         desk.start()
