@@ -35,6 +35,7 @@ __all__ = [
     "SchedulerConfig",
     "StoreConfig",
     "LoggingConfig",
+    "WebConfig",
     "ScheduleConfig",
     "SlackTarget",
     "GitHubTarget",
@@ -144,6 +145,29 @@ class StoreConfig(_Model):
             shown = url.split("://", 1)[0] + "://..." if "://" in url else "a value without a scheme"
             raise ValueError(f"expected a postgresql://user:password@host:port/database URL, got {shown}")
         return SecretStr(url)
+
+
+class WebConfig(_Model):
+    """The read-only pages and /metrics (``bot.web``): on only when ``secret`` is set.
+
+    ``secret`` signs the review links the Slack and GitHub messages carry
+    (they expire after ``link_ttl``); ``token`` opens the dashboard, the run
+    pages and /metrics (a bearer token, or a browser's basic auth password);
+    ``base_url`` is the public address the links name, e.g. the reverse proxy's.
+    Both secrets belong in the environment (``${LOOPBOT_WEB_SECRET}``).
+    """
+
+    secret: SecretStr | None = None
+    token: SecretStr | None = None
+    base_url: str = Field("http://127.0.0.1:8000", pattern=r"^https?://[^\s/?#|<>]+(/[^\s?#|<>]*)?$")
+    link_ttl: Duration = timedelta(days=30)
+
+    @field_validator("secret", "token")
+    @classmethod
+    def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("must be at least 16 characters (e.g. `openssl rand -hex 32`)")
+        return value
 
 
 class ScheduleConfig(_Model):
