@@ -583,11 +583,11 @@ def _status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
 def _page_url(config: ConfigView) -> Callable[[str], str] | None:
     """The signed page link of a review when pages are on (``web.secret``), for the status table."""
     web = config.web
-    if web is None or web.secret is None:
+    if web.secret is None:
         return None
     from bot.web.links import ReviewLinks
 
-    return ReviewLinks(web.secret.get_secret_value(), web.base_url, web.link_ttl, lambda: datetime.now(UTC)).url
+    return ReviewLinks(web.secret, web.base_url, web.link_ttl, lambda: datetime.now(UTC)).url
 
 
 def _replicas(store: Store) -> dict[str, Any] | None:

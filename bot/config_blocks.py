@@ -15,11 +15,15 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from .config_rules import (
+    WEB_BASE_URL,
+    WEB_LINK_TTL,
+    check_base_url,
     check_cron,
     check_factory,
     check_loop_name,
     check_timezone,
     checkpoint_config,
+    check_web_secret,
     duration,
 )
 from .reviews import Reviewers, ReviewPolicy
@@ -159,15 +163,18 @@ class WebConfig(_Model):
 
     secret: SecretStr | None = None
     token: SecretStr | None = None
-    base_url: str = Field("http://127.0.0.1:8000", pattern=r"^https?://[^\s/?#|<>]+(/[^\s?#|<>]*)?$")
-    link_ttl: Duration = timedelta(days=30)
+    base_url: str = WEB_BASE_URL
+    link_ttl: Duration = WEB_LINK_TTL
 
     @field_validator("secret", "token")
     @classmethod
     def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and len(value.get_secret_value()) < 16:
-            raise ValueError("must be at least 16 characters (e.g. `openssl rand -hex 32`)")
-        return value
+        return None if value is None else SecretStr(check_web_secret(value.get_secret_value()))
+
+    @field_validator("base_url")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        return check_base_url(value)
 
 
 class ScheduleConfig(_Model):

@@ -55,7 +55,8 @@ def test_metrics_count_runs_reviews_votes_deliveries_and_the_time_to_apply(tmp_p
     assert [a.kind for a in answers] == [AnswerKind.REFUSED, AnswerKind.REFUSED, AnswerKind.DECIDED]
     wait_for(lambda: b.store.get_review(first.review_id).status == "applied", what="the decision to be applied")
     b.store.add_task(OutboxTask(id="x.post.slack-c1", channel="slack", action="post", review_id=None,
-                                payload={"target": {"slack": {"channel": "C1"}}}, created_at=b.clock() - timedelta(seconds=30)))
+                                payload={"target": {"slack": {"channel": "C1"}}},
+                                created_at=b.clock() - timedelta(seconds=30)))
 
     def webhook(request: Request) -> PlainTextResponse:
         return PlainTextResponse("", 202 if request.headers.get("x-good") else 401)
@@ -68,7 +69,8 @@ def test_metrics_count_runs_reviews_votes_deliveries_and_the_time_to_apply(tmp_p
     text = client.get("/metrics", headers=bearer()).text
 
     assert value(text, "loopbot_runs", loop="other", status="waiting") == 1
-    assert ("loopbot_runs", (("loop", "demo"), ("status", "waiting"))) not in samples(text)  # completed: not in progress
+    # demo's run completed: no longer in progress
+    assert ("loopbot_runs", (("loop", "demo"), ("status", "waiting"))) not in samples(text)
     assert value(text, "loopbot_reviews", status="open") == 1
     assert value(text, "loopbot_reviews", status="decided") == 0
     assert value(text, "loopbot_oldest_open_review_age_seconds") == 60  # "other"'s review, opened 60 s ago

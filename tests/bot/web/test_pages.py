@@ -113,8 +113,11 @@ def test_the_operator_token_opens_any_review_page(s: Site) -> None:
     assert 'href="/"' in response.text  # the operator gets the way back to the dashboard
 
 
+WRONG = [None, "Bearer wrong-token-0123456789", "Basic " + base64.b64encode(b"x:y").decode()]
+
+
 @pytest.mark.parametrize("path", ["/", "/runs/demo-run-1", "/metrics"])
-@pytest.mark.parametrize("header", [None, "Bearer wrong-token-0123456789", "Basic " + base64.b64encode(b"x:y").decode()])
+@pytest.mark.parametrize("header", WRONG)
 def test_the_dashboard_runs_and_metrics_refuse_without_the_operator_token(s: Site, path: str,
                                                                           header: str | None) -> None:
     s.review(1)
