@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from markupsafe import Markup, escape
+
 from adapters.channel import MessageRef
 from adapters.durations import format_duration
 from adapters.local import answer_as, answer_lines
@@ -68,11 +70,17 @@ def filter_rows(rows: Sequence[Sequence[str]], query: str) -> list[Sequence[str]
     return [row for row in rows if any(needle in cell.casefold() for cell in row)]
 
 
+def table_body(rows: Iterable[Sequence[str]]) -> Markup:
+    """The ``<tr>`` of every row, each cell escaped: one join, where a template loop over
+    20,000 cells took most of a 5,000-row page's time."""
+    return Markup("\n".join("<tr><td>" + "</td><td>".join(map(escape, row)) + "</td></tr>" for row in rows))
+
+
 def _section_view(section: Any, query: str) -> dict[str, Any]:
     if isinstance(section, Table):
         rows = filter_rows(section.rows, query)
-        return {"kind": "table", "title": section.title, "columns": section.columns, "rows": rows,
-                "total": len(section.rows)}
+        return {"kind": "table", "title": section.title, "columns": section.columns, "body": table_body(rows),
+                "shown": len(rows), "total": len(section.rows)}
     if isinstance(section, ChangeList):
         return {"kind": "list", "title": section.title, "entries": section.items}
     if isinstance(section, Link):
