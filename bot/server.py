@@ -349,7 +349,7 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
         service = Service(store, runner, leader=leadership, lost=lock.lost, on_lost=_exit_at_once)
         view = None if leadership is None else partial(_replicas_view, store, leadership.name)
         scheduler = LoopScheduler(config, state_dir, fire) if leadership is None else None
-        pages = web_routes(config, store, clock=utcnow, metrics=metrics, decide_command=decide_command,
+        pages = web_routes(config, store, clock=utcnow, metrics=metrics,
                            next_runs=lambda: scheduler.next_run_times() if scheduler is not None else {})
         app = create_app(store, state_dir, [*channels.routes(votes, desk), *pages], service=service, desk=desk,
                          replicas=view, votes=votes, metrics=metrics)

@@ -44,6 +44,8 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 _STATIC = Path(__file__).parent / "static"
+#: The local answer a page shows, run on the server (with its config).
+DECIDE = "loopbot decide"
 
 
 def review_links(config: BotConfig, clock: Callable[[], datetime]) -> ReviewLinks | None:
@@ -85,9 +87,12 @@ def web_routes(
     clock: Callable[[], datetime],
     metrics: Metrics | None = None,
     next_runs: Callable[[], Mapping[str, datetime | None]] = dict,
-    decide_command: str = "loopbot decide",
 ) -> list[BaseRoute]:
-    """The pages' routes for ``create_app``'s ``extra_routes``; none when pages are off."""
+    """The pages' routes for ``create_app``'s ``extra_routes``; none when pages are off.
+
+    The decide lines a page shows are the bare ``loopbot decide``: the
+    server's own (with its ``--config`` path) would name a path on the server.
+    """
     links = review_links(config, clock)
     if links is None:
         return []
@@ -114,7 +119,7 @@ def web_routes(
                 found = store.get_review(review_id)
             except (UnknownReviewError, StoreError, ValueError):
                 return None
-            return review_page(config, store, found, query, scrub, decide_command)
+            return review_page(config, store, found, query, scrub, DECIDE)
 
         data = await run_in_threadpool(build)
         if data is None:

@@ -10,6 +10,7 @@ oldest first) and ``counts()`` for the total, never every review.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -56,6 +57,10 @@ class Scrub:
         for path in self._paths:
             text = text.replace(path, "state_dir")
         return text
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
 def _when(moment: datetime | None) -> str:
@@ -162,8 +167,8 @@ def review_page(config: BotConfig, store: Store, review: Review, query: str, scr
         "error": scrub(review.error),
         "messages": _message_links(review),
         "targets": targets,
-        "state_summary": request.state_summary,
-        "context": request.context,
+        "state_summary": scrub(_json(request.state_summary)),
+        "context": scrub(_json(request.context)),
     }
 
 
@@ -204,7 +209,7 @@ def run_page(store: Store, run: RunRecord, scrub: Scrub) -> dict[str, Any]:
         "created": _when(run.created_at),
         "updated": _when(run.updated_at),
         "reason": scrub(run.reason),
-        "result": run.result,
+        "result": scrub(_json(run.result)) if run.result else "",
         "state_read": state is not None,
         "unreadable": unreadable,
         "goal": state.current_plan.goal if state is not None and state.current_plan is not None else "",

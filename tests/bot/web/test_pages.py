@@ -210,3 +210,13 @@ def test_a_run_page_shows_its_plan_checkpoints_reviews_and_audit(tmp_path: Path)
 def test_metrics_answers_in_prometheus_format_with_the_token(s: Site) -> None:
     response = TestClient(s.app).get("/metrics", headers=bearer())
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain; version=0.0.4")
+
+
+def test_the_diagnostics_show_no_secret_and_no_path_of_the_server(s: Site) -> None:
+    review = s.review(1)
+    review.request["context"] = {"workdir": f"{s.config.state_dir}/work", "auth": f"Bearer {TOKEN}"}
+    review.request["state_summary"] = {"note": f"signed with {SECRET}"}
+    s.store.put_review(review)
+    page = TestClient(s.app).get(s.url("demo-1")).text
+    assert "&#34;workdir&#34;: &#34;state_dir/work&#34;" in page and "Bearer ***" in page and "signed with ***" in page
+    shows_nothing_secret(page, s)
