@@ -40,7 +40,7 @@ _SERVER_ENV = {"port": "PORT", "host": "HOST"}
 MAX_CONFIG_BYTES = 1024 * 1024
 MAX_CONFIG_DEPTH = 50
 MAX_CONFIG_NODES = 100_000
-#: The top-level blocks of the channels' (and the pages') settings and secrets: only the commands that use them need them.
+#: The top-level blocks of the channels' (and the pages') settings and secrets: only commands that use them need them.
 CHANNEL_BLOCKS = ("slack", "github", "web")
 
 

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config_file import CHANNEL_BLOCKS, channel_stand_in, read_config, resolve_state_dir
-from .config_rules import WEB_BASE_URL, WEB_LINK_TTL, check_web_secret, duration
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config_blocks import StoreConfig
@@ -71,14 +70,16 @@ class WebView:
     """
 
     secret: str | None = None  #: never print this
-    base_url: str = WEB_BASE_URL
-    link_ttl: timedelta = WEB_LINK_TTL
+    base_url: str = "http://127.0.0.1:8000"  #: ``bot.config_rules.WEB_BASE_URL``
+    link_ttl: timedelta = timedelta(days=30)  #: ``bot.config_rules.WEB_LINK_TTL``
 
 
 def _web_view(data: dict[str, Any]) -> WebView:
     block = data.get("web")
     if not isinstance(block, dict):
         return WebView()
+    from .config_rules import WEB_BASE_URL, WEB_LINK_TTL, check_web_secret, duration  # only with pages configured
+
     secret, base_url, ttl = block.get("secret"), block.get("base_url", WEB_BASE_URL), block.get("link_ttl")
     try:
         secret = check_web_secret(secret) if isinstance(secret, str) else None

@@ -84,3 +84,9 @@ def test_status_reads_the_web_block_without_its_variables(tmp_path: Path) -> Non
     assert view.web == WebView(None, "https://bot.example.com", timedelta(days=7))
     with pytest.raises(Exception, match=r"LOOPBOT_WEB_SECRET"):
         load_config(path, environ={})  # serve needs it
+
+
+def test_the_view_defaults_are_the_models_defaults() -> None:
+    from bot.config_rules import WEB_BASE_URL, WEB_LINK_TTL
+
+    assert (WebView().base_url, WebView().link_ttl) == (WEB_BASE_URL, WEB_LINK_TTL)
