@@ -546,7 +546,7 @@ def cmd_status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
 
 def _status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
     from bot.logging import RedactingFilter
-    from bot.status import render_json, render_replicas, render_table
+    from bot.status import render_json, render_page_links, render_replicas, render_table
     from bot.store import ServeLock, StoreError
     from bot.store.open import open_store
     from bot.store.lock import ROLE_SERVE, role_of
@@ -571,7 +571,7 @@ def _status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
         serving = serving or any(r["fresh"] for r in shared["replicas"])
     text = render_json(runs, reviews, tasks, shared) if args.json else render_table(
         runs, reviews, _decide_command(path), serving=serving, voter=_voter_name(None), tasks=tasks
-    ) + render_replicas(shared)
+    ) + render_replicas(shared) + render_page_links(reviews, _page_url(config))
     if not args.json and config.schedules:  # the next times serve stored: APScheduler is not for status
         from bot.loops_view import loops_lines, stored_next_times
 
@@ -583,6 +583,16 @@ def _status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
         text += "\n\nproblems (documents set aside, the rest is served):\n" + "\n".join(f"- {p}" for p in problems)
     print(RedactingFilter(_secrets(config)).redact(text))
     return EXIT_OK
+
+
+def _page_url(config: ConfigView) -> Callable[[str], str] | None:
+    """The signed page link of a review when pages are on (``web.secret``), for the status table."""
+    web = config.web
+    if web.secret is None:
+        return None
+    from bot.web.links import ReviewLinks
+
+    return ReviewLinks(web.secret, web.base_url, web.link_ttl, lambda: datetime.now(UTC)).url
 
 
 def _replicas(store: Store) -> dict[str, Any] | None:

@@ -7,7 +7,7 @@ added, never renamed. Nothing here reads config, so no secret can reach it.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +18,7 @@ from bot.desk.outbox import ESCALATION_PREFIX
 from bot.reviews import Review, authorize
 from bot.store.base import OutboxTask, RunRecord
 
-__all__ = ["run_view", "review_view", "render_json", "render_table", "where_to_answer"]
+__all__ = ["run_view", "review_view", "render_json", "render_table", "render_page_links", "where_to_answer"]
 
 #: What the ANSWER WITH column says of a review no longer open.
 _NOT_OPEN = {"decided": "(being applied)", "failed": "(could not be applied: see the run's reason)"}
@@ -247,3 +247,11 @@ def render_table(
     else:
         lines.append("no open reviews")
     return "\n".join(lines)
+
+
+def render_page_links(reviews: Sequence[Review], page_url: Callable[[str], str] | None) -> str:
+    """Each open review's web page (a signed link, ``bot.web.links``) below the table; empty with pages off."""
+    waiting = [r for r in reviews if r.status == "open"]
+    if page_url is None or not waiting:
+        return ""
+    return "\n\n" + "\n".join(_table(["REVIEW", "PAGE"], [[r.id, page_url(r.id)] for r in waiting]))
