@@ -148,6 +148,7 @@ class ReviewPost:
     listed as ``org/team`` among ``reviewers["github"]``, and
     ``min_permission`` opens a GitHub review to everyone with at least that
     permission on the repository.
+    ``page_url`` is the review's web page (a signed, expiring link), when pages are on.
     """
 
     review_id: str
@@ -161,6 +162,7 @@ class ReviewPost:
     status: str = "open"
     outcome: PostOutcome | None = None
     min_permission: str = ""
+    page_url: str | None = None
 
 
 @dataclass(frozen=True)

@@ -328,8 +328,13 @@ def _approve_lines(store: Store, review_id: str, decide_command: str) -> list[st
     """
     from adapters.local import answer_as, answer_lines
     from bot.reviews import authorize
+    from bot.status import where_to_answer
 
-    reviewers = store.get_review(review_id).policy.reviewers
+    review = store.get_review(review_id)
+    elsewhere = where_to_answer(review)
+    if elsewhere is not None:  # no decide line that the vote path would refuse
+        return [elsewhere]
+    reviewers = review.policy.reviewers
     voter = _voter_name(None)
     if reviewers.anyone or (voter is not None and authorize(reviewers, f"local:{voter}") is None):
         return [f"approve with: {answer_lines(review_id, decide_command)[0]}"]
@@ -541,7 +546,7 @@ def cmd_status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
 
 def _status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
     from bot.logging import RedactingFilter
-    from bot.status import render_json, render_replicas, render_table
+    from bot.status import render_json, render_page_links, render_replicas, render_table
     from bot.store import ServeLock, StoreError
     from bot.store.open import open_store
     from bot.store.lock import ROLE_SERVE, role_of
@@ -566,7 +571,7 @@ def _status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
         serving = serving or any(r["fresh"] for r in shared["replicas"])
     text = render_json(runs, reviews, tasks, shared) if args.json else render_table(
         runs, reviews, _decide_command(path), serving=serving, voter=_voter_name(None), tasks=tasks
-    ) + render_replicas(shared)
+    ) + render_replicas(shared) + render_page_links(reviews, _page_url(config))
     if not args.json and config.schedules:  # the next times serve stored: APScheduler is not for status
         from bot.loops_view import loops_lines, stored_next_times
 
@@ -578,6 +583,16 @@ def _status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
         text += "\n\nproblems (documents set aside, the rest is served):\n" + "\n".join(f"- {p}" for p in problems)
     print(RedactingFilter(_secrets(config)).redact(text))
     return EXIT_OK
+
+
+def _page_url(config: ConfigView) -> Callable[[str], str] | None:
+    """The signed page link of a review when pages are on (``web.secret``), for the status table."""
+    web = config.web
+    if web.secret is None:
+        return None
+    from bot.web.links import ReviewLinks
+
+    return ReviewLinks(web.secret, web.base_url, web.link_ttl, lambda: datetime.now(UTC)).url
 
 
 def _replicas(store: Store) -> dict[str, Any] | None:

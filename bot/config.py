@@ -61,6 +61,7 @@ from .config_blocks import (
     SlackTarget,
     StoreConfig,
     TimeoutConfig,
+    WebConfig,
     check_timezone,
 )
 from adapters.durations import format_duration
@@ -128,6 +129,7 @@ class CoreConfig(BaseModel):
     people: list[PersonConfig] = Field(default_factory=list)
     store: StoreConfig | None = None  # None: SQLite in state_dir (loopbot.db)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    web: Any = None  # the pages' block (secrets, like a channel's): BotConfig gives it its model
 
     @field_validator("timezone")
     @classmethod
@@ -190,6 +192,7 @@ class BotConfig(CoreConfig):
 
     slack: SlackConfig | None = None
     github: GitHubConfig | None = None
+    web: WebConfig = Field(default_factory=WebConfig)
 
     @model_validator(mode="after")
     def _channel_targets(self) -> BotConfig:
@@ -206,7 +209,7 @@ class BotConfig(CoreConfig):
         return self
 
     def _secret_blocks(self) -> tuple[BaseModel | None, ...]:
-        return (self.slack, self.github, self.store)
+        return (self.slack, self.github, self.store, self.web)
 
     def loop(self, name: str) -> LoopConfig | None:
         return next((loop for loop in self.loops if loop.name == name), None)
@@ -289,10 +292,10 @@ class BotConfig(CoreConfig):
 
 
 #: The blocks whose unset variables ``need_secrets=False`` lets pass (``bot.config_file.CHANNEL_BLOCKS``).
-_SECRET_BLOCKS: dict[str, type[BaseModel]] = {"slack": SlackConfig, "github": GitHubConfig}
+_SECRET_BLOCKS: dict[str, type[BaseModel]] = {"slack": SlackConfig, "github": GitHubConfig, "web": WebConfig}
 #: Stand-ins other than the first value a key's type accepts: an empty webhook secret is an error, an unset one
 #: (for a command that needs no secrets) stands for none - no webhook.
-_STAND_INS: dict[str, Any] = {"github.webhook_secret": None}
+_STAND_INS: dict[str, Any] = {"github.webhook_secret": None, "web.secret": None, "web.token": None}
 assert tuple(_SECRET_BLOCKS) == CHANNEL_BLOCKS
 
 

@@ -15,11 +15,15 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from .config_rules import (
+    WEB_BASE_URL,
+    WEB_LINK_TTL,
+    check_base_url,
     check_cron,
     check_factory,
     check_loop_name,
     check_timezone,
     checkpoint_config,
+    check_web_secret,
     duration,
 )
 from .reviews import Reviewers, ReviewPolicy
@@ -35,6 +39,7 @@ __all__ = [
     "SchedulerConfig",
     "StoreConfig",
     "LoggingConfig",
+    "WebConfig",
     "ScheduleConfig",
     "SlackTarget",
     "GitHubTarget",
@@ -144,6 +149,32 @@ class StoreConfig(_Model):
             shown = url.split("://", 1)[0] + "://..." if "://" in url else "a value without a scheme"
             raise ValueError(f"expected a postgresql://user:password@host:port/database URL, got {shown}")
         return SecretStr(url)
+
+
+class WebConfig(_Model):
+    """The read-only pages and /metrics (``bot.web``): on only when ``secret`` is set.
+
+    ``secret`` signs the review links the Slack and GitHub messages carry
+    (they expire after ``link_ttl``); ``token`` opens the dashboard, the run
+    pages and /metrics (a bearer token, or a browser's basic auth password);
+    ``base_url`` is the public address the links name, e.g. the reverse proxy's.
+    Both secrets belong in the environment (``${LOOPBOT_WEB_SECRET}``).
+    """
+
+    secret: SecretStr | None = None
+    token: SecretStr | None = None
+    base_url: str = WEB_BASE_URL
+    link_ttl: Duration = WEB_LINK_TTL
+
+    @field_validator("secret", "token")
+    @classmethod
+    def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        return None if value is None else SecretStr(check_web_secret(value.get_secret_value()))
+
+    @field_validator("base_url")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        return check_base_url(value)
 
 
 class ScheduleConfig(_Model):

@@ -40,8 +40,8 @@ _SERVER_ENV = {"port": "PORT", "host": "HOST"}
 MAX_CONFIG_BYTES = 1024 * 1024
 MAX_CONFIG_DEPTH = 50
 MAX_CONFIG_NODES = 100_000
-#: The top-level blocks of the channels' settings and secrets: only commands that talk to a channel need them.
-CHANNEL_BLOCKS = ("slack", "github")
+#: The top-level blocks of the channels' (and the pages') settings and secrets: only commands that use them need them.
+CHANNEL_BLOCKS = ("slack", "github", "web")
 
 
 class ConfigError(ValueError):

@@ -24,6 +24,7 @@ import json
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,7 @@ from .config_file import CHANNEL_BLOCKS, channel_stand_in, read_config, resolve_
 if TYPE_CHECKING:  # pragma: no cover
     from .config_blocks import StoreConfig
 
-__all__ = ["ConfigView", "LoopSchedule", "Person", "load_view", "memo_dir"]
+__all__ = ["ConfigView", "LoopSchedule", "Person", "WebView", "load_view", "memo_dir"]
 
 #: The modules whose source decides the verdict: a change to any of them forgets every remembered one.
 _JUDGES = ("config.py", "config_blocks.py", "config_rules.py", "config_file.py", "config_memo.py")
@@ -60,6 +61,39 @@ class LoopSchedule:
 
 
 @dataclass(frozen=True)
+class WebView:
+    """The ``web:`` keys `status` uses to print each open review's page link (``bot.web.links``).
+
+    Read from the file as it is, like the channel blocks' secrets: `status`
+    does not validate the block (``serve`` and ``check`` do); a secret too
+    short to be one, or an unset variable, leaves the pages off here.
+    """
+
+    secret: str | None = None  #: never print this
+    base_url: str = "http://127.0.0.1:8000"  #: ``bot.config_rules.WEB_BASE_URL``
+    link_ttl: timedelta = timedelta(days=30)  #: ``bot.config_rules.WEB_LINK_TTL``
+
+
+def _web_view(data: dict[str, Any]) -> WebView:
+    block = data.get("web")
+    if not isinstance(block, dict):
+        return WebView()
+    from .config_rules import WEB_BASE_URL, WEB_LINK_TTL, check_web_secret, duration  # only with pages configured
+
+    secret, base_url, ttl = block.get("secret"), block.get("base_url", WEB_BASE_URL), block.get("link_ttl")
+    try:
+        secret = check_web_secret(secret) if isinstance(secret, str) else None
+    except ValueError:
+        secret = None
+    try:
+        link_ttl = WEB_LINK_TTL if ttl is None else duration(ttl)
+    except (ValueError, TypeError):
+        link_ttl = WEB_LINK_TTL
+    ok = isinstance(base_url, str) and isinstance(link_ttl, timedelta)
+    return WebView(secret, base_url, link_ttl) if ok else WebView()
+
+
+@dataclass(frozen=True)
 class ConfigView:
     """The keys of the config that `status` and `decide` use."""
 
@@ -70,6 +104,7 @@ class ConfigView:
     timezone: str = "UTC"  #: the config's default time zone
     #: each loop's (name, cron, interval in seconds, time zone), for `status`'s section of loops
     schedules: tuple[LoopSchedule, ...] = ()
+    web: WebView = WebView()  #: the pages: status prints their links when ``web.secret`` is set
 
     def secret_values(self) -> Iterator[str]:
         return iter(self.secrets)
@@ -115,6 +150,7 @@ def load_view(path: str | os.PathLike[str], environ: Mapping[str, str] | None = 
         store=store,
         timezone=entry["timezone"],
         schedules=tuple(LoopSchedule(*loop) for loop in entry["schedules"]),
+        web=_web_view(read.data),
     )
 
 

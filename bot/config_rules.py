@@ -9,6 +9,7 @@ ValueError with the words a config author reads.
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -26,12 +27,21 @@ __all__ = [
     "crontab_to_apscheduler",
     "check_cron",
     "checkpoint_config",
+    "check_web_secret",
+    "check_base_url",
+    "WEB_BASE_URL",
+    "WEB_LINK_TTL",
 ]
 
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 _DAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 _NUMERIC_DAYS = re.compile(r"\A(?:\*|\d(?:-\d)?)(?:/\d+)?\Z")
+#: An http(s) address without query, fragment or the characters that end a Slack or markdown link.
+_BASE_URL = re.compile(r"\Ahttps?://[^\s/?#|<>()\[\]]+(/[^\s?#|<>()\[\]]*)?\Z")
+#: ``web.base_url`` and ``web.link_ttl`` when the config leaves them out.
+WEB_BASE_URL = "http://127.0.0.1:8000"
+WEB_LINK_TTL = timedelta(days=30)
 
 
 def duration(value: Any) -> Any:
@@ -136,3 +146,18 @@ def checkpoint_config(preset: str | None, fields: dict[str, Any]) -> CheckpointC
         return CheckpointConfig(**{**base.__dict__, **fields})
     except ConfigurationError as err:
         raise ValueError(str(err)) from err
+
+
+def check_web_secret(value: str) -> str:
+    """``web.secret`` and ``web.token``: long enough that guessing one is hopeless."""
+    if len(value) < 16:
+        raise ValueError("must be at least 16 characters (e.g. `openssl rand -hex 32`)")
+    return value
+
+
+def check_base_url(value: str) -> str:
+    """``web.base_url``: the public http(s) address the review links name, e.g. https://bot.example.com."""
+    if not _BASE_URL.match(value):
+        raise ValueError(f"expected an http(s) address like https://bot.example.com (no query or spaces), "
+                         f"got {value[:100]!r}")
+    return value

@@ -34,6 +34,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
+from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
 from loop_engine.atomic import remove_stale_temp_files
@@ -50,6 +51,8 @@ from bot.store import ServeLock
 from bot.store.base import Store
 from bot.store import legacy
 from bot.store.open import open_store, store_url
+from bot.web.metrics import CountDeliveries, MeteredRunner, MeteredVotePath, Metrics
+from bot.web.pages import review_links, web_routes
 from bot.worker import LoopCatalog
 
 __all__ = ["health", "create_app", "bind_socket", "HttpServer", "serve", "STOP_BUDGET"]
@@ -133,17 +136,20 @@ def create_app(
     desk: ReviewDesk | None = None,
     replicas: Callable[[], dict[str, Any]] | None = None,
     votes: VotePath | None = None,
+    metrics: Metrics | None = None,
 ) -> Starlette:
-    """The ASGI app; channel routes (Slack, GitHub) are the seam ``extra_routes``.
+    """The ASGI app; channel routes (Slack, GitHub) and the pages (``bot.web``) are the seam ``extra_routes``.
 
     ``service`` is the tick /healthz watches; serve passes the one it started.
+    ``metrics`` counts the webhook routes' answers for /metrics.
     """
 
     async def healthz(request: Request) -> JSONResponse:
         code, body = await run_in_threadpool(health, store, Path(state_dir), service, desk, replicas, votes)
         return JSONResponse(body, status_code=code)
 
-    return Starlette(routes=[Route("/healthz", healthz, methods=["GET"]), *extra_routes])
+    middleware = [] if metrics is None else [Middleware(CountDeliveries, metrics=metrics)]
+    return Starlette(routes=[Route("/healthz", healthz, methods=["GET"]), *extra_routes], middleware=middleware)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -323,14 +329,17 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
         if upgraded is not None:
             log.info("%s", upgraded)
         channels = Channels(config, store, decide_command)
-        desk = ReviewDesk(store, channels.posting(), clock=utcnow)
+        metrics = Metrics(store, utcnow)
+        links = review_links(config, utcnow)  # pages on: every review message links its page
+        desk = ReviewDesk(store, channels.posting(), clock=utcnow, page_url=None if links is None else links.url)
         catalog = LoopCatalog(config)
-        runner = Runner(config, store, desk, catalog=catalog)
+        runner = MeteredRunner(config, store, desk, catalog=catalog, metrics=metrics)
         # in-process votes (Slack, GitHub) resume their run at once; `loopbot decide` is picked up by the tick
         control = RunControl(store, channels.authorizer(), config.loops, start=_starter(runner), cancel=runner.cancel,
                              listing=partial(loops_listing, config, store))
-        votes = VotePath(store, channels.authorizer(), clock=utcnow, people=channels.people,
-                         apply=runner.apply_decided, loop_check=catalog.modification_problem, control=control)
+        votes = MeteredVotePath(store, channels.authorizer(), clock=utcnow, people=channels.people,
+                                apply=runner.apply_decided, loop_check=catalog.modification_problem, control=control,
+                                metrics=metrics)
         port = int(sock.getsockname()[1])
 
         def fire(name: str) -> None:
@@ -339,8 +348,11 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
         leadership = _leadership(config, store, runner, fire, port)
         service = Service(store, runner, leader=leadership, lost=lock.lost, on_lost=_exit_at_once)
         view = None if leadership is None else partial(_replicas_view, store, leadership.name)
-        app = create_app(store, state_dir, channels.routes(votes, desk), service=service, desk=desk, replicas=view,
-                         votes=votes)
+        scheduler = LoopScheduler(config, state_dir, fire) if leadership is None else None
+        pages = web_routes(config, store, clock=utcnow, metrics=metrics,
+                           next_runs=lambda: scheduler.next_run_times() if scheduler is not None else {})
+        app = create_app(store, state_dir, [*channels.routes(votes, desk), *pages], service=service, desk=desk,
+                         replicas=view, votes=votes, metrics=metrics)
         http = HttpServer(app, sock)
         http.install_signal_handlers()
         lock.update(port=http.port)
@@ -359,21 +371,26 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
         waiting = store.open_reviews(limit=5)  # the ones named: reading all 10,000 held their memory for good
         if waiting:  # the decide lines printed before the restart scrolled away: one line with the way to answer
             from adapters.local import answer_as, answer_lines
+            from bot.status import where_to_answer
 
             total = max(store.counts()["open_reviews"], len(waiting))
             shown = ", ".join(r.id for r in waiting) + (", ..." if total > len(waiting) else "")
             first = waiting[0]
-            as_option, who = answer_as(None if first.policy.reviewers.anyone else first.policy.reviewers.local)
-            log.info("%d review(s) wait for a decision: %s; answer with `%s`%s",
-                     total, shown, answer_lines(first.id, decide_command, as_option)[0],
-                     f" ({who})" if who else "")
+            elsewhere = where_to_answer(first)
+            if elsewhere is not None:  # no decide line that the vote path would refuse
+                log.info("%d review(s) wait for a decision: %s; %s", total, shown, elsewhere)
+            else:
+                as_option, who = answer_as(None if first.policy.reviewers.anyone else first.policy.reviewers.local)
+                log.info("%d review(s) wait for a decision: %s; answer with `%s`%s",
+                         total, shown, answer_lines(first.id, decide_command, as_option)[0],
+                         f" ({who})" if who else "")
 
-        scheduler = LoopScheduler(config, state_dir, fire) if leadership is None else None
         desk.start()
         channels.start(votes, desk)
         # the leader (elected by this first round, or later) starts the scheduler and restarts interrupted runs
         if scheduler is not None:
             scheduler.start()
+            metrics.watch_scheduler(scheduler.apscheduler)
         leads_at_start = leadership is None or leadership.start()
         try:
             if leads_at_start:  # replicas: the one leading at its start runs run_on_start loops

@@ -7,7 +7,7 @@ added, never renamed. Nothing here reads config, so no secret can reach it.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +18,7 @@ from bot.desk.outbox import ESCALATION_PREFIX
 from bot.reviews import Review, authorize
 from bot.store.base import OutboxTask, RunRecord
 
-__all__ = ["run_view", "review_view", "render_json", "render_table"]
+__all__ = ["run_view", "review_view", "render_json", "render_table", "render_page_links", "where_to_answer"]
 
 #: What the ANSWER WITH column says of a review no longer open.
 _NOT_OPEN = {"decided": "(being applied)", "failed": "(could not be applied: see the run's reason)"}
@@ -166,6 +166,14 @@ def _places(review: Review) -> str:
     return " or ".join(places)
 
 
+def where_to_answer(review: Review) -> str | None:
+    """Where to answer a review nobody may answer locally (instead of a decide line it would refuse), else None."""
+    reviewers = review.policy.reviewers
+    if local_votes_count(reviewers.local, not reviewers.anyone):
+        return None
+    return answer_elsewhere(_places(review))
+
+
 def _answer_with(review: Review, decide_command: str, serving: bool, voter: str | None) -> str:
     """The ANSWER WITH cell: the line to paste while open, else what happens next.
 
@@ -177,9 +185,10 @@ def _answer_with(review: Review, decide_command: str, serving: bool, voter: str 
         return _NOT_SERVING
     if review.status != "open":
         return _NOT_OPEN.get(review.status, "")
+    elsewhere = where_to_answer(review)
+    if elsewhere is not None:
+        return elsewhere
     reviewers = review.policy.reviewers
-    if not local_votes_count(reviewers.local, not reviewers.anyone):
-        return answer_elsewhere(_places(review))
     if voter is not None and authorize(reviewers, f"local:{voter}") is None:
         return answer_lines(review.id, decide_command)[0]
     as_option, who = answer_as(reviewers.local)
@@ -238,3 +247,11 @@ def render_table(
     else:
         lines.append("no open reviews")
     return "\n".join(lines)
+
+
+def render_page_links(reviews: Sequence[Review], page_url: Callable[[str], str] | None) -> str:
+    """Each open review's web page (a signed link, ``bot.web.links``) below the table; empty with pages off."""
+    waiting = [r for r in reviews if r.status == "open"]
+    if page_url is None or not waiting:
+        return ""
+    return "\n\n" + "\n".join(_table(["REVIEW", "PAGE"], [[r.id, page_url(r.id)] for r in waiting]))

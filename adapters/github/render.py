@@ -305,6 +305,7 @@ def _first(post: ReviewPost, marker: str, parts: Sequence[str], tail: Sequence[s
              f" · run `{escape_inline(post.run_id)}`" + (f" · part 1 of {total}" if total > 1 else ""))
     heading = _inert(escape_inline(_cut(asked(post.request), _ASKED_CHARS)))
     body = [marker, title, "", f"## {heading}", ""]
+    body += [f"[Whole proposal and history]({post.page_url})", ""] if post.page_url else []
     if parts[0]:
         body += [parts[0], ""]
     if total > 1:

@@ -254,6 +254,7 @@ def _review(post: ReviewPost, outcome: str | None, command: str, notice: str = "
         head.append(_section(_outcome_shown(outcome)))
     asked = inert(" ".join(_asked(post).split()))
     head.append(_section(f"*{cut(asked, MAX_ASKED)}*"))
+    head += [_section(f"<{post.page_url}|Whole proposal and history>")] if post.page_url else []
     body = _sections(f"The whole question: {asked}") if len(asked) > MAX_ASKED else []
     if post.request.proposal is not None:
         body += [_section(piece) for piece in proposal_pieces(post.request.proposal)]

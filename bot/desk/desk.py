@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from functools import partial
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -34,8 +35,8 @@ log = logging.getLogger(__name__)
 _CHANNEL_IDS = {"local": ("local",), "slack": ("slack_users", "slack_groups"), "github": ("github_users",)}
 
 
-def review_post(review: Review) -> ReviewPost:
-    """The neutral view of a review that every channel renders."""
+def review_post(review: Review, page_url: Callable[[str], str] | None = None) -> ReviewPost:
+    """The neutral view of a review that every channel renders; ``page_url`` links its web page (``bot.web``)."""
     who = review.policy.reviewers
     reviewers = {
         channel: tuple(name for key in keys for name in getattr(who, key) or [])
@@ -55,6 +56,7 @@ def review_post(review: Review) -> ReviewPost:
         status=review.status,
         outcome=_post_outcome(review),
         min_permission=who.github_min_permission or "",
+        page_url=None if page_url is None else page_url(review.id),
     )
 
 
@@ -101,13 +103,15 @@ class ReviewDesk:
         *,
         clock: Callable[[], datetime],
         inline: bool = False,
+        page_url: Callable[[str], str] | None = None,
     ) -> None:
+        """``page_url(review_id)``: the signed link each message carries when pages are on."""
         if "local" not in channels:
             raise ValueError("the local channel is always on: pass channels={'local': LocalChannel(...)}")
         self._store = store
         self._clock = clock
         self._inline = inline
-        self.outbox = Outbox(store, channels, review_post, clock=clock)
+        self.outbox = Outbox(store, channels, partial(review_post, page_url=page_url), clock=clock)
         self._workers: list[OutboxWorker] = []
 
     # -- workers -------------------------------------------------------------------

@@ -10,6 +10,7 @@ import pytest
 
 from bot.config import ConfigError, CoreConfig, load_config
 from bot.config_memo import ConfigView, load_view, memo_dir
+from bot.config_file import CHANNEL_BLOCKS
 
 TOKEN = "xoxb-very-secret-1"
 SIGNING = "signing-very-secret-2"
@@ -50,7 +51,7 @@ def test_the_keys_judged_are_the_models_fields(tmp_path: Path, env: dict[str, st
     folder = memo_dir(env)
     assert folder is not None
     listed, = [json.loads(file.read_text()) for file in folder.glob("*.keys")]
-    assert listed == [key for key in CoreConfig.model_fields if key not in ("slack", "github")]
+    assert listed == [key for key in CoreConfig.model_fields if key not in CHANNEL_BLOCKS]
     assert {"state_dir", "loops", "people", "store"} <= set(listed) and not {"slack", "github"} & set(listed)
 
 
@@ -131,4 +132,4 @@ def test_a_keys_list_that_is_not_one_is_written_again(tmp_path: Path, env: dict[
     keys, = folder.glob("*.keys")
     keys.write_text('["state_dir", 5]')
     assert seen(load_view(path, env)) == expected
-    assert json.loads(keys.read_text()) == [key for key in CoreConfig.model_fields if key not in ("slack", "github")]
+    assert json.loads(keys.read_text()) == [key for key in CoreConfig.model_fields if key not in CHANNEL_BLOCKS]

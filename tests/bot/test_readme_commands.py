@@ -40,7 +40,8 @@ MOVED = {
     "commands.md": "# The command line", "exit-codes.md": "# Exit codes", "configuration.md": "# Configuration",
     "slack.md": "# Slack", "github.md": "# GitHub", "daily-triage.md": "# Daily triage",
     "durability.md": "# How it works", "postgresql.md": "# Several replicas on PostgreSQL",
-    "loop-library.md": "# The loop library", "writing-loops.md": "# Writing your own loop",
+    "loop-library.md": "# The loop library", "pages.md": "# Pages and metrics",
+    "writing-loops.md": "# Writing your own loop",
 }
 
 

@@ -90,3 +90,22 @@ def test_settle_collector_freezes_what_start_up_loaded_and_collects_the_young_le
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def test_reviews_nobody_may_answer_locally_get_no_decide_line_from_run_or_at_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue #18: a decide line the vote path would refuse is never printed; where to answer is, instead."""
+    from bot.cli import main
+
+    monkeypatch.setenv("LOOPBOT_USER", "alice")
+    config = write_config(tmp_path, [demo(review={"reviewers": {"slack_users": ["U0AAA"]}})])
+    assert main(["run", "demo", "--config", str(config)]) == 0
+    printed = capsys.readouterr().out
+    assert "decide demo-1" not in printed and "Nobody may answer locally" in printed
+    caplog.set_level(logging.INFO, logger="bot.server")
+    serve_once(config, monkeypatch)
+    [line] = [r.getMessage() for r in caplog.records if "wait for a decision" in r.getMessage()]
+    assert line.startswith("1 review(s) wait for a decision: demo-1; Nobody may answer locally")
+    assert "decide" not in line
