@@ -278,3 +278,15 @@ class ReviewTables:
             "decided_reviews": reviews.get("decided", 0),
             "outbox_pending": pending,
         }
+
+    def run_counts(self) -> dict[tuple[str, str], int]:
+        """Every run, ended (archived) ones too, counted by (loop, status) in one aggregate - no run is read."""
+        with self._read() as cur:
+            cur.execute("SELECT loop, status, count(*) FROM runs GROUP BY loop, status")
+            return {(loop, status): int(n) for loop, status, n in cur.fetchall()}
+
+    def outbox_backlog(self) -> dict[str, int]:
+        """Pending outbox tasks by channel (a channel with none is absent), from the channel index."""
+        with self._read() as cur:
+            cur.execute("SELECT channel, count(*) FROM outbox GROUP BY channel")
+            return {channel: int(n) for channel, n in cur.fetchall()}

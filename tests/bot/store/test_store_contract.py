@@ -328,6 +328,7 @@ def test_reading_writes_nothing(tmp_path: Path) -> None:
     assert store.active_runs() == store.recent_runs() == [] and store.active_run("demo") is None
     assert store.run_with_trigger("cli") is None and store.load_state("demo-run-1") is None
     assert store.counts() == {"runs": {}, "open_reviews": 0, "decided_reviews": 0, "outbox_pending": 0}
+    assert store.run_counts() == {} and store.outbox_backlog() == {}
     assert store.due_tasks("slack", T0) == store.pending_tasks() == [] and store.next_task_at("slack") is None
     with pytest.raises(UnknownTaskError):
         store.update_task("a.post", lambda t: None)
