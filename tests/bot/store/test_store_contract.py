@@ -336,3 +336,12 @@ def test_reading_writes_nothing(tmp_path: Path) -> None:
     assert (tmp_path / "state" / "loopbot.db").stat().st_mtime_ns == before
     with sqlite3.connect(tmp_path / "state" / "loopbot.db") as conn:
         assert conn.execute("SELECT count(*) FROM counters").fetchone()[0] == 0
+
+
+def test_sqlite_counts_runs_from_the_loop_status_index_not_the_run_documents(tmp_path: Path) -> None:
+    from bot.store.sql_reviews import RUN_COUNTS
+
+    SqliteStore(tmp_path / "state").close()
+    with sqlite3.connect(tmp_path / "state" / "loopbot.db") as conn:
+        plan = " ".join(str(row[-1]) for row in conn.execute("EXPLAIN QUERY PLAN " + RUN_COUNTS).fetchall())
+    assert "COVERING INDEX runs_loop_status" in plan, plan
