@@ -323,6 +323,14 @@ class ReviewStore(Protocol):
     def review_for_run(self, run_id: str, checkpoint_id: str | None = None) -> Review | None: ...
     def counts(self) -> dict[str, Any]: ...
 
+    def run_counts(self) -> dict[tuple[str, str], int]:
+        """Every run ever stored, ended ones included, by (loop, status): one aggregate, for /metrics."""
+        ...
+
+    def outbox_backlog(self) -> dict[str, int]:
+        """Tasks not delivered yet by channel (channels with none are absent): one aggregate, for /metrics."""
+        ...
+
 
 class OutboxStore(Protocol):
     """Tasks channel workers deliver, kept until they are done."""

@@ -19,7 +19,7 @@ __all__ = ["SCHEMA_VERSION", "MIGRATIONS", "advisory_key", "migrate", "schema_ve
            "migrate_sqlite", "check_sqlite"]
 
 #: The schema this loopbot writes and reads; a database at a higher version is refused.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: version -> the statements that bring the schema from version-1 to version (in the bot's schema).
 MIGRATIONS: dict[int, list[str]] = {
@@ -99,6 +99,10 @@ MIGRATIONS: dict[int, list[str]] = {
     4: [
         "CREATE TABLE review_votes (review_key text NOT NULL, seq bigint NOT NULL, vote text NOT NULL,"
         " PRIMARY KEY (review_key, seq))",
+    ],
+    # /metrics counts every run by loop and status (Store.run_counts) from this index, not from the rows' documents
+    5: [
+        "CREATE INDEX runs_loop_status ON runs (loop, status)",
     ],
 }
 assert max(MIGRATIONS) == SCHEMA_VERSION

@@ -1,8 +1,10 @@
 """/metrics in Prometheus' format: the store read at scrape time, and the process's own counters.
 
-A scrape reads only what the store keeps cheap - ``counts()``, the runs in
-progress, the oldest open review, each channel's earliest pending task - so
-it costs the same at 10 and at 10,000 open reviews (no review is listed).
+A scrape reads only aggregates the store computes in SQL - ``counts()``,
+``run_counts()`` (every run by loop and status), ``outbox_backlog()`` (pending
+tasks by channel), the oldest open review, each channel's earliest pending
+task - so it costs the same at 10 and at 10,000 open reviews (no review or
+run is listed).
 What only happens in this process is counted as it happens: votes by
 channel and answer (``MeteredVotePath``), webhook deliveries by channel and
 whether they were accepted (``count_deliveries``), the time from a deciding
@@ -13,7 +15,6 @@ share a number.
 
 from __future__ import annotations
 
-from collections import Counter as Tally
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -54,8 +55,9 @@ class StoreCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         now = self._clock()
         counts = self._store.counts()
-        runs = GaugeMetricFamily("loopbot_runs", "Runs in progress, by loop and status.", labels=["loop", "status"])
-        for (loop, status), number in sorted(Tally((r.loop, r.status) for r in self._store.active_runs()).items()):
+        runs = GaugeMetricFamily("loopbot_runs", "Runs stored, ended ones too, by loop and status.",
+                                 labels=["loop", "status"])
+        for (loop, status), number in sorted(self._store.run_counts().items()):
             runs.add_metric([loop, status], number)
         yield runs
         reviews = GaugeMetricFamily("loopbot_reviews", "Reviews waiting for people (open) or to be applied (decided).",
@@ -66,8 +68,12 @@ class StoreCollector(Collector):
         oldest = self._store.open_reviews(limit=1)
         yield GaugeMetricFamily("loopbot_oldest_open_review_age_seconds", "Age of the oldest open review (0: none).",
                                 value=_age(now, oldest[0].created_at) if oldest else 0.0)
-        yield GaugeMetricFamily("loopbot_outbox_backlog", "Outbox tasks not delivered yet, every channel.",
-                                value=counts["outbox_pending"])
+        backlog = GaugeMetricFamily("loopbot_outbox_backlog", "Outbox tasks not delivered yet, by channel.",
+                                    labels=["channel"])
+        pending = self._store.outbox_backlog()
+        for channel in sorted({*self._channels, *pending}):
+            backlog.add_metric([channel], pending.get(channel, 0))
+        yield backlog
         waiting = GaugeMetricFamily(
             "loopbot_outbox_oldest_task_age_seconds",
             "How long the earliest pending task of each channel has been ready and not delivered (0: none).",

@@ -182,3 +182,15 @@ def test_without_binaries_the_tests_skip_but_fail_under_ci(tmp_path: Path) -> No
     assert "PostgreSQL store tests skipped: no PostgreSQL server binaries" in local.stdout
     ci = subprocess.run(args, cwd=ROOT, env={**env, "CI": "true"}, capture_output=True, text=True, timeout=120)
     assert ci.returncode == 1 and "PostgreSQL tests must run in CI" in ci.stdout
+
+
+def test_run_counts_can_be_read_from_the_loop_status_index_alone(url: str, schema: str) -> None:
+    import psycopg
+
+    from bot.store.sql_reviews import RUN_COUNTS
+
+    PostgresStore(url, schema=schema)
+    with psycopg.connect(url, autocommit=True, options=f"-c search_path={schema}") as conn:
+        conn.execute("SET enable_seqscan = off")  # a tiny table is scanned anyway: ask whether the index could serve
+        plan = "\n".join(str(row[0]) for row in conn.execute("EXPLAIN " + RUN_COUNTS).fetchall())
+    assert "Index Only Scan using runs_loop_status" in plan, plan

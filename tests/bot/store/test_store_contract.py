@@ -328,6 +328,7 @@ def test_reading_writes_nothing(tmp_path: Path) -> None:
     assert store.active_runs() == store.recent_runs() == [] and store.active_run("demo") is None
     assert store.run_with_trigger("cli") is None and store.load_state("demo-run-1") is None
     assert store.counts() == {"runs": {}, "open_reviews": 0, "decided_reviews": 0, "outbox_pending": 0}
+    assert store.run_counts() == {} and store.outbox_backlog() == {}
     assert store.due_tasks("slack", T0) == store.pending_tasks() == [] and store.next_task_at("slack") is None
     with pytest.raises(UnknownTaskError):
         store.update_task("a.post", lambda t: None)
@@ -335,3 +336,12 @@ def test_reading_writes_nothing(tmp_path: Path) -> None:
     assert (tmp_path / "state" / "loopbot.db").stat().st_mtime_ns == before
     with sqlite3.connect(tmp_path / "state" / "loopbot.db") as conn:
         assert conn.execute("SELECT count(*) FROM counters").fetchone()[0] == 0
+
+
+def test_sqlite_counts_runs_from_the_loop_status_index_not_the_run_documents(tmp_path: Path) -> None:
+    from bot.store.sql_reviews import RUN_COUNTS
+
+    SqliteStore(tmp_path / "state").close()
+    with sqlite3.connect(tmp_path / "state" / "loopbot.db") as conn:
+        plan = " ".join(str(row[-1]) for row in conn.execute("EXPLAIN QUERY PLAN " + RUN_COUNTS).fetchall())
+    assert "COVERING INDEX runs_loop_status" in plan, plan

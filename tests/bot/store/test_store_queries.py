@@ -149,6 +149,20 @@ def test_ended_runs_are_archived_and_recent_runs_lists_the_latest(store: Store) 
         store.update_run("demo-run-1", lambda r: setattr(r, "status", "running"))
 
 
+def test_run_counts_count_every_run_by_loop_and_status_ended_ones_too(store: Store) -> None:
+    assert store.run_counts() == {}
+    for n in range(1, 6):
+        store.put_run(make_run(f"demo-run-{n}", created_at=T0 + timedelta(minutes=n)))
+    store.put_run(make_run("other-run-1", loop="other", status="waiting"))
+    store.put_run(make_run("other-run-2", loop="other", status="failed"))
+    for n in (1, 2, 3):
+        store.update_run(f"demo-run-{n}", lambda r: setattr(r, "status", "completed"))
+    store.update_run("demo-run-4", lambda r: setattr(r, "status", "failed"))
+    assert store.run_counts() == {("demo", "completed"): 3, ("demo", "failed"): 1, ("demo", "running"): 1,
+                                  ("other", "waiting"): 1, ("other", "failed"): 1}
+    assert store.counts()["runs"] == {"running": 1, "waiting": 1}  # the hot set only, as before
+
+
 def test_recent_runs_orders_runs_created_at_the_same_instant(store: Store) -> None:
     for n in (9, 10, 11):
         store.put_run(make_run(f"demo-run-{n}", status="failed"))
@@ -183,8 +197,10 @@ def test_outbox_tasks_are_idempotent_due_in_order_and_finished(store: Store) -> 
     assert ids(store.due_tasks("slack", T0 + 4 * H)) == ["c.post", "b.post"]
     assert store.get_task("a.post").last_error == "HTTP 503"
     assert store.counts()["outbox_pending"] == 4
+    assert store.outbox_backlog() == {"slack": 3, "github": 1}
     store.finish_task("a.post")
     store.finish_task("a.post")
+    assert store.outbox_backlog() == {"slack": 2, "github": 1}
     with pytest.raises(UnknownTaskError):
         store.get_task("a.post")
     with pytest.raises(UnknownTaskError):

@@ -60,6 +60,9 @@ def test_metrics_count_runs_reviews_votes_deliveries_and_the_time_to_apply(tmp_p
     b.store.add_task(OutboxTask(id="x.post.slack-c1", channel="slack", action="post", review_id=None,
                                 payload={"target": {"slack": {"channel": "C1"}}},
                                 created_at=b.clock() - timedelta(seconds=30)))
+    for n in (1, 2):
+        b.store.add_task(OutboxTask(id=f"x.answer.github-{n}", channel="github", action="answer", review_id=None,
+                                    payload={"target": {"github": {"repo": "o/r", "issue": n}}}, created_at=b.clock()))
 
     def webhook(request: Request) -> PlainTextResponse:
         return PlainTextResponse("", 202 if request.headers.get("x-good") else 401)
@@ -72,8 +75,10 @@ def test_metrics_count_runs_reviews_votes_deliveries_and_the_time_to_apply(tmp_p
     text = client.get("/metrics", headers=bearer()).text
 
     assert value(text, "loopbot_runs", loop="other", status="waiting") == 1
-    # demo's run completed: no longer in progress
+    # demo's run ended (archived) and is still counted, under its final status only
+    assert value(text, "loopbot_runs", loop="demo", status="completed") == 1
     assert ("loopbot_runs", (("loop", "demo"), ("status", "waiting"))) not in samples(text)
+    assert sum(v for (name, _), v in samples(text).items() if name == "loopbot_runs") == 2
     assert value(text, "loopbot_reviews", status="open") == 1
     assert value(text, "loopbot_reviews", status="decided") == 0
     assert value(text, "loopbot_oldest_open_review_age_seconds") == 60  # "other"'s review, opened 60 s ago
@@ -83,7 +88,9 @@ def test_metrics_count_runs_reviews_votes_deliveries_and_the_time_to_apply(tmp_p
     assert value(text, "loopbot_webhook_deliveries_total", channel="github", result="accepted") == 2
     assert value(text, "loopbot_webhook_deliveries_total", channel="github", result="refused") == 1
     assert value(text, "loopbot_vote_to_applied_seconds_count") == 1
-    assert value(text, "loopbot_outbox_backlog") == 1
+    assert value(text, "loopbot_outbox_backlog", channel="slack") == 1
+    assert value(text, "loopbot_outbox_backlog", channel="github") == 2
+    assert value(text, "loopbot_outbox_backlog", channel="local") == 0
     assert value(text, "loopbot_outbox_oldest_task_age_seconds", channel="slack") == 30
     assert value(text, "loopbot_outbox_oldest_task_age_seconds", channel="github") == 0
 
@@ -130,5 +137,5 @@ def test_a_scrape_reads_no_list_of_reviews_however_many_are_open(tmp_path: Path)
     recording = Recording(s.store)
     Metrics(recording, s.clock).exposition()  # type: ignore[arg-type]
     names = {name for name, _, _ in recording.calls}
-    assert names <= {"counts", "active_runs", "open_reviews", "next_task_at"}
+    assert names <= {"counts", "run_counts", "outbox_backlog", "open_reviews", "next_task_at"}
     assert all(kwargs == {"limit": 1} for name, _, kwargs in recording.calls if name == "open_reviews")
