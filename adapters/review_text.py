@@ -22,7 +22,7 @@ from typing import Any
 from loop_engine.markdown import escape_inline, render_table, show_value
 from loop_engine.review import ReviewRequest
 
-__all__ = ["asked", "diagnostics_lines", "proposal_lines", "reason_is_asked", "words"]
+__all__ = ["asked", "asked_because", "diagnostics_lines", "proposal_lines", "reason_is_asked", "words"]
 
 _TRIGGERS = {
     "ON_FAILURE": "a step failed",
@@ -39,6 +39,11 @@ _OWN = ("iteration", "plan_progress", "current_step", "status", "execution_state
         "cost_used", "tokens_used")
 #: The loop's state while it waited: no longer true once the review is decided.
 _WHILE_OPEN = ("status", "execution_state")
+
+
+def asked_because(trigger: str) -> str:
+    """Why the loop asked, in words: ``ON_FAILURE`` -> "a step failed"."""
+    return _TRIGGERS.get(trigger, words(trigger))
 
 
 def words(value: str) -> str:
@@ -99,7 +104,7 @@ def _title(key: str) -> str:
 def diagnostics_lines(request: ReviewRequest, *, is_open: bool = True) -> list[str]:
     """Why the loop asked and what state it was in, as escaped markdown lines (tables for lists of records)."""
     summary = request.state_summary
-    lines = [f"- **Asked because:** {_TRIGGERS.get(request.trigger.name, words(request.trigger.name))}",
+    lines = [f"- **Asked because:** {asked_because(request.trigger.name)}",
              f"- **Asked at:** {request.timestamp.isoformat(timespec='seconds')}"]
     if request.proposed_action and asked(request) != " ".join(request.proposed_action.split()):
         lines.append(_line("Next step", request.proposed_action))

@@ -13,16 +13,16 @@ once the review is decided, the state it was in while waiting is left out
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime
 from typing import Any
 
 from adapters.channel import ReviewPost
+from adapters.review_text import asked_because, words
 
 from .limits import cut
 from .mrkdwn import inert, to_mrkdwn
 
-__all__ = ["MAX_PART", "diagnostics", "words"]
+__all__ = ["MAX_PART", "diagnostics"]
 
 #: The longest of the context block's parts.
 MAX_PART = 900
@@ -31,28 +31,9 @@ MAX_VALUE = 300
 MAX_FAILURES = 5
 MAX_LISTED = 10
 
-_TRIGGERS = {
-    "ON_FAILURE": "a step failed",
-    "ON_MAJOR_FAILURE": "a major failure",
-    "ON_PLAN_COMPLETE": "the plan is complete",
-    "ON_ITERATION_BOUNDARY": "an iteration ended",
-    "ON_COST_THRESHOLD": "the cost limit was reached",
-    "ON_EXTERNAL_REQUEST": "the loop asked for a decision",
-}
-_WORDS = {"waiting_for_human": "waiting for a person", "paused": "paused for this review"}
-_ENUM = re.compile(r"\A[A-Za-z]+(?:_[A-Za-z]+)*\Z")
-#: Shown in parts of their own, or not at all once decided (``_WHILE_OPEN``).
+#: Shown in parts of their own, or not at all once decided (the loop's status and state).
 _OWN = ("iteration", "status", "execution_state", "plan_progress", "current_step", "unrecovered_failures",
         "failures", "cost_used", "tokens_used")
-_WHILE_OPEN = ("status", "execution_state")
-
-
-def words(value: str) -> str:
-    """An enum name as words: ``WAITING_FOR_HUMAN`` -> "waiting for a person", ``TOOL_ERROR`` -> "tool error"."""
-    if not _ENUM.match(value):
-        return value
-    key = value.lower()
-    return _WORDS.get(key, key.replace("_", " "))
 
 
 def _show(value: Any) -> str:
@@ -140,7 +121,7 @@ def diagnostics(post: ReviewPost, is_open: bool) -> list[str]:
     """The context block's parts: where and why, the loop's state, its failures, the rest of what it said."""
     request = post.request
     summary = request.state_summary
-    trigger = _TRIGGERS.get(request.trigger.name, words(request.trigger.name))
+    trigger = asked_because(request.trigger.name)
     where = (f"Loop {inert(post.loop)} · run `{inert(post.run_id)}` · review `{inert(post.review_id)}` · "
              f"asked because {trigger}")
     reason = request.context.get("reason")
