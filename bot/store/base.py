@@ -1,9 +1,10 @@
 """The Store contract: what the bot keeps durably, and the errors it raises.
 
-Runs (with their engine snapshot), reviews, id counters, the run-request
-inbox, the outbox of tasks channel workers deliver, and intake dedupe keys,
-as a few small contracts (``RunStore``, ``ReviewStore``, ``OutboxStore``,
-``IntakeStore``) that ``Store`` joins. The SQL store passes
+Runs with their engine snapshots, reviews with their votes, the outbox of
+tasks channel workers deliver, intake dedupe keys, id counters and the
+run-request inbox, as small contracts (``RunStore``, ``ReviewStore``,
+``OutboxStore``, ``DeliveryStore``, ``CounterStore``, ``RequestStore``)
+that ``Store`` joins. The SQL store passes
 tests/bot/store/test_store_contract.py and its companions on each engine;
 code outside ``bot/store`` sees only these Protocols and these records.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -23,8 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover - annotations only: listing runs and revie
 
 __all__ = ["RUN_FORMAT", "RUN_STATUSES", "StoreError", "UnknownRunError", "UnknownReviewError", "UnknownTaskError",
     "CorruptDocumentError", "NewerFormatError", "RunRecord", "Request", "OutboxTask", "TASK_FORMAT",
-    "ACTIVE_RUN_STATUSES", "HOT_REVIEW_STATUSES", "Store", "RunStore", "ReviewStore", "OutboxStore", "IntakeStore",
-    "Claim", "NO_CLAIM"]
+    "ACTIVE_RUN_STATUSES", "HOT_REVIEW_STATUSES", "Store", "RunStore", "ReviewStore", "OutboxStore", "DeliveryStore",
+    "CounterStore", "RequestStore", "Claim", "NO_CLAIM"]
 
 T = TypeVar("T")
 
@@ -39,6 +40,11 @@ HOT_REVIEW_STATUSES = ("open", "decided")
 #: Format version written into every outbox task.
 TASK_FORMAT = 1
 _TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
+
+
+def is_task_id(value: object) -> bool:
+    """Task ids are kept as given (callers choose them and compare them exactly), so only safe ones are taken."""
+    return isinstance(value, str) and _TASK_ID.fullmatch(value) is not None and ".." not in value
 
 
 class StoreError(Exception):
@@ -76,8 +82,21 @@ class NewerFormatError(StoreError, ValueError):
     """A stored document was written by a newer loopbot; the message names file and versions."""
 
 
-def _iso(value: datetime) -> str:
-    return value.isoformat()
+def _document(record: Any, version: int) -> dict[str, Any]:
+    """A record as its stored JSON document: the format it is written in, then its fields, times as ISO text."""
+    document: dict[str, Any] = {"format": version}
+    for item in fields(record):
+        value = getattr(record, item.name)
+        document[item.name] = value.isoformat() if isinstance(value, datetime) else value
+    return document
+
+
+def _check_format(kind: str, data: dict[str, Any], supported: int) -> None:
+    version = data.get("format")
+    if not isinstance(version, int) or version > supported:
+        raise ValueError(
+            f"{kind} format {version!r} is not one this loopbot reads (up to {supported}); upgrade loopbot"
+        )
 
 
 @dataclass
@@ -96,27 +115,11 @@ class RunRecord:
     result: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "format": RUN_FORMAT,
-            "id": self.id,
-            "loop": self.loop,
-            "status": self.status,
-            "created_at": _iso(self.created_at),
-            "updated_at": _iso(self.updated_at),
-            "trigger": self.trigger,
-            "review_id": self.review_id,
-            "iterations": self.iterations,
-            "reason": self.reason,
-            "result": self.result,
-        }
+        return _document(self, RUN_FORMAT)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:
-        version = data.get("format")
-        if not isinstance(version, int) or version > RUN_FORMAT:
-            raise ValueError(
-                f"run format {version!r} is not one this loopbot reads (up to {RUN_FORMAT}); upgrade loopbot"
-            )
+        _check_format("run", data, RUN_FORMAT)
         return cls(
             id=data["id"],
             loop=data["loop"],
@@ -141,10 +144,6 @@ class Request:
     created_at: datetime | None = None
 
 
-def _opt_dt(value: Any) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value)
-
-
 @dataclass
 class OutboxTask:
     """Something a channel worker must deliver (post, update, escalate, ...), kept until it is done.
@@ -167,7 +166,7 @@ class OutboxTask:
     last_error: str | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.id, str) or not _TASK_ID.fullmatch(self.id) or ".." in self.id:
+        if not is_task_id(self.id):
             raise StoreError(
                 f"invalid task id {self.id!r}: use letters, digits, '.', '_', '-' or ':' "
                 "(up to 200, e.g. demo-1.post.slack-c0123)"
@@ -179,26 +178,11 @@ class OutboxTask:
         return self.not_before if self.not_before is not None else self.created_at
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "format": TASK_FORMAT,
-            "id": self.id,
-            "channel": self.channel,
-            "action": self.action,
-            "review_id": self.review_id,
-            "payload": self.payload,
-            "created_at": _iso(self.created_at),
-            "attempts": self.attempts,
-            "not_before": None if self.not_before is None else _iso(self.not_before),
-            "last_error": self.last_error,
-        }
+        return _document(self, TASK_FORMAT)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> OutboxTask:
-        version = data.get("format")
-        if not isinstance(version, int) or version > TASK_FORMAT:
-            raise ValueError(
-                f"task format {version!r} is not one this loopbot reads (up to {TASK_FORMAT}); upgrade loopbot"
-            )
+        _check_format("task", data, TASK_FORMAT)
         payload = data["payload"]
         if not isinstance(payload, dict):
             raise TypeError(f"task payload must be an object, not {type(payload).__name__}")
@@ -210,7 +194,7 @@ class OutboxTask:
             payload=payload,
             created_at=datetime.fromisoformat(data["created_at"]),
             attempts=int(data.get("attempts", 0)),
-            not_before=_opt_dt(data.get("not_before")),
+            not_before=None if data.get("not_before") is None else datetime.fromisoformat(data["not_before"]),
             last_error=data.get("last_error"),
         )
 
@@ -258,10 +242,7 @@ NO_CLAIM: Claim = _NoClaim()
 
 
 class RunStore(Protocol):
-    """Runs and their engine snapshots. Ended runs are archived by the write that ends them."""
-
-    #: Where the store keeps its state, for messages (the database file, or the PostgreSQL URL without password).
-    where: str
+    """Runs and their engine snapshots."""
 
     def put_run(self, run: RunRecord) -> None: ...
     def get_run(self, run_id: str) -> RunRecord: ...
@@ -271,6 +252,10 @@ class RunStore(Protocol):
     def active_runs(self) -> list[RunRecord]: ...
     def active_run(self, loop: str) -> RunRecord | None: ...
     def run_with_trigger(self, trigger: str) -> RunRecord | None: ...
+
+    def run_counts(self) -> dict[tuple[str, str], int]:
+        """Every run ever stored, ended ones included, by (loop, status): one aggregate, for /metrics."""
+        ...
 
     def claim_run(self, run_id: str) -> Claim | None:
         """The right to execute (start, resume, continue) ``run_id``, or None while another process holds it.
@@ -289,7 +274,7 @@ class RunStore(Protocol):
 
 
 class ReviewStore(Protocol):
-    """Reviews and their votes. Applied and failed reviews are archived by the write that ends them."""
+    """Reviews and their votes."""
 
     def put_review(self, review: Review) -> None: ...
     def get_review(self, review_id: str) -> Review: ...
@@ -305,16 +290,11 @@ class ReviewStore(Protocol):
         """
         ...
 
-    def open_reviews(self, limit: int | None = None) -> list[Review]:
-        """Reviews waiting for people, in creation order; only the first ``limit`` if given."""
-        ...
+    def open_reviews(self, limit: int | None = None) -> list[Review]: ...
 
     def open_reviews_posted_at(self, channel: str, context: Mapping[str, Any]) -> list[Review]:
-        """Open reviews with a post on ``channel`` whose message data holds every item of ``context``.
-
-        Where an answer without a review id belongs (a Slack thread, a GitHub
-        issue): found without reading every open review, in creation order.
-        """
+        """Open reviews with a post on ``channel`` whose message data holds every item of ``context``:
+        where an answer without a review id belongs (a Slack thread, a GitHub issue)."""
         ...
 
     def decided_reviews(self) -> list[Review]: ...
@@ -322,14 +302,6 @@ class ReviewStore(Protocol):
     def next_deadline(self) -> datetime | None: ...
     def review_for_run(self, run_id: str, checkpoint_id: str | None = None) -> Review | None: ...
     def counts(self) -> dict[str, Any]: ...
-
-    def run_counts(self) -> dict[tuple[str, str], int]:
-        """Every run ever stored, ended ones included, by (loop, status): one aggregate, for /metrics."""
-        ...
-
-    def outbox_backlog(self) -> dict[str, int]:
-        """Tasks not delivered yet by channel (channels with none are absent): one aggregate, for /metrics."""
-        ...
 
 
 class OutboxStore(Protocol):
@@ -343,14 +315,13 @@ class OutboxStore(Protocol):
     def update_task(self, task_id: str, mutate: Callable[[OutboxTask], T]) -> T: ...
     def finish_task(self, task_id: str) -> None: ...
 
+    def outbox_backlog(self) -> dict[str, int]:
+        """Tasks not delivered yet by channel (channels with none are absent): one aggregate, for /metrics."""
+        ...
 
-class IntakeStore(Protocol):
-    """Id counters, the run-request inbox, intake dedupe keys, and what is wrong with the stored data."""
 
-    def next_id(self, prefix: str) -> str: ...
-    def enqueue_request(self, kind: str, payload: dict[str, Any]) -> str: ...
-    def take_requests(self) -> list[Request]: ...
-    def finish_request(self, request_id: str) -> None: ...
+class DeliveryStore(Protocol):
+    """Intake dedupe keys: each webhook delivery is acted on once, and the votes it carried are not lost."""
 
     def record_delivery(self, key: str, work: list[dict[str, Any]] | None = None) -> bool:
         """True the first time ``key`` is seen, False after; durable.
@@ -370,20 +341,38 @@ class IntakeStore(Protocol):
         """The delivery's work is done; finishing twice, or a key without work, is harmless."""
         ...
 
-    def problems(self) -> list[str]: ...
+
+class CounterStore(Protocol):
+    """Id counters: ``next_id("triage")`` is ``triage-<n>``, never the same twice across processes."""
+
+    def next_id(self, prefix: str) -> str: ...
 
 
-class Store(RunStore, ReviewStore, OutboxStore, IntakeStore, Protocol):
+class RequestStore(Protocol):
+    """The run-request inbox: work handed to the running ``serve``, kept until it says it is done."""
+
+    def enqueue_request(self, kind: str, payload: dict[str, Any]) -> str: ...
+    def take_requests(self) -> list[Request]: ...
+    def finish_request(self, request_id: str) -> None: ...
+
+
+class Store(RunStore, ReviewStore, OutboxStore, DeliveryStore, CounterStore, RequestStore, Protocol):
     """Durable state of one bot. Every write is one transaction, committed before the method returns.
 
     ``update_*`` run ``mutate`` on the current record in a transaction that
     serialises threads and processes, write the result and only then return
     ``mutate``'s return value: an acknowledged change survives kill -9.
 
-    Hot set and archive: applied/failed reviews and ended runs are archived
-    by the write that ends them. Everything a tick, a health check or a
-    status asks about (``open_reviews``, ``due_reviews``, ``counts``,
-    ``due_tasks``, ...) is an indexed query of the hot set, so its cost grows
-    with the work to do, not with the history kept; ``get_*`` and
-    ``list_*(archived=True)`` still see the archive.
+    Applied and failed reviews and ended runs are archived by the write that
+    ends them. What a tick, a health check or a status asks (``open_reviews``,
+    ``due_reviews``, ``counts``, ``due_tasks``, ...) is an indexed query of
+    what is not archived, so its cost grows with the work to do, not with the
+    history kept; ``get_*`` and ``list_*(archived=True)`` still see the archive.
     """
+
+    #: Where the store keeps its state, for messages (the database file, or the PostgreSQL URL without password).
+    where: str
+
+    def problems(self) -> list[str]:
+        """What is wrong with the stored data (damaged rows, each named), for ``status`` and /healthz."""
+        ...

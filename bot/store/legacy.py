@@ -11,7 +11,8 @@ store's readers did: an archived copy wins over a hot leftover, a review's
 journal lines are folded in unless the review already has their delivery, a
 journal line cut short (never acknowledged) is dropped.
 
-``upgrade`` imports everything (``sql_transfer.load``: writes that can be
+``read`` returns it all as an export would (``sql_transfer``);
+``upgrade`` imports it (``sql_transfer.load``: writes that can be
 repeated, so a crash half-way imports again at the next start), then moves
 the old directories into ``state_dir/directory-store-backup-<time>/`` and
 returns the one line that says so.
@@ -19,6 +20,7 @@ returns the one line that says so.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -29,9 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from ..reviews import Review, Vote
-from .base import OutboxTask, Request, RunRecord, StoreError
+from .base import OutboxTask, RunRecord, StoreError
+from .sql_transfer import DUMP_FORMAT
 
-__all__ = ["LEGACY_DIRS", "found", "upgrade", "LegacyState"]
+__all__ = ["LEGACY_DIRS", "found", "read", "upgrade"]
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +55,7 @@ def _json(path: Path) -> Any:
                          ) from err
 
 
-def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def _lines(path: Path) -> Iterator[dict[str, Any]]:
     """The complete, readable lines of a journal (a last line cut short was never acknowledged)."""
     if not path.is_file():
         return
@@ -64,87 +67,72 @@ def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             log.warning("%s line %d: damaged, not imported", path, number)
             continue
         if isinstance(line, dict):
-            yield number, line
+            yield line
 
 
-def _documents(directory: Path) -> dict[str, Path]:
+def _files(directory: Path) -> dict[str, Path]:
     """stem -> file of the documents in ``directory`` (archived ones by the id after ``~``)."""
     if not directory.is_dir():
         return {}
     return {p.stem.rsplit("~", 1)[-1]: p for p in sorted(directory.glob("*.json")) if not p.name.startswith(".")}
 
 
-class LegacyState:
-    """Everything a directory store at ``root`` holds, read as its own readers read it."""
+def _documents(directory: Path) -> dict[str, Any]:
+    return {stem: _json(path) for stem, path in _files(directory).items()}
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = Path(root)
 
-    def _kind(self, kind: str) -> dict[str, Path]:
-        return {**_documents(self.root / kind), **_documents(self.root / "archive" / kind)}  # the archive wins
+def _reviews(root: Path) -> list[dict[str, Any]]:
+    """Every review, the archived copy winning over a hot leftover, the journal's votes folded into hot ones."""
+    journal: dict[str, list[dict[str, Any]]] = {}
+    for line in _lines(root / "reviews" / "votes.jsonl"):
+        if isinstance(line.get("review"), str) and isinstance(line.get("vote"), dict):
+            journal.setdefault(line["review"], []).append(line["vote"])
+    ended = _documents(root / "archive" / "reviews")
+    reviews = []
+    for stem, document in {**_documents(root / "reviews"), **ended}.items():
+        review = Review.from_dict(document)
+        if stem not in ended:  # an archived review was written with its lines folded in
+            _fold(review, journal.get(stem, []))
+        reviews.append(review.to_dict())
+    return reviews
 
-    def list_runs(self, *, archived: bool = True) -> list[RunRecord]:
-        return [RunRecord.from_dict(_json(path)) for path in self._kind("runs").values()]
 
-    def list_reviews(self, *, archived: bool = True) -> list[Review]:
-        journal: dict[str, list[dict[str, Any]]] = {}
-        for _n, line in _lines(self.root / "reviews" / "votes.jsonl"):
-            if isinstance(line.get("review"), str) and isinstance(line.get("vote"), dict):
-                journal.setdefault(line["review"], []).append(line["vote"])
-        ended = _documents(self.root / "archive" / "reviews")
-        reviews = []
-        for stem, path in self._kind("reviews").items():
-            review = Review.from_dict(_json(path))
-            if stem not in ended:  # an archived review was written with its lines folded in
-                _fold(review, journal.get(stem, []))
-            reviews.append(review)
-        return reviews
+def _pending_deliveries(root: Path) -> list[dict[str, Any]]:
+    """Webhook deliveries accepted and not yet cast (no file of their key in ``deliveries/``), oldest first."""
+    pending: dict[str, list[dict[str, Any]]] = {}
+    for line in _lines(root / "deliveries" / "pending.jsonl"):
+        key, work = line.get("key"), line.get("work")
+        if not isinstance(key, str) or not isinstance(work, list):
+            continue
+        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+        if not (root / "deliveries" / digest[:2] / f"{digest}.json").exists():
+            pending.setdefault(key, work)
+    return [{"key": key, "work": work} for key, work in pending.items()]
 
-    def snapshot_ids(self) -> list[str]:
-        return list(_documents(self.root / "snapshots"))
 
-    def snapshot_bytes(self, stem: str) -> bytes:
-        return (self.root / "snapshots" / f"{stem}.json").read_bytes()
-
-    def counters(self) -> dict[str, int]:
-        found: dict[str, int] = {}
-        for stem, path in _documents(self.root / "counters").items():
-            last = _json(path).get("last")
-            if isinstance(last, int) and not isinstance(last, bool):
-                found[stem] = last
-        return found
-
-    def take_requests(self) -> list[Request]:
-        requests = []
-        for stem, path in _documents(self.root / "inbox").items():
-            doc = _json(path)
-            requests.append(Request(stem, doc["kind"], dict(doc["payload"]), datetime.fromisoformat(doc["created_at"])))
-        return requests
-
-    def pending_tasks(self) -> list[OutboxTask]:
-        return [OutboxTask.from_dict(_json(path)) for path in _documents(self.root / "outbox").values()]
-
-    def deliveries(self) -> list[tuple[str, str, datetime]]:
-        """(digest, key, when) of every delivery seen whose work (if any) is done."""
-        done = []
-        for path in sorted((self.root / "deliveries").glob("*/*.json")):
-            doc = _json(path)
-            done.append((path.stem, str(doc["key"]), datetime.fromisoformat(doc["at"])))
-        return done
-
-    def pending_deliveries(self) -> list[tuple[str, list[dict[str, Any]]]]:
-        """(key, work) of webhook deliveries accepted and not yet cast, oldest first."""
-        import hashlib
-
-        pending: dict[str, list[dict[str, Any]]] = {}
-        for _n, line in _lines(self.root / "deliveries" / "pending.jsonl"):
-            key, work = line.get("key"), line.get("work")
-            if not isinstance(key, str) or not isinstance(work, list):
-                continue
-            digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
-            if not (self.root / "deliveries" / digest[:2] / f"{digest}.json").exists():
-                pending.setdefault(key, work)
-        return list(pending.items())
+def read(state_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Everything the directory store in ``state_dir`` holds, as a ``sql_transfer`` dump."""
+    root = Path(state_dir)
+    runs = {**_documents(root / "runs"), **_documents(root / "archive" / "runs")}
+    counters = {stem: doc.get("last") for stem, doc in _documents(root / "counters").items()}
+    requests = [{"id": stem, "kind": doc["kind"], "payload": dict(doc["payload"]), "created_at": doc["created_at"]}
+                for stem, doc in _documents(root / "inbox").items()]
+    seen = []
+    for path in sorted((root / "deliveries").glob("*/*.json")):
+        doc = _json(path)
+        seen.append({"digest": path.stem, "key": str(doc["key"]), "at": doc["at"]})
+    return {
+        "format": DUMP_FORMAT,
+        "runs": [RunRecord.from_dict(document).to_dict() for document in runs.values()],
+        "reviews": _reviews(root),
+        "snapshots": {stem: path.read_text("utf-8", "surrogatepass")
+                      for stem, path in _files(root / "snapshots").items()},
+        "counters": {stem: last for stem, last in counters.items() if type(last) is int},
+        "requests": requests,
+        "tasks": [OutboxTask.from_dict(document).to_dict() for document in _documents(root / "outbox").values()],
+        "pending_deliveries": _pending_deliveries(root),
+        "deliveries": seen,
+    }
 
 
 def _fold(review: Review, votes: list[dict[str, Any]]) -> None:
@@ -168,12 +156,12 @@ def upgrade(state_dir: str | os.PathLike[str], store: Any, *, now: datetime | No
     None when there is nothing to import. Every write can be repeated, so a
     crash before the files are moved imports them again next time.
     """
-    from .sql_transfer import dump, load
+    from .sql_transfer import load
 
     root = Path(state_dir)
     if not found(root):
         return None
-    copied = load(store, dump(LegacyState(root)), store.where, empty=False)
+    copied = load(store, read(root), store.where, empty=False)
     stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
     backup, n = root / f"directory-store-backup-{stamp}", 1
     while backup.exists():  # a backup of an earlier, interrupted upgrade is kept as it is

@@ -1,19 +1,16 @@
 """One ``serve`` per state dir: an exclusive flock on ``state_dir/serve.lock``.
 
-The kernel holds the lock for exactly as long as the holder's descriptor is
-open, so a holder killed with kill -9 frees it at once - no stale pid files
-to clean up. The file's content (pid, port, start time) only tells others
-*who* holds it; ``holder()`` probes the flock itself, never trusts the file.
-The info is rewritten in place, never via rename: a rename would put a new,
-unlocked file at the path.
+The kernel holds the lock exactly as long as the holder's descriptor is open,
+so a holder killed with kill -9 frees it at once: no stale pid files. The
+file's content (pid, role, port, start time) only tells others *who* holds it;
+``holder()`` probes the flock itself, never trusts the file. The CLI needs the
+``role``: a ``serve`` reads the inbox and applies decisions, a foreground
+``run`` does neither.
 
-The info names the holder's ``role``: a ``serve`` reads the inbox and applies
-decisions, a foreground ``run`` does neither, so the CLI must know which one
-it is talking to before it hands either any work.
-
-The lock file is opened with O_NOFOLLOW: writing the info truncates it, and a
-``serve.lock`` symlinked to a file outside the state dir must not make the
-bot truncate that file.
+The info is rewritten in place, never via rename (a rename would put a new,
+unlocked file at the path), and the file is opened with O_NOFOLLOW: a
+``serve.lock`` symlinked outside the state dir must not make the bot
+truncate the file it points to.
 """
 
 from __future__ import annotations
@@ -91,22 +88,17 @@ class LockFileError(StoreError):
     """The lock file is a symlink or not a regular file; the message names it and the fix."""
 
 
-#: Never follow a symlink at the lock's path; never let the descriptor leak into children.
-_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
 def _open_lock(path: Path, flags: int) -> int:
-    """``os.open`` for the lock file, refusing a symlink or a special file with a LockFileError."""
+    """``os.open`` for the lock file, refusing a symlink or a special file (a FIFO must not hang us)."""
     try:
-        fd = os.open(path, flags | _NO_FOLLOW | getattr(os, "O_NONBLOCK", 0), 0o644)
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
     except OSError as err:
         if err.errno == errno.ELOOP:
             raise LockFileError(
                 f"{path} is a symlink; loopbot never writes through one: remove it (the bot recreates it)"
             ) from None
         raise
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise LockFileError(f"{path} is not a regular file: remove it (the bot recreates it)")
     return fd

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from .base import _TASK_ID, CorruptDocumentError, NewerFormatError
+from .base import CorruptDocumentError, NewerFormatError, is_task_id
 
 __all__ = [
     "SAFE_ID", "SNAPSHOT_FORMAT", "FEW_IDS", "file_name", "encode", "parse", "check_name", "number", "run_key",
@@ -43,10 +43,8 @@ def file_name(doc_id: str) -> str | None:
 
 
 def task_stem(task_id: str) -> str | None:
-    """Task ids are their own keys (case kept: ids are chosen by callers and compared exactly)."""
-    if not isinstance(task_id, str) or not _TASK_ID.fullmatch(task_id) or ".." in task_id:
-        return None
-    return task_id
+    """Task ids are their own keys (``is_task_id``)."""
+    return task_id if is_task_id(task_id) else None
 
 
 def number(doc_id: str) -> int:
@@ -76,9 +74,7 @@ def one_edit(word: str) -> set[str]:
 def encode(document: dict[str, Any]) -> str:
     """A document as JSON text with sorted keys: orjson where it can write it (five times faster than json on a
     review with a long history), else json, whose escapes keep lone surrogates and integers past 64 bits.
-
-    orjson writes a NaN as null; a vote's values cannot hold one (the command grammar refuses it) and the
-    engine's own state is orjson's already.
+    (orjson writes NaN as null; the command grammar refuses NaN in a vote, and engine states are orjson's already.)
     """
     try:
         return orjson.dumps(document, option=orjson.OPT_SORT_KEYS).decode("utf-8")

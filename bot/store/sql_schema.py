@@ -11,12 +11,13 @@ loopbot is refused by name (database, both versions) rather than misread.
 from __future__ import annotations
 
 import hashlib
+from datetime import UTC, datetime
 from typing import Any
 
 from .base import NewerFormatError
 
-__all__ = ["SCHEMA_VERSION", "MIGRATIONS", "advisory_key", "migrate", "schema_version", "check_schema",
-           "migrate_sqlite", "check_sqlite"]
+__all__ = ["SCHEMA_VERSION", "MIGRATIONS", "advisory_key", "migrate", "check_schema", "migrate_sqlite",
+           "check_sqlite"]
 
 #: The schema this loopbot writes and reads; a database at a higher version is refused.
 SCHEMA_VERSION = 5
@@ -114,35 +115,44 @@ def advisory_key(schema: str, purpose: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-def _version_row(cur: Any) -> tuple[int, str] | None:
-    cur.execute("SELECT to_regclass('loopbot_schema') IS NOT NULL")
-    if not cur.fetchone()[0]:
+_PG_HAS_TABLE = "SELECT to_regclass('loopbot_schema') IS NOT NULL"
+_SQLITE_HAS_TABLE = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'loopbot_schema'"
+
+
+def _recorded(cur: Any, has_table: str, where: str) -> tuple[int, str] | None:
+    """(version, written_by) as recorded, None before the first migration; NewerFormatError past this loopbot's."""
+    if not cur.execute(has_table).fetchone()[0]:
         return None
-    cur.execute("SELECT version, written_by FROM loopbot_schema WHERE id = 1")
-    row = cur.fetchone()
+    row = cur.execute("SELECT version, written_by FROM loopbot_schema WHERE id = 1").fetchone()
+    if row is not None and int(row[0]) > SCHEMA_VERSION:
+        raise NewerFormatError(
+            f"{where}: schema version {row[0]} (migrated by loopbot {row[1]}) is newer than this "
+            f"loopbot reads (up to {SCHEMA_VERSION}); upgrade loopbot to use this database"
+        )
     return None if row is None else (int(row[0]), str(row[1]))
 
 
-def _refuse_newer(found: tuple[int, str] | None, where: str) -> None:
-    if found is not None and found[0] > SCHEMA_VERSION:
-        raise NewerFormatError(
-            f"{where}: schema version {found[0]} (migrated by loopbot {found[1]}) is newer than this "
-            f"loopbot reads (up to {SCHEMA_VERSION}); upgrade loopbot to use this database"
-        )
-
-
-def schema_version(conn: Any) -> int:
-    """The recorded schema version of the connection's schema (0: no tables yet)."""
-    with conn.cursor() as cur:
-        found = _version_row(cur)
-    return 0 if found is None else found[0]
+def _bring_up(cur: Any, found: tuple[int, str] | None, written_by: str) -> tuple[int, int]:
+    """Run the migrations past the recorded version inside the caller's transaction: (before, after)."""
+    now = datetime.now(UTC)
+    if found is None:
+        cur.execute("CREATE TABLE loopbot_schema (id int PRIMARY KEY CHECK (id = 1), version int NOT NULL,"
+                    " written_by text NOT NULL, migrated_at timestamptz NOT NULL)")
+        cur.execute("INSERT INTO loopbot_schema VALUES (1, 0, %s, %s)", (written_by, now))
+    before = 0 if found is None else found[0]
+    for version in range(before + 1, SCHEMA_VERSION + 1):
+        for statement in MIGRATIONS[version]:
+            cur.execute(statement)
+    if before != SCHEMA_VERSION:
+        cur.execute("UPDATE loopbot_schema SET version = %s, written_by = %s, migrated_at = %s WHERE id = 1",
+                    (SCHEMA_VERSION, written_by, now))
+    return before, SCHEMA_VERSION
 
 
 def check_schema(conn: Any, where: str) -> int:
-    """The schema version, NewerFormatError when a newer loopbot migrated it."""
+    """The PostgreSQL schema's version (0: no tables yet), NewerFormatError when a newer loopbot migrated it."""
     with conn.cursor() as cur:
-        found = _version_row(cur)
-    _refuse_newer(found, where)
+        found = _recorded(cur, _PG_HAS_TABLE, where)
     return 0 if found is None else found[0]
 
 
@@ -157,43 +167,13 @@ def migrate(conn: Any, schema: str, where: str, written_by: str) -> tuple[int, i
     with conn.transaction(), conn.cursor() as cur:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key(schema, "migrate"),))
         cur.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
-        found = _version_row(cur)
-        _refuse_newer(found, where)
-        if found is None:
-            cur.execute(
-                "CREATE TABLE loopbot_schema (id int PRIMARY KEY CHECK (id = 1), version int NOT NULL,"
-                " written_by text NOT NULL, migrated_at timestamptz NOT NULL)"
-            )
-            cur.execute("INSERT INTO loopbot_schema VALUES (1, 0, %s, now())", (written_by,))
-        before = 0 if found is None else found[0]
-        for version in range(before + 1, SCHEMA_VERSION + 1):
-            for statement in MIGRATIONS[version]:
-                cur.execute(statement)
-        if before != SCHEMA_VERSION:
-            cur.execute(
-                "UPDATE loopbot_schema SET version = %s, written_by = %s, migrated_at = now() WHERE id = 1",
-                (SCHEMA_VERSION, written_by),
-            )
-    return before, SCHEMA_VERSION
-
-
-# -- SQLite -------------------------------------------------------------------------
-
-_SQLITE_VERSION = "SELECT version, written_by FROM loopbot_schema WHERE id = 1"
-
-
-def _sqlite_row(cur: Any) -> tuple[int, str] | None:
-    if cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'loopbot_schema'").fetchone() is None:
-        return None
-    row = cur.execute(_SQLITE_VERSION).fetchone()
-    return None if row is None else (int(row[0]), str(row[1]))
+        return _bring_up(cur, _recorded(cur, _PG_HAS_TABLE, where), written_by)
 
 
 def check_sqlite(engine: Any) -> int:
     """The schema version of the SQLite file (0: no tables yet), NewerFormatError when a newer loopbot wrote it."""
     with engine.read() as cur:
-        found = _sqlite_row(cur)
-    _refuse_newer(found, engine.where)
+        found = _recorded(cur, _SQLITE_HAS_TABLE, engine.where)
     return 0 if found is None else found[0]
 
 
@@ -202,23 +182,7 @@ def migrate_sqlite(engine: Any, written_by: str) -> tuple[int, int]:
 
     Up to date already, nothing is written (a read-only copy can still be read).
     """
-    from datetime import UTC, datetime
-
     if check_sqlite(engine) == SCHEMA_VERSION:
         return SCHEMA_VERSION, SCHEMA_VERSION
-    with engine.write() as cur:
-        found = _sqlite_row(cur)  # again, under the write lock: another process may have migrated meanwhile
-        _refuse_newer(found, engine.where)
-        now = datetime.now(UTC)
-        if found is None:
-            cur.execute("CREATE TABLE loopbot_schema (id int PRIMARY KEY CHECK (id = 1), version int NOT NULL,"
-                        " written_by text NOT NULL, migrated_at timestamptz NOT NULL)")
-            cur.execute("INSERT INTO loopbot_schema VALUES (1, 0, %s, %s)", (written_by, now))
-        before = 0 if found is None else found[0]
-        for version in range(before + 1, SCHEMA_VERSION + 1):
-            for statement in MIGRATIONS[version]:
-                cur.execute(statement)
-        if before != SCHEMA_VERSION:
-            cur.execute("UPDATE loopbot_schema SET version = %s, written_by = %s, migrated_at = %s WHERE id = 1",
-                        (SCHEMA_VERSION, written_by, now))
-    return before, SCHEMA_VERSION
+    with engine.write() as cur:  # asked again under the write lock: another process may have migrated meanwhile
+        return _bring_up(cur, _recorded(cur, _SQLITE_HAS_TABLE, engine.where), written_by)

@@ -25,7 +25,7 @@ from loop_engine.atomic import atomic_write_bytes
 from ..reviews import Review
 from .base import OutboxTask, Request, RunRecord, StoreError
 
-__all__ = ["DUMP_FORMAT", "Copied", "check_empty", "copy_store", "dump", "load", "read_dump", "write_dump"]
+__all__ = ["DUMP_FORMAT", "Copied", "check_empty", "dump", "load", "read_dump", "write_dump"]
 
 #: The dump's own format version; a newer one is refused by name.
 DUMP_FORMAT = 1
@@ -67,7 +67,7 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def dump(source: Any) -> dict[str, Any]:
-    """Everything ``source`` (a store, or a directory store's ``legacy.LegacyState``) keeps, as JSON-ready data."""
+    """Everything the store ``source`` keeps, as JSON-ready data."""
     reviews = source.list_reviews(archived=True)
     return {
         "format": DUMP_FORMAT,
@@ -115,10 +115,6 @@ def load(target: Any, data: dict[str, Any], where: str, *, empty: bool = True) -
     return Copied.of(data)
 
 
-def copy_store(source: Any, target: Any, where: str = "the target") -> Copied:
-    return load(target, dump(source), where)
-
-
 def write_dump(source: Any, path: str | os.PathLike[str]) -> Copied:
     """``dump(source)`` written atomically to ``path`` (never over an existing file)."""
     target = Path(path)
@@ -133,11 +129,11 @@ def read_dump(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A dump written by ``write_dump``, or a directory store's state_dir read as one."""
     source = Path(path)
     if source.is_dir():
-        from .legacy import LegacyState, found
+        from . import legacy
 
-        if not found(source):
+        if not legacy.found(source):
             raise StoreError(f"{source} holds no directory store (no runs/, reviews/, ... in it)")
-        return dump(LegacyState(source))
+        return legacy.read(source)
     try:
         data = json.loads(source.read_bytes())
     except (OSError, ValueError) as err:
