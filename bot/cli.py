@@ -813,7 +813,7 @@ def cmd_export(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
 
     store = open_store(config)
     copied = write_dump(store, args.file)
-    print(f"wrote {copied.line()} of {store.where} to {args.file}")
+    print(f"wrote {copied} of {store.where} to {args.file}")
     return EXIT_OK
 
 
@@ -829,7 +829,7 @@ def cmd_import(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     data = read_dump(source)
     target = open_store(config)
     copied = load(target, data, target.where)
-    print(f"copied {copied.line()} to {target.where}")
+    print(f"copied {copied} to {target.where}")
     return EXIT_OK
 
 

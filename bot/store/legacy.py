@@ -32,7 +32,7 @@ from typing import Any
 
 from ..reviews import Review, Vote
 from .base import OutboxTask, RunRecord, StoreError
-from .sql_transfer import DUMP_FORMAT
+from .sql_transfer import DUMP_FORMAT, load
 
 __all__ = ["LEGACY_DIRS", "found", "read", "upgrade"]
 
@@ -156,8 +156,6 @@ def upgrade(state_dir: str | os.PathLike[str], store: Any, *, now: datetime | No
     None when there is nothing to import. Every write can be repeated, so a
     crash before the files are moved imports them again next time.
     """
-    from .sql_transfer import load
-
     root = Path(state_dir)
     if not found(root):
         return None
@@ -171,4 +169,4 @@ def upgrade(state_dir: str | os.PathLike[str], store: Any, *, now: datetime | No
     for name in LEGACY_DIRS:
         if (root / name).exists():
             os.replace(root / name, backup / name)
-    return f"imported the directory store of {root} into {store.where}: {copied.line()}; the old files are in {backup}"
+    return f"imported the directory store of {root} into {store.where}: {copied}; the old files are in {backup}"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -25,35 +24,19 @@ from loop_engine.atomic import atomic_write_bytes
 from ..reviews import Review
 from .base import OutboxTask, Request, RunRecord, StoreError
 
-__all__ = ["DUMP_FORMAT", "Copied", "check_empty", "dump", "load", "read_dump", "write_dump"]
+__all__ = ["DUMP_FORMAT", "check_empty", "counted", "dump", "load", "read_dump", "write_dump"]
 
 #: The dump's own format version; a newer one is refused by name.
 DUMP_FORMAT = 1
 
 
-@dataclass
-class Copied:
-    """What a copy moved, for the command's report and for checking nothing was lost."""
-
-    runs: int = 0
-    reviews: int = 0
-    votes: int = 0
-    snapshots: int = 0
-    counters: int = 0
-    requests: int = 0
-    tasks: int = 0
-    deliveries: int = 0
-
-    def line(self) -> str:
-        return (f"{self.runs} runs, {self.reviews} reviews ({self.votes} votes), {self.snapshots} snapshots, "
-                f"{self.counters} id counters, {self.requests} pending requests, {self.tasks} outbox tasks, "
-                f"{self.deliveries} delivery keys")
-
-    @classmethod
-    def of(cls, data: dict[str, Any]) -> Copied:
-        return cls(len(data["runs"]), len(data["reviews"]), sum(len(r.get("history") or []) for r in data["reviews"]),
-                   len(data["snapshots"]), len(data["counters"]), len(data["requests"]), len(data["tasks"]),
-                   len(data["pending_deliveries"]) + len(data["deliveries"]))
+def counted(data: dict[str, Any]) -> str:
+    """What a dump holds, in the words the commands report a copy with."""
+    votes = sum(len(review.get("history") or []) for review in data["reviews"])
+    return (f"{len(data['runs'])} runs, {len(data['reviews'])} reviews ({votes} votes), "
+            f"{len(data['snapshots'])} snapshots, {len(data['counters'])} id counters, "
+            f"{len(data['requests'])} pending requests, {len(data['tasks'])} outbox tasks, "
+            f"{len(data['pending_deliveries']) + len(data['deliveries'])} delivery keys")
 
 
 def check_empty(store: Any, where: str) -> None:
@@ -84,9 +67,10 @@ def dump(source: Any) -> dict[str, Any]:
     }
 
 
-def load(target: Any, data: dict[str, Any], where: str, *, empty: bool = True) -> Copied:
+def load(target: Any, data: dict[str, Any], where: str, *, empty: bool = True) -> str:
     """Put a dump into ``target`` (empty unless ``empty=False``), then check every run, review and vote arrived
-    as it left. Every write can be repeated: loading the same dump twice changes nothing more."""
+    as it left; what was copied (``counted``). Every write can be repeated: loading a dump twice changes nothing
+    more."""
     if empty:
         check_empty(target, where)
     target.put_records([RunRecord.from_dict(run) for run in data["runs"]],
@@ -112,17 +96,17 @@ def load(target: Any, data: dict[str, Any], where: str, *, empty: bool = True) -
     for run in data["runs"]:
         if target.get_run(run["id"]).to_dict() != run:
             raise StoreError(f"run {run['id']} did not arrive as it left; {where} is incomplete")
-    return Copied.of(data)
+    return counted(data)
 
 
-def write_dump(source: Any, path: str | os.PathLike[str]) -> Copied:
-    """``dump(source)`` written atomically to ``path`` (never over an existing file)."""
+def write_dump(source: Any, path: str | os.PathLike[str]) -> str:
+    """``dump(source)`` written atomically to ``path`` (never over an existing file); what it holds."""
     target = Path(path)
     if target.exists():
         raise StoreError(f"{target} exists; export writes a new file, it never overwrites one")
     data = dump(source)
     atomic_write_bytes(target, json.dumps(data, indent=1, sort_keys=True).encode("utf-8", "surrogatepass") + b"\n")
-    return Copied.of(data)
+    return counted(data)
 
 
 def read_dump(path: str | os.PathLike[str]) -> dict[str, Any]:
