@@ -16,7 +16,7 @@ from adapters.local import LocalChannel
 
 from bot.config import LoopConfig
 from bot.runner import Runner, active_run
-from bot.store.base import RunRecord, Store
+from bot.store.base import ReviewStore, RunRecord, RunStore
 
 __all__ = ["StopOnSignal", "active_run_help", "busy_help"]
 
@@ -55,7 +55,7 @@ class StopOnSignal:
             signal.signal(sig, handler)
 
 
-def active_run_help(active: RunRecord, store: Store, local: LocalChannel, decide_command: str) -> list[str]:
+def active_run_help(active: RunRecord, store: ReviewStore, local: LocalChannel, decide_command: str) -> list[str]:
     """Why `run` started nothing, and what would move the loop's ``active`` run on.
 
     Called while this process holds the state dir: no server or other run is
@@ -77,7 +77,7 @@ def active_run_help(active: RunRecord, store: Store, local: LocalChannel, decide
     return [head]
 
 
-def busy_help(store: Store, loop: LoopConfig, server_pid: object, decide_command: str) -> list[str]:
+def busy_help(store: RunStore, loop: LoopConfig, server_pid: object, decide_command: str) -> list[str]:
     """Why a running server would skip a run of ``loop`` now (its one slot is taken), else [].
 
     Said before handing the run over: the server itself would only log the skip.

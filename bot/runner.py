@@ -31,7 +31,7 @@ from bot.config import BotConfig, ReviewConfig
 from bot.desk.desk import ReviewDesk, outcome_text
 from bot.reviews import Review, Vote, mark_applied, mark_failed
 from bot.runner_control import ACTIVE_STATUSES, RunControlMixin, explained
-from bot.store.base import NO_CLAIM, Claim, CorruptDocumentError, RunRecord, Store, StoreError
+from bot.store.base import NO_CLAIM, Claim, CorruptDocumentError, RunRecord, RunStore, Store, StoreError
 from bot.worker import (
     ClaimLost,
     LoopBuildError,
@@ -99,7 +99,7 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def active_run(store: Store, loop: str) -> RunRecord | None:
+def active_run(store: RunStore, loop: str) -> RunRecord | None:
     """The run holding ``loop``'s one active slot in ``store``, if any."""
     return store.active_run(loop)
 
