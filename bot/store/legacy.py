@@ -87,10 +87,10 @@ def _reviews(root: Path) -> list[dict[str, Any]]:
     for line in _lines(root / "reviews" / "votes.jsonl"):
         if isinstance(line.get("review"), str) and isinstance(line.get("vote"), dict):
             journal.setdefault(line["review"], []).append(line["vote"])
-    ended = _documents(root / "archive" / "reviews")
+    ended = _files(root / "archive" / "reviews")
     reviews = []
-    for stem, document in {**_documents(root / "reviews"), **ended}.items():
-        review = Review.from_dict(document)
+    for stem, path in {**_files(root / "reviews"), **ended}.items():  # only the copy that wins is read
+        review = Review.from_dict(_json(path))
         if stem not in ended:  # an archived review was written with its lines folded in
             _fold(review, journal.get(stem, []))
         reviews.append(review.to_dict())
@@ -113,7 +113,7 @@ def _pending_deliveries(root: Path) -> list[dict[str, Any]]:
 def read(state_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """Everything the directory store in ``state_dir`` holds, as a ``sql_transfer`` dump."""
     root = Path(state_dir)
-    runs = {**_documents(root / "runs"), **_documents(root / "archive" / "runs")}
+    runs = {**_files(root / "runs"), **_files(root / "archive" / "runs")}
     counters = {stem: doc.get("last") for stem, doc in _documents(root / "counters").items()}
     requests = [{"id": stem, "kind": doc["kind"], "payload": dict(doc["payload"]), "created_at": doc["created_at"]}
                 for stem, doc in _documents(root / "inbox").items()]
@@ -123,7 +123,7 @@ def read(state_dir: str | os.PathLike[str]) -> dict[str, Any]:
         seen.append({"digest": path.stem, "key": str(doc["key"]), "at": doc["at"]})
     return {
         "format": DUMP_FORMAT,
-        "runs": [RunRecord.from_dict(document).to_dict() for document in runs.values()],
+        "runs": [RunRecord.from_dict(_json(path)).to_dict() for path in runs.values()],
         "reviews": _reviews(root),
         "snapshots": {stem: path.read_text("utf-8", "surrogatepass")
                       for stem, path in _files(root / "snapshots").items()},
