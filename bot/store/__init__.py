@@ -1,4 +1,4 @@
-"""Durable state of the bot behind one small ``Store`` contract (see ``base``)."""
+"""Durable state of the bot behind a few small contracts that ``Store`` joins (see ``base``)."""
 
 from __future__ import annotations
 
