@@ -87,10 +87,13 @@ def _run_and_kill(kind: str, state_dir: Path, start: int, acks_before_kill: int)
             assert time.monotonic() < deadline, f"child made no progress: {lines[-3:]}"
             assert child.poll() is None, f"child exited early with {child.returncode}"
             if selector.select(timeout=1):
-                lines.append(child.stdout.readline().strip())
+                line = child.stdout.readline()
+                assert line.endswith("\n"), f"child exited early with {child.wait(timeout=10)}"
+                lines.append(line.strip())
         os.kill(child.pid, signal.SIGKILL)
         assert child.wait(timeout=10) == -signal.SIGKILL
-        lines += child.stdout.read().split("\n")  # acknowledged before the kill landed
+        # acknowledged before the kill landed; a line the kill cut short (no newline) is no acknowledgement
+        lines += child.stdout.read().split("\n")[:-1]
     finally:
         selector.close()
         if child.poll() is None:
