@@ -21,6 +21,7 @@ every ``bot.cli*`` module to the standard library and each other.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.cli_common import (
-    EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_SIGNAL_BASE, EXIT_USAGE, config_path, print_error,
+    EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_PIPE_CLOSED, EXIT_SIGNAL_BASE, EXIT_USAGE, config_path, print_error,
 )
 from bot.cli_decide import cmd_decide
 from bot.cli_grammar import build_parser
@@ -41,7 +42,10 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; each command loads what it 
     from bot.config import BotConfig
     from bot.config_memo import ConfigView
 
-__all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_LOCKED", "EXIT_SIGNAL_BASE"]
+__all__ = [
+    "main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_LOCKED", "EXIT_SIGNAL_BASE",
+    "EXIT_PIPE_CLOSED",
+]
 
 #: name -> command; status and decide take a ``ConfigView``, the others the ``BotConfig`` (see ``_load``)
 COMMANDS: dict[str, Callable[[argparse.Namespace, Any, Path], int]] = {
@@ -110,9 +114,31 @@ def _keep_double_dash(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; every failure ends as one ``loopbot: ...`` line and a documented exit code.
 
-    The command boundary catches what the commands cannot foresee - a full
-    disk, a read-only or hijacked state_dir, text that is not UTF-8, data
-    nested past the stack - so that a person sees what to fix, not a traceback.
+    A reader that went away (``loopbot status | head -1``) ends it as Unix
+    tools end: nothing more is printed, no error, exit 141 (128 + SIGPIPE).
+    Python ignores SIGPIPE, so the closed pipe arrives as BrokenPipeError -
+    from a print, or from the last flush, which is therefore done here and
+    not at interpreter exit; then stdout is pointed at /dev/null, so that the
+    exit's own flush of what is left fails no more (the signal module docs'
+    "Note on SIGPIPE").
+    """
+    try:
+        try:
+            return _run(argv)
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        with contextlib.suppress(OSError, ValueError):  # a stdout with no file descriptor (a test's capture)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE_CLOSED
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    """Parse and run one command, catching at its boundary what the commands cannot foresee.
+
+    A full disk, a read-only or hijacked state_dir, text that is not UTF-8,
+    data nested past the stack: so that a person sees what to fix, not a
+    traceback.
     """
     args = build_parser().parse_args(argv)
     _keep_double_dash(args)
@@ -149,6 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except StoreError as err:
             print_error(f"the store in {config.state_dir} is unusable: {err}")
             return EXIT_FAILED
+    except BrokenPipeError:  # stdout's reader went away: not a file's fault (see main)
+        raise
     except OSError as err:  # EACCES, ENOSPC, EROFS, a file where a directory should be, a symlink refused
         where = err.filename if err.filename is not None else "a file in the state dir"
         print(f"loopbot: {where}: {err.strerror or err}", file=sys.stderr)
@@ -169,7 +197,6 @@ def _login_name_as_user() -> None:
     comes from "root" and is refused.
     """
     if not os.environ.get("USER"):
-        import contextlib
         import getpass
 
         # with no login name at all, --as or $LOOPBOT_USER must say who votes

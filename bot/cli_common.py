@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,8 +19,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from bot.config_memo import ConfigView
 
 __all__ = [
-    "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_LOCKED", "EXIT_SIGNAL_BASE", "config_path", "decide_command",
-    "print_error", "secret_values", "this_program", "voter_name",
+    "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_LOCKED", "EXIT_SIGNAL_BASE", "EXIT_PIPE_CLOSED", "config_path",
+    "decide_command", "print_error", "secret_values", "this_program", "voter_name",
 ]
 
 EXIT_OK = 0
@@ -28,6 +29,8 @@ EXIT_USAGE = 2
 EXIT_LOCKED = 3
 #: A foreground run stopped by a signal exits 128 + its number: 130 for Ctrl-C (SIGINT), 143 for SIGTERM.
 EXIT_SIGNAL_BASE = 128
+#: The reader of stdout went away (``loopbot status | head -1``): the status of a tool SIGPIPE ended, 128 + 13.
+EXIT_PIPE_CLOSED = EXIT_SIGNAL_BASE + signal.SIGPIPE
 
 
 def config_path(args: argparse.Namespace) -> Path:

@@ -30,6 +30,7 @@ exit codes:
   3  serve, run, apply, cancel: another loopbot serve, or a foreground run, holds this state_dir (the message
      names its pid; run and cancel are handed to a serve, and apply leaves its work to one)
   130, 143  run: stopped by Ctrl-C (SIGINT) or SIGTERM; the run is saved and `loopbot serve` continues it
+  141  the reader of the output went away (`loopbot status | head -1`): the command stops printing, quietly
 
 config: --config PATH, else $LOOPBOT_CONFIG, else config.yaml
   (no config yet? `loopbot init` writes the commented example to config.yaml)
