@@ -34,6 +34,7 @@ EXIT_PIPE_CLOSED = EXIT_SIGNAL_BASE + signal.SIGPIPE
 
 
 def config_path(args: argparse.Namespace) -> Path:
+    """--config, else $LOOPBOT_CONFIG, else config.yaml in the cwd (as --help says)."""
     return Path(args.config or os.environ.get("LOOPBOT_CONFIG") or "config.yaml")
 
 
@@ -80,10 +81,12 @@ def decide_command(path: Path) -> str:
 
 
 def print_error(message: str) -> None:
+    """One ``loopbot: ...`` line on stderr: every refusal and failure reads so, whatever the command."""
     print(f"loopbot: {message}", file=sys.stderr)
 
 
 def secret_values(config: BotConfig | ConfigView) -> list[str]:
+    """What the log and the printed text must never show (``bot.logging.RedactingFilter``)."""
     return list(config.secret_values())
 
 
