@@ -459,6 +459,22 @@ class SqlStore(ReviewTables):
                         ' ORDER BY created_at, id COLLATE "C"', {"review": review_id})
             return self._each(cur.fetchall(), self._task, "outbox")
 
+    def failing_tasks(self, limit: int) -> tuple[list[OutboxTask], int]:
+        """The oldest ``limit`` pending tasks that have failed at least once, and how many such tasks there are.
+
+        For the dashboard: the database picks them from the documents in one
+        scan that also counts them, so of a backlog of tasks not tried yet
+        none is decoded here; only the tasks shown are.
+        """
+        tried = ("(doc::jsonb ->> 'attempts')::int > 0" if self.engine.name == "postgres"
+                 else "json_extract(doc, '$.attempts') > 0")
+        with self._read() as cur:
+            if limit <= 0:
+                return [], int(cur.execute(f"SELECT count(*) FROM outbox WHERE {tried}").fetchone()[0])
+            rows = cur.execute(f"SELECT id, doc, count(*) OVER () FROM outbox WHERE {tried}"
+                               ' ORDER BY created_at, id COLLATE "C" LIMIT %s', (limit,)).fetchall()
+        return self._each(rows, self._task, "outbox"), int(rows[0][2]) if rows else 0
+
     def update_task(self, task_id: str, mutate: Callable[[OutboxTask], T]) -> T:
         if task_stem(task_id) is not None:
             with self._tx() as cur:

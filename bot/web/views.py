@@ -270,13 +270,13 @@ def dashboard(config: BotConfig, store: Store, now: datetime, page: int, scrub: 
     loops = [{"name": loop.name, "schedule": _schedule_text(loop, config.timezone),
               "next": _next_run(loop, config.timezone, now, known),
               "last": last.get(loop.name)} for loop in config.loops]
+    tasks, failing_total = store.failing_tasks(PER_PAGE)  # the oldest; a backlog not tried yet is not read
     failing = [{"channel": t.channel, "target": scrub(_target_key(t.payload)), "action": t.action,
                 "review": t.review_id or "", "attempts": t.attempts, "error": scrub(t.last_error),
-                "next": _when(t.not_before) or "now"}
-               for t in store.pending_tasks() if t.attempts > 0][:PER_PAGE]
+                "next": _when(t.not_before) or "now"} for t in tasks]
     return {"reviews": reviews, "total": total, "page": page, "pages": pages,
             "runs": [{"run": r, "updated": _when(r.updated_at)} for r in active],
-            "loops": loops, "failing": failing, "now": _when(now)}
+            "loops": loops, "failing": failing, "failing_total": failing_total, "now": _when(now)}
 
 
 def _target_key(payload: Mapping[str, Any]) -> str:

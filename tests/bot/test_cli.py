@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, _decide_command, main
+from bot.cli import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, main
+from bot.cli_common import decide_command
 from bot.store import SqliteStore, ServeLock
 from bot.patterns import LoopSpec
 from bot.patterns.demo import build as demo_build
@@ -609,20 +610,20 @@ def test_after_make_run_the_decide_line_names_the_venv_script(
 def test_the_decide_line_says_loopbot_only_when_path_finds_this_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _loopbot_on_path: Path
 ) -> None:
-    assert _decide_command(Path("my config.yaml")) == "loopbot --config 'my config.yaml' decide"
+    assert decide_command(Path("my config.yaml")) == "loopbot --config 'my config.yaml' decide"
     elsewhere = installed(tmp_path / "other-install")  # PATH finds another (older?) loopbot first
     monkeypatch.setattr(sys, "argv", [str(elsewhere)])
-    assert _decide_command(Path("config.yaml")) == f"{elsewhere} decide"  # outside the cwd: absolute
+    assert decide_command(Path("config.yaml")) == f"{elsewhere} decide"  # outside the cwd: absolute
     monkeypatch.chdir(tmp_path)
-    assert _decide_command(Path("config.yaml")) == "other-install/loopbot decide"
+    assert decide_command(Path("config.yaml")) == "other-install/loopbot decide"
     monkeypatch.setattr(sys, "argv", [str(installed(tmp_path))])
-    assert _decide_command(Path("config.yaml")) == "./loopbot decide"  # never a bare name PATH would look up
+    assert decide_command(Path("config.yaml")) == "./loopbot decide"  # never a bare name PATH would look up
 
 
 def test_the_decide_line_of_python_m_bot_cli(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "argv", [str(Path(__file__).parents[2] / "bot" / "cli.py")])
     monkeypatch.chdir("/")
-    assert _decide_command(Path("config.yaml")) == f"{shlex.quote(os.path.abspath(sys.executable))} -m bot.cli decide"
+    assert decide_command(Path("config.yaml")) == f"{shlex.quote(os.path.abspath(sys.executable))} -m bot.cli decide"
 
 
 # -- channel secrets: only the commands that talk to Slack or GitHub need their variables ----------

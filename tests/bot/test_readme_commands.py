@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import EPILOG, build_parser
+from bot.cli_grammar import EPILOG, build_parser
 
 from .runtime_support import wait_for
 

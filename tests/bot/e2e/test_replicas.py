@@ -11,9 +11,6 @@ concurrent ``loopbot decide`` lose none and double none.
 from __future__ import annotations
 
 import collections
-import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,26 +25,13 @@ from tests.bot.slow_loop import trail_lines
 from tests.fakes.slack_api import FakeSlackApi
 
 from ..store import pg_cluster
+from . import concurrent_decides
 from .conftest import Bot, Workspace, demo_loop, slow_loop, wait_for
 from .slack_support import BOT_TOKEN, CHANNEL, SECRET, SlackDesk
 
 pytestmark = pytest.mark.e2e
 
 USERS = ("U0AAA", "U0BBB", "U0CCC")
-
-#: Runs ``loopbot decide CONFIG-ID approve --as VOTER`` for each [id, voter] of argv[2], 34 at once; prints the codes.
-DECIDER = """
-import json, sys
-from concurrent.futures import ThreadPoolExecutor
-from bot.cli import main
-config, jobs = sys.argv[1], json.loads(sys.argv[2])
-def decide(job):
-    return main(["decide", job[0], "approve", "--as", job[1], "--config", config])
-with ThreadPoolExecutor(len(jobs)) as pool:
-    codes = list(pool.map(decide, jobs))
-print("CODES " + json.dumps(codes))
-"""
-
 
 class Replicas:
     """Three workspaces (config + state dir each) on one database schema; ``bots[i]`` serves workspace i."""
@@ -216,44 +200,11 @@ def test_a_replica_killed_mid_claim_leaves_the_work_to_another_done_once(
 
 
 def test_two_hundred_concurrent_decides_over_the_replicas_lose_none_and_double_none(replicas: Replicas) -> None:
-    voters = ["v1", "v2", "v3", "v4"]
-    replicas.configure([demo_loop(overlap="allow", review={"reviewers": {"local": voters},
-                                                           "approvals_required": 4})])
+    """A third of the decides on each replica's config (concurrent_decides.py, SQLite's check too)."""
+    replicas.configure([concurrent_decides.loop()])
     replicas.start()
     store = replicas.store()
-    for _ in range(50):
-        store.enqueue_request("run", {"loop": "demo", "trigger": "cli"})
-    reviews = wait_for(lambda: len(found := store.open_reviews()) == 50 and found, timeout=30,
-                       what="50 open reviews")
-    jobs = [(n, review.id, voter) for n, (review, voter) in
-            enumerate((r, v) for r in reviews for v in voters)]
-    assert len(jobs) == 200
-
-    # 200 `loopbot decide` commands at once, a third on each replica's config: six processes (two CPUs
-    # here cannot start 200 interpreters in time) each running its share through the CLI's main in threads
-    shares = [[job for job in jobs if job[0] % 6 == k] for k in range(6)]
-    procs = [subprocess.Popen([sys.executable, "-c", DECIDER, str(replicas.spaces[k % 3].config_path),
-                               json.dumps([[rid, voter] for _, rid, voter in share])],
-                              env=replicas.spaces[k % 3].env, cwd=replicas.spaces[k % 3].root,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for k, share in enumerate(shares)]
-    codes = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, err
-        codes += json.loads(next(ln for ln in out.splitlines() if ln.startswith("CODES "))[6:])
-    assert codes == [0] * 200
-
-    def settled() -> bool:
-        return all(store.get_run(r.run_id).status == "completed" for r in reviews)
-
-    wait_for(settled, timeout=30, what="all 50 runs completed")
-    for review in reviews:
-        final = store.get_review(review.id)
-        assert final.status == "applied"
-        assert sorted(v.voter for v in final.history) == [f"local:{v}" for v in voters]  # none lost, none doubled
-        assert sorted(final.outcome.decided_by) == [f"local:{v}" for v in voters]  # type: ignore[union-attr]
-        state = store.load_state(review.run_id)
-        assert state is not None and len(state.decisions) == 1  # applied once
-    assert store.counts()["decided_reviews"] == 0
-    store.close()
+    try:
+        concurrent_decides.two_hundred_decides_lose_none_and_double_none(store, replicas.spaces, timeout=30)
+    finally:
+        store.close()
