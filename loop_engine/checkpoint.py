@@ -26,7 +26,7 @@ from typing import Any
 from .atomic import atomic_write_text
 from .checkpoint_config import CheckpointConfig, CheckpointPresets
 from .errors import CheckpointError, NoDecisionHandlerError
-from .persistence import validate_trace_id
+from .ids import validate_trace_id
 from .proposal import Proposal
 from .review import CheckpointTrigger, HumanDecision, ReviewRequest, ReviewResponse
 from .types import Failure, FailureStatus, LoopState
