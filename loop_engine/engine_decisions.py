@@ -68,7 +68,7 @@ class DecisionsMixin(EngineCore):
         self._move(ExecutionState.WAITING_FOR_HUMAN)
         self._show_waiting(request)
         self._save()
-        if getattr(self._checkpoint, "decision_handler", None) is None:
+        if self._checkpoint is None or self._checkpoint.decision_handler is None:
             return
         response = await self._checkpoint.await_decision(request)
         await self._accept(response)
@@ -77,9 +77,8 @@ class DecisionsMixin(EngineCore):
         """The request was summarised just before the pause; a reviewer reads it while the run waits."""
         now = {"status": self._state.status.name, "execution_state": self._state.execution_state.value}
         request.state_summary.update({key: value for key, value in now.items() if key in request.state_summary})
-        refresh = getattr(self._checkpoint, "refresh_record", None)
-        if refresh is not None:
-            refresh(request)
+        if self._checkpoint is not None:
+            self._checkpoint.refresh_record(request)
 
     async def _accept(self, response: ReviewResponse) -> None:
         state = self.state
@@ -107,9 +106,8 @@ class DecisionsMixin(EngineCore):
             )
         if response.decision is HumanDecision.MODIFY:
             self._check_modifications(response.modifications)
-        recorder = getattr(self.checkpoint, "record_decision", None)
-        if recorder is not None:
-            recorder(state, response)
+        if self.checkpoint is not None:
+            self.checkpoint.record_decision(state, response)
         else:
             state.decisions.append(response)
         if response.decision is not HumanDecision.PAUSE:
