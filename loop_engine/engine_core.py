@@ -25,7 +25,7 @@ from .components import call_component
 from .config import LoopConfig
 from .errors import ConfigurationError
 from .gates.base import GateRunner
-from .plug_points import CHECKPOINT_METHODS, PERSISTENCE_METHODS, Checkpoint, Persistence
+from .plug_points import CHECKPOINT_ATTRIBUTES, CHECKPOINT_METHODS, PERSISTENCE_METHODS, Checkpoint, Persistence
 from .recovery import RecoveryRegistry
 from .state_machine import transition
 from .types import ComponentType, ExecutionState, Failure, LoopContext, LoopState
@@ -41,9 +41,10 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _lacking(plugged: object, methods: tuple[str, ...]) -> list[str]:
-    """The methods of a plug point that ``plugged`` does not have."""
-    return [name for name in methods if not callable(getattr(plugged, name, None))]
+def _lacking(plugged: object, methods: tuple[str, ...], attributes: tuple[str, ...] = ()) -> list[str]:
+    """The attributes and methods of a plug point that ``plugged`` does not have."""
+    absent = [name for name in attributes if not hasattr(plugged, name)]
+    return absent + [name for name in methods if not callable(getattr(plugged, name, None))]
 
 
 class EngineCore:
@@ -64,7 +65,7 @@ class EngineCore:
             raise ConfigurationError(f"config must be a LoopConfig, got {type(config).__name__}")
         if persistence is not None and _lacking(persistence, PERSISTENCE_METHODS):
             raise ConfigurationError("persistence needs a save(state, trace_id=...) method, e.g. LoopStatePersistence")
-        if checkpoint is not None and (missing := _lacking(checkpoint, CHECKPOINT_METHODS)):
+        if checkpoint is not None and (missing := _lacking(checkpoint, CHECKPOINT_METHODS, CHECKPOINT_ATTRIBUTES)):
             raise ConfigurationError(
                 f"checkpoint {type(checkpoint).__name__} lacks {', '.join(missing)}; "
                 "use a HumanCheckpoint or give it what loop_engine.plug_points.Checkpoint lists"

@@ -15,7 +15,10 @@ from .checkpoint_config import CheckpointConfig
 from .review import CheckpointTrigger, ReviewRequest, ReviewResponse
 from .types import Failure, LoopState
 
-__all__ = ["Checkpoint", "DecisionHandler", "Persistence", "CHECKPOINT_METHODS", "PERSISTENCE_METHODS"]
+__all__ = [
+    "Checkpoint", "DecisionHandler", "Persistence",
+    "CHECKPOINT_ATTRIBUTES", "CHECKPOINT_METHODS", "PERSISTENCE_METHODS",
+]
 
 #: Called with the request; returns the response, or an awaitable of it.
 DecisionHandler = Callable[[ReviewRequest], ReviewResponse | Awaitable[ReviewResponse]]
@@ -62,5 +65,7 @@ class Persistence(Protocol):
     def save(self, state: LoopState, trace_id: str | None = None) -> object: ...
 
 
+#: What the engine looks for when it is built (tests/loop_engine/test_plug_points.py holds them to the protocols).
+CHECKPOINT_ATTRIBUTES = ("config", "decision_handler")
 CHECKPOINT_METHODS = ("should_pause", "present_for_review", "refresh_record", "await_decision", "record_decision")
 PERSISTENCE_METHODS = ("save",)

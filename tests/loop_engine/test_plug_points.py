@@ -13,7 +13,13 @@ from loop_engine.config import LoopConfig
 from loop_engine.engine import LoopEngine
 from loop_engine.errors import ConfigurationError
 from loop_engine.persistence import LoopStatePersistence, PersistenceConfig
-from loop_engine.plug_points import CHECKPOINT_METHODS, PERSISTENCE_METHODS, Checkpoint, Persistence
+from loop_engine.plug_points import (
+    CHECKPOINT_ATTRIBUTES,
+    CHECKPOINT_METHODS,
+    PERSISTENCE_METHODS,
+    Checkpoint,
+    Persistence,
+)
 from loop_engine.review import HumanDecision, ReviewResponse
 from loop_engine.types import LoopContext, LoopState, LoopStatus
 
@@ -21,9 +27,8 @@ from .loops import make_engine
 
 
 class OnlyAsks:
-    """A checkpoint that can pause a run but not record the answer."""
+    """A checkpoint that can pause a run but not record the answer, nor say whether it is on."""
 
-    config = CheckpointConfig()
     decision_handler = None
 
     def should_pause(self, state: LoopState) -> None:
@@ -34,8 +39,8 @@ class OnlyAsks:
 
 
 def test_a_checkpoint_missing_methods_is_refused_when_the_engine_is_built_naming_them() -> None:
-    with pytest.raises(ConfigurationError, match=r"checkpoint OnlyAsks lacks refresh_record, await_decision, "
-                                                 r"record_decision; use a HumanCheckpoint"):
+    with pytest.raises(ConfigurationError, match=r"checkpoint OnlyAsks lacks config, refresh_record, "
+                                                 r"await_decision, record_decision; use a HumanCheckpoint"):
         LoopEngine(LoopConfig(), checkpoint=OnlyAsks())  # type: ignore[arg-type]
 
 
@@ -44,15 +49,17 @@ def test_a_persistence_without_save_is_refused_when_the_engine_is_built() -> Non
         LoopEngine(LoopConfig(), persistence=object())  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("protocol", "methods", "made"), [
-    (Checkpoint, CHECKPOINT_METHODS, HumanCheckpoint),
-    (Persistence, PERSISTENCE_METHODS, LoopStatePersistence),
+@pytest.mark.parametrize(("protocol", "methods", "attributes", "made"), [
+    (Checkpoint, CHECKPOINT_METHODS, CHECKPOINT_ATTRIBUTES, HumanCheckpoint),
+    (Persistence, PERSISTENCE_METHODS, (), LoopStatePersistence),
 ])
 def test_the_library_s_own_objects_have_every_method_the_protocol_lists(
-    protocol: type, methods: tuple[str, ...], made: type
+    protocol: type, methods: tuple[str, ...], attributes: tuple[str, ...], made: type
 ) -> None:
-    declared = {name for name, value in vars(protocol).items() if inspect.isfunction(value) and name[0] != "_"}
-    assert declared == set(methods)  # the construction check asks for exactly what the protocol declares
+    public = {name: value for name, value in vars(protocol).items() if name[0] != "_"}
+    # the construction check asks for exactly what the protocol declares
+    assert {name for name, value in public.items() if inspect.isfunction(value)} == set(methods)
+    assert {name for name, value in public.items() if isinstance(value, property)} == set(attributes)
     for name in methods:
         theirs = inspect.signature(getattr(made, name))
         ours = inspect.signature(getattr(protocol, name))
