@@ -49,6 +49,7 @@ def limit_head(app: ASGIApp, max_head: int = MAX_HEAD) -> ASGIApp:
 def guarded_protocol(request_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
     """uvicorn's h11 protocol with a whole-request deadline and eviction of idle connections."""
     import h11
+    # private, kept: uvicorn has no deadline for a request still arriving nor idle eviction (test_http_guard.py)
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class GuardedH11Protocol(H11Protocol):

@@ -21,7 +21,6 @@ from zoneinfo import ZoneInfo
 
 from apscheduler.events import EVENT_JOB_MISSED, JobExecutionEvent
 from apscheduler.schedulers.background import BackgroundScheduler
-from apscheduler.schedulers.base import STATE_STOPPED
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
@@ -34,6 +33,7 @@ __all__ = ["LoopScheduler", "SchedulerError", "fire_loop", "build_trigger", "cro
 logger = logging.getLogger(__name__)
 
 JOB_PREFIX = "loop:"
+_JOB_STORE = "default"
 
 
 class SchedulerError(RuntimeError):
@@ -44,22 +44,6 @@ class _Schedule(Protocol):
     cron: str | None
     interval: Any
     timezone: str | None
-
-
-class _BackgroundScheduler(BackgroundScheduler):
-    """APScheduler 3.11's BackgroundScheduler with one trap closed.
-
-    ``shutdown()`` wakes the scheduler thread, which then runs one more round
-    of due jobs with its executors already shut down: the submission fails
-    and the job's next run time is advanced anyway, so a run missed while the
-    bot was down would be lost by stopping (or failing to start) before it
-    fired. A stopped scheduler processes nothing.
-    """
-
-    def _process_jobs(self) -> float | None:
-        if self.state == STATE_STOPPED:
-            return None
-        return super()._process_jobs()
 
 
 _live_lock = threading.Lock()
@@ -155,8 +139,8 @@ class LoopScheduler:
             _live_fire = self.fire
         try:
             self.state_dir.mkdir(parents=True, exist_ok=True)
-            scheduler = _BackgroundScheduler(
-                jobstores={"default": _job_store(self.job_store_url, self._shared and self._shared[1])},
+            scheduler = BackgroundScheduler(
+                jobstores={_JOB_STORE: _job_store(self.job_store_url, self._shared and self._shared[1])},
                 job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": self.misfire_grace_time},
                 timezone=ZoneInfo(self.timezone),
             )
@@ -213,6 +197,10 @@ class LoopScheduler:
         global _live_fire
         scheduler, self.apscheduler = self.apscheduler, None
         if scheduler is not None and scheduler.running:
+            # APScheduler's thread runs one more round of due jobs after shutdown(), with its executors gone:
+            # the submission fails and the next run time is advanced anyway, losing a run missed while down.
+            # Without its job store that round finds no job (the store is closed with it).
+            scheduler.remove_jobstore(_JOB_STORE)
             scheduler.shutdown(wait=wait)
         with _live_lock:
             if _live_fire is self.fire:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,8 @@ from typing import Any
 from .atomic import atomic_write_text
 from .checkpoint_config import CheckpointConfig, CheckpointPresets
 from .errors import CheckpointError, NoDecisionHandlerError
-from .persistence import validate_trace_id
+from .ids import validate_trace_id
+from .plug_points import DecisionHandler
 from .proposal import Proposal
 from .review import CheckpointTrigger, HumanDecision, ReviewRequest, ReviewResponse
 from .types import Failure, FailureStatus, LoopState
@@ -39,12 +40,7 @@ __all__ = [
     "CheckpointConfig",
     "CheckpointPresets",
     "HumanCheckpoint",
-    "DecisionHandler",
 ]
-
-#: Called with the request; returns the response, or an awaitable of it.
-DecisionHandler = Callable[[ReviewRequest], ReviewResponse | Awaitable[ReviewResponse]]
-
 
 #: Order of ``should_pause``: the most serious reason to stop wins.
 _PRIORITY = (

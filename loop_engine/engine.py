@@ -30,6 +30,7 @@ from .engine_core import describe_exception, logger
 from .engine_recovery import RecoveryMixin
 from .engine_steps import StepsMixin
 from .errors import ComponentRegistrationError, ConfigurationError, RunInterrupted
+from .ids import new_trace_id
 from .recovery import failure_proposal
 from .review import CheckpointTrigger, ReviewResponse
 from .state_machine import IN_ITERATION_STATES, derive_result_status
@@ -44,7 +45,6 @@ from .types import (
     Plan,
     Step,
     StepStatus,
-    new_trace_id,
 )
 
 __all__ = ["LoopEngine"]

@@ -25,6 +25,7 @@ from .components import call_component
 from .config import LoopConfig
 from .errors import ConfigurationError
 from .gates.base import GateRunner
+from .plug_points import CHECKPOINT_ATTRIBUTES, CHECKPOINT_METHODS, PERSISTENCE_METHODS, Checkpoint, Persistence
 from .recovery import RecoveryRegistry
 from .state_machine import transition
 from .types import ComponentType, ExecutionState, Failure, LoopContext, LoopState
@@ -40,6 +41,12 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _lacking(plugged: object, methods: tuple[str, ...], attributes: tuple[str, ...] = ()) -> list[str]:
+    """The attributes and methods of a plug point that ``plugged`` does not have."""
+    absent = [name for name in attributes if not hasattr(plugged, name)]
+    return absent + [name for name in methods if not callable(getattr(plugged, name, None))]
+
+
 class EngineCore:
     """The engine's fields, and the moves every layer makes on ``state``."""
 
@@ -47,8 +54,8 @@ class EngineCore:
         self,
         config: LoopConfig | None = None,
         *,
-        checkpoint: Any = None,
-        persistence: Any = None,
+        checkpoint: Checkpoint | None = None,
+        persistence: Persistence | None = None,
         sleep: Callable[[float], Awaitable[None]] | None = None,
         clock: Callable[[], float] | None = None,
         rng: random.Random | None = None,
@@ -56,8 +63,13 @@ class EngineCore:
     ) -> None:
         if config is not None and not isinstance(config, LoopConfig):
             raise ConfigurationError(f"config must be a LoopConfig, got {type(config).__name__}")
-        if persistence is not None and not callable(getattr(persistence, "save", None)):
+        if persistence is not None and _lacking(persistence, PERSISTENCE_METHODS):
             raise ConfigurationError("persistence needs a save(state, trace_id=...) method, e.g. LoopStatePersistence")
+        if checkpoint is not None and (missing := _lacking(checkpoint, CHECKPOINT_METHODS, CHECKPOINT_ATTRIBUTES)):
+            raise ConfigurationError(
+                f"checkpoint {type(checkpoint).__name__} lacks {', '.join(missing)}; "
+                "use a HumanCheckpoint or give it what loop_engine.plug_points.Checkpoint lists"
+            )
         self._config = config or LoopConfig()
         self._checkpoint = checkpoint
         self._persistence = persistence
@@ -81,7 +93,7 @@ class EngineCore:
         return self._config
 
     @property
-    def checkpoint(self) -> Any:
+    def checkpoint(self) -> Checkpoint | None:
         return self._checkpoint
 
     @contextlib.contextmanager

@@ -23,6 +23,7 @@ run continues as for APPROVE:
 - ``plan``: ``{"skip": [step ids], "add": [{"id", "description",
   "dependencies"}]}``; skipped steps count as done (a plan finished with a
   skip is PARTIALLY_COMPLETED), added steps are appended; plan version + 1.
+  ``plan_changes_problem`` says which changes a plan can take.
 - ``step``: fields for the failed (else current) step: ``description``,
   ``metadata`` (merged), ``output`` - a reviewer-supplied output completes
   the step (VERIFIED_COMPLETED) and recovers its failure.
@@ -41,7 +42,7 @@ from .recovery import failed_step
 from .review import HumanDecision, ReviewRequest, ReviewResponse
 from .types import ExecutionState, Failure, FailureStatus, Plan, Step, StepStatus
 
-__all__ = ["DecisionsMixin", "MODIFY_KEYS", "modifications_problem"]
+__all__ = ["DecisionsMixin", "MODIFY_KEYS", "modifications_problem", "plan_changes_problem"]
 
 MODIFY_KEYS = ("context", "plan", "step")
 _STEP_KEYS = ("description", "metadata", "output")
@@ -68,7 +69,7 @@ class DecisionsMixin(EngineCore):
         self._move(ExecutionState.WAITING_FOR_HUMAN)
         self._show_waiting(request)
         self._save()
-        if getattr(self._checkpoint, "decision_handler", None) is None:
+        if self._checkpoint is None or self._checkpoint.decision_handler is None:
             return
         response = await self._checkpoint.await_decision(request)
         await self._accept(response)
@@ -77,9 +78,8 @@ class DecisionsMixin(EngineCore):
         """The request was summarised just before the pause; a reviewer reads it while the run waits."""
         now = {"status": self._state.status.name, "execution_state": self._state.execution_state.value}
         request.state_summary.update({key: value for key, value in now.items() if key in request.state_summary})
-        refresh = getattr(self._checkpoint, "refresh_record", None)
-        if refresh is not None:
-            refresh(request)
+        if self._checkpoint is not None:
+            self._checkpoint.refresh_record(request)
 
     async def _accept(self, response: ReviewResponse) -> None:
         state = self.state
@@ -107,9 +107,8 @@ class DecisionsMixin(EngineCore):
             )
         if response.decision is HumanDecision.MODIFY:
             self._check_modifications(response.modifications)
-        recorder = getattr(self.checkpoint, "record_decision", None)
-        if recorder is not None:
-            recorder(state, response)
+        if self.checkpoint is not None:
+            self.checkpoint.record_decision(state, response)
         else:
             state.decisions.append(response)
         if response.decision is not HumanDecision.PAUSE:
@@ -192,14 +191,9 @@ class DecisionsMixin(EngineCore):
         plan = self.state.current_plan
         if plan is None:
             raise ValueError("modifications['plan'] given but the run has no plan yet; change its context instead")
-        skip, add = changes.get("skip", []), changes.get("add", [])
-        unknown = [s for s in skip if plan.get_step(s) is None]
-        if unknown:
-            known = [s.id for s in plan.steps]
-            raise PlanValidationError(f"cannot skip unknown step id(s) {unknown}; known ids: {known}")
-        candidate = Plan(id=plan.id, steps=[Step(id=s.id, dependencies=list(s.dependencies)) for s in plan.steps])
-        candidate.steps.extend(_new_step(spec) for spec in add)
-        candidate.validate()
+        problem = plan_changes_problem(plan, changes)
+        if problem is not None:
+            raise PlanValidationError(problem)
 
     def _modify(self, modifications: dict[str, Any], target: Step | None) -> None:
         state = self.state
@@ -252,11 +246,38 @@ def modifications_problem(modifications: Any) -> str | None:
         if "metadata" in fields and not isinstance(fields["metadata"], dict):
             return "modifications['step']['metadata'] must be a dict"
     if "plan" in modifications:
-        return _plan_changes_problem(modifications["plan"])
+        return _plan_changes_shape_problem(modifications["plan"])
     return None
 
 
-def _plan_changes_problem(changes: Any) -> str | None:
+def plan_changes_problem(plan: Plan, changes: Any) -> str | None:
+    """Why MODIFY's ``plan`` changes cannot apply to ``plan``, else None.
+
+    ``skip`` must name steps the plan has; each added step needs a new id and
+    may depend only on the plan's steps and the steps added before it, so the
+    changed plan has no cycle and no dangling dependency. ``resume`` refuses
+    with this; a vote path can refuse a vote with it while the run waits.
+    """
+    problem = _plan_changes_shape_problem(changes)
+    if problem is not None:
+        return problem
+    ids = [step.id for step in plan.steps]
+    unknown = [step_id for step_id in changes.get("skip", []) if step_id not in ids]
+    if unknown:
+        return (f"plan.skip names step(s) the run's plan does not have: {', '.join(unknown)}; "
+                f"its steps: {', '.join(ids)}")
+    for spec in changes.get("add", []):
+        if spec["id"] in ids:
+            return f"plan.add: a step {spec['id']!r} is already in the plan; its steps: {', '.join(ids)}"
+        missing = [dep for dep in spec.get("dependencies", []) if dep not in ids]
+        if missing:
+            return (f"plan.add: step {spec['id']!r} depends on unknown step(s) {', '.join(missing)}; "
+                    f"its steps: {', '.join(ids)}")
+        ids.append(spec["id"])
+    return None
+
+
+def _plan_changes_shape_problem(changes: Any) -> str | None:
     if not isinstance(changes, dict) or not changes or set(changes) - {"skip", "add"}:
         return "modifications['plan'] must be {'skip': [step ids], 'add': [steps]} (either or both)"
     skip = changes.get("skip", [])

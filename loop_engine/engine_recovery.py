@@ -17,6 +17,7 @@ from .config import LoopConfig
 from .engine_core import EngineCore, describe_exception
 from .engine_decisions import DecisionsMixin
 from .errors import ConfigurationError, InvalidTransitionError
+from .plug_points import Checkpoint
 from .recovery import DefaultRecoveryPolicy, HandlerResult, Next, failed_step, failure_proposal
 from .types import (
     ComponentType,
@@ -50,7 +51,7 @@ class EngineRuntime:
         return self._engine.config
 
     @property
-    def checkpoint(self) -> Any:
+    def checkpoint(self) -> Checkpoint | None:
         return self._engine.checkpoint
 
     async def sleep(self, seconds: float) -> None:
@@ -99,9 +100,7 @@ class RecoveryMixin(DecisionsMixin):
         (``manual_only`` and ``disabled`` presets do not)."""
         if self.checkpoint is None:
             return False
-        config = getattr(self.checkpoint, "config", None)
-        if config is None:
-            return True
+        config = self.checkpoint.config
         return bool(config.enabled and (config.trigger_on_major_failure or config.trigger_on_failure))
 
     async def _recover(self, failure: Failure) -> None:

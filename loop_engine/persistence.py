@@ -5,7 +5,7 @@
 that is the format to resume from. ``format="markdown"`` (the default, as in
 the tutorial) writes ``loop_state_<trace_id>.md``, a readable audit; loading
 it restores only the header fields listed in
-``loop_engine.markdown.HEADER_FIELDS`` (trace id, status, execution state,
+``loop_engine.audit.HEADER_FIELDS`` (trace id, status, execution state,
 iteration, counters, stop reason, checkpoint counter, timestamps) - plan,
 failures, observations and the rest come back empty.
 
@@ -32,43 +32,23 @@ import orjson
 from .atomic import atomic_write_bytes, fsync_directory, make_directories
 from .errors import ConfigurationError, CorruptStateError, PersistenceError, SchemaVersionError
 from .jsonvalue import decode_datetime, decode_enum, gc_paused
-from .markdown import parse_audit_header, render_state_markdown
+from .audit import parse_audit_header, render_state_markdown
 from .serialization import SCHEMA_VERSION, encode_state, state_from_dict
-from .types import ExecutionState, LoopState, LoopStatus, new_trace_id
+from .ids import new_trace_id, validate_trace_id
+from .types import ExecutionState, LoopState, LoopStatus
 
 __all__ = [
     "PersistenceConfig",
     "LoopStatePersistence",
     "StateNotFoundError",
-    "validate_trace_id",
 ]
 
 _EXTENSIONS = {"json": ".json", "markdown": ".md"}
 _PREFIX = "loop_state_"
-_MAX_TRACE_ID = 128
 
 
 class StateNotFoundError(PersistenceError, FileNotFoundError):
     """No snapshot is stored for the trace id asked for."""
-
-
-def validate_trace_id(trace_id: Any, what: str = "trace id") -> str:
-    """Refuse ids that could escape a directory or make odd file names (also used for checkpoint ids)."""
-    if not isinstance(trace_id, str) or not trace_id:
-        raise ValueError(f"{what} must be a non-empty string, got {trace_id!r}")
-    size = len(trace_id.encode("utf-8", "surrogatepass"))  # file names are limited in bytes, not characters
-    if size > _MAX_TRACE_ID:
-        raise ValueError(
-            f"{what} is {len(trace_id)} characters ({size} bytes in UTF-8); at most {_MAX_TRACE_ID} bytes are allowed"
-        )
-    if "/" in trace_id or "\\" in trace_id or ".." in trace_id or trace_id.startswith("."):
-        raise ValueError(
-            f"{what} {trace_id!r} contains a path separator, '..' or a leading '.'; "
-            "use letters, digits, '-', '_' and single dots"
-        )
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in trace_id):
-        raise ValueError(f"{what} {trace_id!r} contains control characters")
-    return trace_id
 
 
 @dataclass

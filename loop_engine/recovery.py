@@ -14,9 +14,10 @@ import abc
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Protocol
+from typing import Protocol
 
 from .config import LoopConfig
+from .plug_points import Checkpoint
 from .review import CheckpointTrigger, ReviewRequest
 from .types import (
     ExecutionState,
@@ -78,7 +79,7 @@ class RecoveryRuntime(Protocol):
     def config(self) -> LoopConfig: ...
 
     @property
-    def checkpoint(self) -> Any: ...
+    def checkpoint(self) -> Checkpoint | None: ...
 
     async def sleep(self, seconds: float) -> None: ...
 
@@ -229,8 +230,7 @@ class RequestHumanHandler(RecoveryHandler):
             from .checkpoint import CheckpointConfig, HumanCheckpoint  # the engine works without checkpoints
 
             checkpoint = HumanCheckpoint(CheckpointConfig(save_checkpoints=False))
-        config = getattr(checkpoint, "config", None)
-        if config is not None and not config.enabled:
+        if not checkpoint.config.enabled:
             return HandlerResult(Next.FAIL, False, "human handoff chosen, but the checkpoint is disabled")
         failure.status = FailureStatus.ESCALATED
         request = checkpoint.present_for_review(

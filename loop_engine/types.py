@@ -8,7 +8,6 @@ engine, serialisation in ``loop_engine.serialization``.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -26,9 +25,10 @@ from .enums import (
     StepStatus,
 )
 from .errors import ConfigurationError, PlanValidationError
+from .ids import new_id
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from .checkpoint import ReviewRequest, ReviewResponse
+    from .review import ReviewRequest, ReviewResponse
 
 __all__ = [
     "LoopStatus",
@@ -51,20 +51,7 @@ __all__ = [
     "LoopContext",
     "LoopResult",
     "LoopState",
-    "new_id",
-    "new_trace_id",
 ]
-
-
-def new_id() -> str:
-    """A short random id; 12 hex digits keep collisions out of any one run."""
-    return uuid.uuid4().hex[:12]
-
-
-def new_trace_id(now: datetime | None = None) -> str:
-    """A readable, sortable, unique run id: time for people, a uuid part for uniqueness."""
-    stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
-    return f"run-{stamp}-{new_id()}"
 
 
 @dataclass

@@ -145,7 +145,7 @@ class VotePath:
         # may ask an API (a GitHub permission): outside the store lock
         refusal = self._authorizer.refusal(review.policy.reviewers, voter, _where(review, reply))
         if refusal is None and review.outcome is None and "plan" in command.modifications:
-            problem = plan_changes_problem(self._store, review.run_id, command.modifications["plan"])
+            problem = _saved_plan_problem(self._store, review.run_id, command.modifications["plan"])
             if problem is not None:  # refused now, not when the run resumes and fails with it
                 log.info("review %s: %s modify refused: %s", review.id, voter, problem)
                 return Answer(AnswerKind.REFUSED, f"vote refused: {problem}", review.id)
@@ -261,41 +261,22 @@ class VotePath:
         return "\n".join(lines)
 
 
-def plan_changes_problem(store: Store, run_id: str, changes: Any) -> str | None:
+def _saved_plan_problem(store: Store, run_id: str, changes: Any) -> str | None:
     """Why ``plan`` changes cannot apply to the run's plan as it paused (its snapshot), else None.
 
-    ``plan.skip`` must name steps the plan has, ``plan.add`` new ids whose
-    dependencies the plan (or the added steps) has. The shape is checked by
-    the command grammar first; a run with no readable snapshot is left to the
-    engine, which checks the same when the run resumes.
+    The engine's own rule, asked while the run waits rather than when it
+    resumes; a run with no readable snapshot is left to the engine, which
+    asks the same rule then.
     """
-    if not isinstance(changes, dict):
-        return None
+    from loop_engine.engine_decisions import plan_changes_problem  # the engine loads only for a plan change
+
     try:
-        snapshot = store.load_snapshot(run_id)
+        state = store.load_state(run_id)
     except (StoreError, ValueError, OSError):
         return None
-    plan = (snapshot or {}).get("current_plan")
-    if not isinstance(plan, dict):
+    if state is None or state.current_plan is None:
         return None
-    known = [step.get("id") for step in plan.get("steps") or [] if isinstance(step, dict)]
-    listed = ", ".join(str(step) for step in known)
-    unknown = [step for step in changes.get("skip") or [] if step not in known]
-    if unknown:
-        named = ", ".join(map(str, unknown))
-        return f"plan.skip names step(s) the run's plan does not have: {named}; its steps: {listed}"
-    ids = list(known)
-    for spec in changes.get("add") or []:
-        if not isinstance(spec, dict):
-            continue
-        if spec.get("id") in ids:
-            return f"plan.add: a step {spec.get('id')!r} is already in the plan; its steps: {', '.join(map(str, ids))}"
-        missing = [dep for dep in spec.get("dependencies") or [] if dep not in ids]
-        if missing:
-            return (f"plan.add: step {spec.get('id')!r} depends on unknown step(s) {', '.join(map(str, missing))}; "
-                    f"its steps: {', '.join(map(str, ids))}")
-        ids.append(spec.get("id"))
-    return None
+    return plan_changes_problem(state.current_plan, changes)
 
 
 def _posts_on(review: Review, channel: str) -> list[dict[str, Any]]:

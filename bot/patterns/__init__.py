@@ -30,6 +30,7 @@ from adapters.suggest import did_you_mean
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from loop_engine.engine import LoopEngine
+    from loop_engine.plug_points import Checkpoint, Persistence
 
     from adapters.github.client import GitHubClient
 
@@ -51,7 +52,7 @@ __all__ = [
 
 
 class EngineFactory(Protocol):
-    def __call__(self, *, checkpoint: Any = None, persistence: Any = None) -> LoopEngine:
+    def __call__(self, *, checkpoint: Checkpoint | None = None, persistence: Persistence | None = None) -> LoopEngine:
         """A new engine with every component registered, using ``checkpoint`` and ``persistence`` when given."""
         ...
 

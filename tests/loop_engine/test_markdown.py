@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from loop_engine.markdown import escape_cell, escape_inline, parse_audit_header, render_state_markdown
+from loop_engine.audit import parse_audit_header, render_state_markdown
+from loop_engine.markdown import escape_cell, escape_inline
 from loop_engine.review import CheckpointTrigger, HumanDecision, ReviewRequest, ReviewResponse
 from loop_engine.types import Failure, LoopState, LoopStatus, Plan, RecoveryAction, Step
 

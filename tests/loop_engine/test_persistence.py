@@ -13,16 +13,15 @@ from tests.loop_engine.test_serialization import assert_same_state, states
 
 import loop_engine.persistence as persistence_module
 from loop_engine.errors import ConfigurationError, CorruptStateError, SchemaVersionError
+from loop_engine.ids import new_trace_id, validate_trace_id
 from loop_engine.jsonvalue import NotJSONSerialisableError
 from loop_engine.persistence import (
     LoopStatePersistence,
     PersistenceConfig,
     StateNotFoundError,
-    validate_trace_id,
 )
 from loop_engine.review import CheckpointTrigger, HumanDecision, ReviewRequest, ReviewResponse
 from loop_engine.types import (
-    new_trace_id,
     Budget,
     ExecutionState,
     Failure,

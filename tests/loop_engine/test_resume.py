@@ -145,7 +145,7 @@ async def test_modify_context_description_and_added_step_then_continue() -> None
     ("modifications", "error", "match"),
     [
         ({"colour": "red"}, ValueError, "unknown modification key"),
-        ({"plan": {"skip": ["nope"]}}, PlanValidationError, "unknown step id"),
+        ({"plan": {"skip": ["nope"]}}, PlanValidationError, "the run's plan does not have: nope"),
         ({"plan": {"add": [{"id": "x", "dependencies": ["ghost"]}]}}, PlanValidationError, "ghost"),
         ({"step": {"colour": 1}}, ValueError, "keys from"),
     ],
