@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from adapters.channel import Answer, Channel, PostOutcome, Reply, ReviewPost, Target
-from loop_engine.review import ReviewRequest  # not .checkpoint: that loads persistence and the state types
+from loop_engine.review import ReviewRequest  # not .checkpoint: that loads the state types
 
 from bot.reviews import Review, changes_text
 from bot.store.base import OutboxTask, Store
