@@ -1,9 +1,9 @@
 """The Store contract: what the bot keeps durably, and the errors it raises.
 
 Runs (with their engine snapshot), reviews, id counters, the run-request
-inbox, the outbox of tasks channel workers deliver, and intake dedupe keys,
-as a few small contracts (``RunStore``, ``ReviewStore``, ``OutboxStore``,
-``IntakeStore``) that ``Store`` joins. The SQL store passes
+inbox, the outbox of tasks channel workers deliver, and the deliveries seen
+(dedupe keys, with the votes not yet cast), as a few small contracts
+(``RunStore``, ``ReviewStore``, ``OutboxStore``, ``InboxStore``) that ``Store`` joins. The SQL store passes
 tests/bot/store/test_store_contract.py and its companions on each engine;
 code outside ``bot/store`` sees only these Protocols and these records.
 """
@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover - annotations only: listing runs and revie
 
 __all__ = ["RUN_FORMAT", "RUN_STATUSES", "StoreError", "UnknownRunError", "UnknownReviewError", "UnknownTaskError",
     "CorruptDocumentError", "NewerFormatError", "RunRecord", "Request", "OutboxTask", "TASK_FORMAT",
-    "ACTIVE_RUN_STATUSES", "HOT_REVIEW_STATUSES", "Store", "RunStore", "ReviewStore", "OutboxStore", "IntakeStore",
+    "ACTIVE_RUN_STATUSES", "HOT_REVIEW_STATUSES", "Store", "RunStore", "ReviewStore", "OutboxStore", "InboxStore",
     "Claim", "NO_CLAIM"]
 
 T = TypeVar("T")
@@ -344,8 +344,8 @@ class OutboxStore(Protocol):
     def finish_task(self, task_id: str) -> None: ...
 
 
-class IntakeStore(Protocol):
-    """Id counters, the run-request inbox, intake dedupe keys, and what is wrong with the stored data."""
+class InboxStore(Protocol):
+    """What arrives to be handled later (run requests, deliveries with their votes), id counters, and damage."""
 
     def next_id(self, prefix: str) -> str: ...
     def enqueue_request(self, kind: str, payload: dict[str, Any]) -> str: ...
@@ -355,10 +355,11 @@ class IntakeStore(Protocol):
     def record_delivery(self, key: str, work: list[dict[str, Any]] | None = None) -> bool:
         """True the first time ``key`` is seen, False after; durable.
 
-        With ``work`` (a webhook's votes, as dicts) the delivery and its work
-        are recorded in one write and the work waits in ``pending_deliveries``
-        until ``finish_delivery``: the sender is answered before the votes are
-        cast, and a crash in between loses none of them.
+        With ``work`` (the votes of a webhook delivery or a polled comment, as
+        dicts) the delivery and its work are recorded in one write and the
+        work waits in ``pending_deliveries`` until ``finish_deliveries``: the
+        sender is answered before the votes are cast, and a crash in between
+        loses none of them.
         """
         ...
 
@@ -366,14 +367,17 @@ class IntakeStore(Protocol):
         """(key, work) of every delivery recorded with work and not finished, oldest first."""
         ...
 
-    def finish_delivery(self, key: str) -> None:
-        """The delivery's work is done; finishing twice, or a key without work, is harmless."""
+    def finish_deliveries(self, keys: Sequence[str], answers: Sequence[OutboxTask] = ()) -> None:
+        """The deliveries' work is done and ``answers`` (its voters') are queued: one write for a batch.
+
+        Finishing twice, or a key without work, is harmless; an answer whose id is pending is added once.
+        """
         ...
 
     def problems(self) -> list[str]: ...
 
 
-class Store(RunStore, ReviewStore, OutboxStore, IntakeStore, Protocol):
+class Store(RunStore, ReviewStore, OutboxStore, InboxStore, Protocol):
     """Durable state of one bot. Every write is one transaction, committed before the method returns.
 
     ``update_*`` run ``mutate`` on the current record in a transaction that
