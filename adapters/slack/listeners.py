@@ -3,7 +3,7 @@
 Four ways in, one way on: the slash command (``/loopbot approve triage-17``,
 also ``status`` and ``help``), the review's buttons, the Reject / Modify
 modals, and ``@loopbot approve`` in a review's thread. Each becomes a
-``Reply`` handed to the bot's handler (sync: it runs on a worker thread, in
+``Reply`` handed to the bot's handler (sync: it runs on a thread of the event loop's pool, in
 batches of the replies that arrived together, see ``VoteBatches``); the
 ``Answer`` it returns goes back to the sender as an ephemeral message. This
 module never decides anything.

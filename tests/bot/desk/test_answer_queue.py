@@ -244,3 +244,38 @@ def test_replies_round_trip_through_json() -> None:
     with pytest.raises(ValueError, match="not a stored reply"):
         Reply.from_dict({"voter": {}})
 
+
+
+def test_polled_comments_survive_a_crash_between_record_and_cast(tmp_path: Path) -> None:
+    """The poller records each comment like a webhook delivery before it moves its cursor; a process that dies
+    before casting leaves them to the next start, which the cursor no longer reads them for."""
+    from adapters.github.client import GitHubClient, make_github
+    from adapters.github.poll import MemoryPollState, Poller, Watch
+    from tests.fakes.github_api import FakeGitHub
+
+    store, path = votes_on(tmp_path)
+    cursor = MemoryPollState()
+    with FakeGitHub() as fake:
+        fake.add_issue("octo/ops", 42, title="Ops reviews")
+        since = fake.clock()
+        comments = [fake.add_comment("octo/ops", 42, "/approve demo-1", login) for login in ("alice", "bob")]
+        client = GitHubClient(make_github(fake.base_url, token="ghp_test"))
+        dying = AnswerQueue(store, path.handle_many, Told(store))  # never started: the process dies first
+        watch = Watch("octo/ops", 42, since=since.replace(year=since.year - 1))
+        assert Poller(client, cursor, dying.accept, bot_login=fake.bot_login).poll_once([watch]).replies == 2
+        assert store.get_review("demo-1").votes == []
+
+        restarted = SqliteStore(tmp_path / "state")
+        told = Told(restarted)
+        path = VotePath(restarted, Authorizer({"github": ListMembership("github")}), clock=FakeClock())
+        answers = AnswerQueue(restarted, path.handle_many, told)
+        answers.start()
+        try:
+            wait_for(lambda: restarted.pending_deliveries() == [])
+            again = Poller(client, cursor, answers.accept, bot_login=fake.bot_login).poll_once([watch])
+        finally:
+            answers.stop()
+    assert again.replies == 0, "the cursor had moved: only the record kept these votes"
+    assert told.kinds == [AnswerKind.COUNTED, AnswerKind.COUNTED]
+    assert {v.delivery_key for v in restarted.get_review("demo-1").votes} == {
+        f"github:comment:{comment['id']}" for comment in comments}
