@@ -24,9 +24,9 @@ when the stopping bot ran out of time to cast it. The bot keeps casting queued v
 voters through its outbox (a reaction and a reply comment each) while the other targets are
 measured: that work is part of what a real bot costs.
 
-Casting is measured beside acknowledging: over each of the bot's turns, the votes cast are those
-waiting at its start plus those acknowledged during it less those waiting at its end (the store's
-``pending_deliveries``), and after its last turn the bench times how long the queue takes to empty.
+Casting is measured beside acknowledging: after each of the bot's turns the bench waits for its queue
+to empty (the store's ``pending_deliveries``) and times it from the turn's last answer; votes cast per
+second are those waiting at the turn's start plus those acknowledged in it, over the turn and its drain.
 Targets (#19, #20) at 50 senders, printed as MET / MISSED lines: acknowledged >= 0.5x ``bare+fsync``
 per second, p99 <= 100 ms, votes cast per second >= 0.8x deliveries acknowledged per second, and the
 queue empty within 2 s of the last delivery.
@@ -68,7 +68,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-FIXTURE = ROOT.parent / "shared" / "fixtures" / "github" / "issue_comment.created.json"
+FIXTURE = ROOT / "tests" / "fixtures" / "github" / "issue_comment.created.json"  # the repository's copy
 SECRET = "bench-secret"
 PATH = "/github/webhook"
 CONCURRENCY = 50
@@ -330,8 +330,9 @@ class VoteDeliveries(Deliveries):
     def __init__(self, issues: dict[int, str], waiting: Callable[[], int]) -> None:
         super().__init__()
         self.waiting = waiting  # how many acknowledged deliveries wait to be cast, from the bot's store
-        self.cast = 0  # votes cast during the measured turns
+        self.cast = 0  # votes cast during the measured turns and their drains
         self.cast_seconds = 0.0
+        self.drains: list[float | None] = []  # per turn: seconds until nothing waited (None: not within 30 s)
         self._turn: tuple[int, int] = (0, 0)  # (waiting, acknowledged) when the turn began
         payload = json.loads(FIXTURE.read_text(encoding="utf-8"))
         payload["repository"]["full_name"] = BENCH_REPO
@@ -365,8 +366,10 @@ class VoteDeliveries(Deliveries):
 
     def turn_ended(self, elapsed: float) -> None:
         waiting, acknowledged = self._turn
+        drained = self.drained_after()
+        self.drains.append(drained)
         self.cast += waiting + len(self.acknowledged) - acknowledged - self.waiting()
-        self.cast_seconds += elapsed
+        self.cast_seconds += elapsed + (drained if drained is not None else 30.0)
 
     def drained_after(self, limit: float = 30.0) -> float | None:
         """Seconds from now (the last delivery's answer) until nothing waits to be cast; None past ``limit``."""
@@ -547,7 +550,7 @@ def main() -> None:
             if bot is not None:
                 made = makers["loopbot"]
                 assert isinstance(made, VoteDeliveries)
-                targets(results, made, made.drained_after())
+                targets(results, made)
         if bot is not None:
             bot.stop()
             made = makers["loopbot"]
@@ -570,21 +573,24 @@ def report(client: str, args: argparse.Namespace, results: dict[str, dict[str, A
     sys.stdout.flush()
 
 
-def targets(results: dict[str, dict[str, Any]], made: VoteDeliveries, drained: float | None) -> None:
-    """The bot's figures against #19's and #20's targets (the loopbot turns ran last, so the drain is timed now)."""
+def targets(results: dict[str, dict[str, Any]], made: VoteDeliveries) -> None:
+    """The bot's figures against #19's and #20's targets."""
     met = {True: "MET", False: "MISSED"}
     bot, bare = results["loopbot"], results.get("bare+fsync")
     cast_per_s = made.cast / made.cast_seconds if made.cast_seconds else 0.0
+    drained = None if None in made.drains else max(d for d in made.drains if d is not None)
+    drains = ", ".join("over 30 s" if d is None else f"{d:.2f} s" for d in made.drains)
     print(f"loopbot: {bot['per_s']:.0f} deliveries acknowledged/s, {cast_per_s:.0f} votes cast/s "
-          f"({made.cast} cast in the measured {made.cast_seconds:.1f} s), p99 {bot['p99_ms']:.1f} ms, "
-          f"queue empty {'never (30 s)' if drained is None else f'{drained:.2f} s'} after the last delivery")
+          f"({made.cast} cast in {made.cast_seconds:.1f} s of turns and drains), p99 {bot['p99_ms']:.1f} ms, "
+          f"queue empty after each turn's last delivery in {drains}")
     if bare is not None:
         ratio = bot["per_s"] / bare["per_s"]
         print(f"  acknowledged {ratio:.2f}x bare+fsync /s (target >= 0.5x): {met[ratio >= 0.5]}")
     print(f"  p99 {bot['p99_ms']:.1f} ms (target <= 100 ms): {met[bot['p99_ms'] <= 100]}")
     cast_ratio = cast_per_s / bot["per_s"] if bot["per_s"] else 0.0
     print(f"  cast {cast_ratio:.2f}x acknowledged /s (target >= 0.8x): {met[cast_ratio >= 0.8]}")
-    print(f"  queue empty within 2 s of the last delivery: {met[drained is not None and drained <= 2.0]}")
+    emptied = drained is not None and drained <= 2.0
+    print(f"  queue empty within 2 s of the last delivery (slowest turn): {met[emptied]}")
     sys.stdout.flush()
 
 
