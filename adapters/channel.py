@@ -247,7 +247,7 @@ class Reply:
             object.__setattr__(self, "review_id", self.command.review_id)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: a reply queued durably (a webhook's votes) is cast after the request was answered."""
+        """JSON-ready: a reply queued durably (GitHub's, webhook or polled) is cast after it was acknowledged."""
         command = self.command
         return {
             "voter": {"channel": self.voter.channel, "id": self.voter.id, "display": self.voter.display},

@@ -2,7 +2,7 @@
 
 An async adapter (Slack's Bolt app) cannot call the bot's handler on its
 event loop: casting a vote reads and fsyncs a file. Handing every reply to
-a worker thread of its own costs a thread hop, a lock convoy in the store
+a pool thread of its own costs a thread hop, a lock convoy in the store
 and one durable write per vote. ``VoteBatches`` hands the replies that
 arrive while a batch is being handled to the next batch instead, so under
 load the bot writes a review once for all the votes it got meanwhile, and

@@ -14,8 +14,9 @@ Every figure is printed side by side with its target and MET/MISSED:
   save (``encode_state`` + ``atomic_write_bytes``), alternated save by save:
   ratio <= 1.2.
 - A vote that decides a review, until the run is resumed:
-  * in process: ``VotePath.handle`` (apply=``runner.apply_decided``, wired as
-    ``serve`` wires it) from the call until the run record leaves "waiting"
+  * in process: ``VotePath.handle`` (publishing to ``Decisions``, which
+    ``runner.apply_decided`` subscribes to, wired as ``serve`` wires it)
+    from the call until the run record leaves "waiting"
     (``apply_outcome`` marks it "running" right before the engine continues
     from its snapshot; a store hook timestamps that write): p50 <= 50 ms.
     Also shown: until ``handle`` returns, and until the run is completed.
@@ -58,7 +59,7 @@ from adapters.channel import Identity, Reply  # noqa: E402
 from adapters.commands import Command  # noqa: E402
 from bench.persistence_bench import big_state  # noqa: E402
 from bot.config import load_config  # noqa: E402
-from bot.desk import Authorizer, ListMembership, People, ReviewDesk, VotePath, local_channel  # noqa: E402
+from bot.desk import Authorizer, Decisions, ListMembership, People, ReviewDesk, VotePath, local_channel  # noqa: E402
 from bot.runner import Runner, utcnow  # noqa: E402
 from bot.reviews import Review  # noqa: E402
 from bot.store import SqliteStore, RunRecord  # noqa: E402
@@ -284,8 +285,10 @@ def in_process_votes(config_path: Path, count: int) -> VoteFigures:
     runs = [runner.run_foreground("demo") for _ in range(count)]
     desk.start()
     people = People()
+    decisions = Decisions()
+    decisions.subscribe(runner.apply_decided)
     votes = VotePath(store, Authorizer({"local": ListMembership("local")}, people), clock=utcnow, people=people,
-                     apply=runner.apply_decided)
+                     decisions=decisions)
     figures = VoteFigures()
     try:
         time.sleep(0.5)  # the posts of the new reviews go out first, as they would have long before a vote

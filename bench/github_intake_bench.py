@@ -1,4 +1,5 @@
-"""How many signed GitHub deliveries per second does the webhook route take, and how fast does it answer?
+"""How many signed GitHub deliveries per second does the webhook route take, how fast does it answer, and
+does the bot cast the votes as fast as it acknowledges them?
 
 Not a test. Each target app runs in its own uvicorn process on 127.0.0.1;
 this process drives it with 50 concurrent senders (aiohttp; ``--client httpx``
@@ -22,6 +23,13 @@ its review - or, cast after the answer, its vote still queued with it (``pending
 when the stopping bot ran out of time to cast it. The bot keeps casting queued votes and answering
 voters through its outbox (a reaction and a reply comment each) while the other targets are
 measured: that work is part of what a real bot costs.
+
+Casting is measured beside acknowledging: after each of the bot's turns the bench waits for its queue
+to empty (the store's ``pending_deliveries``) and times it from the turn's last answer; votes cast per
+second are those waiting at the turn's start plus those acknowledged in it, over the turn and its drain.
+Targets (#19, #20) at 50 senders, printed as MET / MISSED lines: acknowledged >= 0.5x ``bare+fsync``
+per second, p99 <= 100 ms, votes cast per second >= 0.8x deliveries acknowledged per second, and the
+queue empty within 2 s of the last delivery.
 
 Point it elsewhere:
     --loopbot N                                              ``loopbot serve`` with N open reviews (default 10; 0: none)
@@ -60,7 +68,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-FIXTURE = ROOT.parent / "shared" / "fixtures" / "github" / "issue_comment.created.json"
+FIXTURE = ROOT / "tests" / "fixtures" / "github" / "issue_comment.created.json"  # the repository's copy
 SECRET = "bench-secret"
 PATH = "/github/webhook"
 CONCURRENCY = 50
@@ -162,6 +170,12 @@ class Deliveries:
     def answered(self, headers: dict[str, str], status: int) -> None:
         """What the target answered to the delivery sent with ``headers`` (kept by ``VoteDeliveries``)."""
 
+    def turn_started(self) -> None:
+        """A measured turn of this target begins (``VoteDeliveries`` counts the votes cast in it)."""
+
+    def turn_ended(self, elapsed: float) -> None:
+        """The measured turn that began last ended after ``elapsed`` seconds."""
+
     def __call__(self) -> tuple[bytes, dict[str, str]]:
         self.count += 1
         n = str(self.count).encode()
@@ -252,7 +266,9 @@ def measure_all(urls: dict[str, str], seconds: float, warmup: float, client: str
     totals: dict[str, tuple[int, float, list[float]]] = {name: (0, 0.0, []) for name in urls}
     for _ in range(rounds):
         for name, url in urls.items():
+            makers[name].turn_started()
             failures, elapsed, latencies = asyncio.run(drive(url, makers[name], seconds / rounds, client))
+            makers[name].turn_ended(elapsed)
             done = totals[name]
             totals[name] = (done[0] + failures, done[1] + elapsed, done[2] + latencies)
     return {name: summary(name if name != "url" else urls[name], *totals[name]) for name in urls}
@@ -311,8 +327,13 @@ def fake_github(issues: int) -> None:
 class VoteDeliveries(Deliveries):
     """Fresh ``/approve`` comments from the reviewers on the open reviews' issues; remembers what was acknowledged."""
 
-    def __init__(self, issues: dict[int, str]) -> None:
+    def __init__(self, issues: dict[int, str], waiting: Callable[[], int]) -> None:
         super().__init__()
+        self.waiting = waiting  # how many acknowledged deliveries wait to be cast, from the bot's store
+        self.cast = 0  # votes cast during the measured turns and their drains
+        self.cast_seconds = 0.0
+        self.drains: list[float | None] = []  # per turn: seconds until nothing waited (None: not within 30 s)
+        self._turn: tuple[int, int] = (0, 0)  # (waiting, acknowledged) when the turn began
         payload = json.loads(FIXTURE.read_text(encoding="utf-8"))
         payload["repository"]["full_name"] = BENCH_REPO
         payload["issue"]["number"] = "__ISSUE__"
@@ -339,6 +360,25 @@ class VoteDeliveries(Deliveries):
             "Content-Type": "application/json", "X-GitHub-Event": "issue_comment",
             "X-GitHub-Delivery": delivery, "X-GitHub-Hook-ID": "1", "X-Hub-Signature-256": _sign(body),
         }
+
+    def turn_started(self) -> None:
+        self._turn = (self.waiting(), len(self.acknowledged))
+
+    def turn_ended(self, elapsed: float) -> None:
+        waiting, acknowledged = self._turn
+        drained = self.drained_after()
+        self.drains.append(drained)
+        self.cast += waiting + len(self.acknowledged) - acknowledged - self.waiting()
+        self.cast_seconds += elapsed + (drained if drained is not None else 30.0)
+
+    def drained_after(self, limit: float = 30.0) -> float | None:
+        """Seconds from now (the last delivery's answer) until nothing waits to be cast; None past ``limit``."""
+        started = time.perf_counter()
+        while self.waiting():
+            if time.perf_counter() - started > limit:
+                return None
+            time.sleep(0.01)
+        return time.perf_counter() - started
 
     def answered(self, headers: dict[str, str], status: int) -> None:
         delivery = headers["X-GitHub-Delivery"]
@@ -386,6 +426,13 @@ class RealBot:
                                      stderr=subprocess.STDOUT)
         self.url = f"http://127.0.0.1:{self._port()}{PATH}"
         self.issues = self._open_reviews(reviews)
+        from bot.store import SqliteStore
+
+        self._store = SqliteStore(self.state_dir)
+
+    def waiting(self) -> int:
+        """Acknowledged deliveries whose votes the bot has not cast yet (read from its store)."""
+        return len(self._store.pending_deliveries())
 
     def _port(self, timeout: float = 30) -> int:
         from bot.store.lock import ServeLock
@@ -496,9 +543,14 @@ def main() -> None:
         makers: dict[str, Deliveries] = {}
         if bot is not None:
             urls["loopbot"] = bot.url
-            makers["loopbot"] = VoteDeliveries(bot.issues)
+            makers["loopbot"] = VoteDeliveries(bot.issues, bot.waiting)
         for client in clients:
-            report(client, args, measure_all(urls, args.seconds, args.warmup, client, args.rounds, makers))
+            results = measure_all(urls, args.seconds, args.warmup, client, args.rounds, makers)
+            report(client, args, results)
+            if bot is not None:
+                made = makers["loopbot"]
+                assert isinstance(made, VoteDeliveries)
+                targets(results, made)
         if bot is not None:
             bot.stop()
             made = makers["loopbot"]
@@ -518,6 +570,27 @@ def report(client: str, args: argparse.Namespace, results: dict[str, dict[str, A
                 f"{row['p99_ms'] / base['p99_ms']:.2f}x p99" if base else ""
         print(f"{row['target'][:14]:<14} {row['requests']:>9} {row['failures']:>5} {row['per_s']:>8.0f} "
               f"{row['p50_ms']:>8.1f} {row['p99_ms']:>8.1f}  {ratio}")
+    sys.stdout.flush()
+
+
+def targets(results: dict[str, dict[str, Any]], made: VoteDeliveries) -> None:
+    """The bot's figures against #19's and #20's targets."""
+    met = {True: "MET", False: "MISSED"}
+    bot, bare = results["loopbot"], results.get("bare+fsync")
+    cast_per_s = made.cast / made.cast_seconds if made.cast_seconds else 0.0
+    drained = None if None in made.drains else max(d for d in made.drains if d is not None)
+    drains = ", ".join("over 30 s" if d is None else f"{d:.2f} s" for d in made.drains)
+    print(f"loopbot: {bot['per_s']:.0f} deliveries acknowledged/s, {cast_per_s:.0f} votes cast/s "
+          f"({made.cast} cast in {made.cast_seconds:.1f} s of turns and drains), p99 {bot['p99_ms']:.1f} ms, "
+          f"queue empty after each turn's last delivery in {drains}")
+    if bare is not None:
+        ratio = bot["per_s"] / bare["per_s"]
+        print(f"  acknowledged {ratio:.2f}x bare+fsync /s (target >= 0.5x): {met[ratio >= 0.5]}")
+    print(f"  p99 {bot['p99_ms']:.1f} ms (target <= 100 ms): {met[bot['p99_ms'] <= 100]}")
+    cast_ratio = cast_per_s / bot["per_s"] if bot["per_s"] else 0.0
+    print(f"  cast {cast_ratio:.2f}x acknowledged /s (target >= 0.8x): {met[cast_ratio >= 0.8]}")
+    emptied = drained is not None and drained <= 2.0
+    print(f"  queue empty within 2 s of the last delivery (slowest turn): {met[emptied]}")
     sys.stdout.flush()
 
 

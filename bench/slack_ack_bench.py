@@ -65,7 +65,7 @@ def _serve(kind: str, port: int, api_base_url: str, record_dir: str) -> None:
     from starlette.applications import Starlette
 
     from adapters.channel import Answer, AnswerKind, Reply
-    from adapters.slack.intake import build_app
+    from adapters.slack.listeners import build_app
     from adapters.slack.route import slack_route
 
     if kind == "adapter":
@@ -193,7 +193,7 @@ async def _load(url: str, secret: str, senders: int, requests: int, reviews: lis
     import aiohttp
     from slack_sdk.signature import SignatureVerifier
 
-    from adapters.slack.intake import WORKING_TEXT
+    from adapters.slack.listeners import WORKING_TEXT
 
     verifier = SignatureVerifier(secret)
     load = Load()

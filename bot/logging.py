@@ -136,7 +136,7 @@ class LibraryFilter(logging.Filter):
 
     Bolt logs through its own ``slack_bolt.*`` loggers (kept at WARNING by
     ``setup_logging``: its INFO line for a bad signature quoted the whole
-    body) and through the logger it was given (``adapters.slack.intake``'s,
+    body) and through the logger it was given (``adapters.slack.listeners``'s,
     at INFO for our own lines), so its records are told by the file that
     made them. ``adapters.slack.route`` logs refused requests itself, in one
     short line.

@@ -1,6 +1,6 @@
 """``serve`` as one of several replicas on a PostgreSQL store: what only the leader does.
 
-Every replica serves HTTP (votes, Slack and GitHub intake), takes run
+Every replica serves HTTP (votes: Slack requests and GitHub webhook deliveries), takes run
 requests, delivers outbox tasks and applies decided reviews - each claimed
 through the store's leases and run claims, so two replicas never do the same
 work. Exactly one replica, the leader (``bot.leader``), also runs

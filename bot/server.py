@@ -40,7 +40,7 @@ from starlette.routing import BaseRoute, Route
 from loop_engine.atomic import remove_stale_temp_files
 
 from bot.config import BotConfig
-from bot.desk import ReviewDesk, VotePath
+from bot.desk import Decisions, ReviewDesk, VotePath
 from bot.desk.control import RunControl
 from bot.desk.channels import Channels
 from bot.http_guard import MAX_HEAD, guarded_protocol, limit_head
@@ -335,11 +335,13 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
         desk = ReviewDesk(store, channels.posting(), clock=utcnow, page_url=None if links is None else links.url)
         catalog = LoopCatalog(config)
         runner = MeteredRunner(config, store, desk, catalog=catalog, metrics=metrics)
-        # in-process votes (Slack, GitHub) resume their run at once; `loopbot decide` is picked up by the tick
+        # every decided review reaches the runner here: published by the vote path, or by the tick from the store
+        decisions = Decisions()
+        decisions.subscribe(runner.apply_decided)
         control = RunControl(store, channels.authorizer(), config.loops, start=_starter(runner), cancel=runner.cancel,
                              listing=partial(loops_listing, config, store))
         votes = MeteredVotePath(store, channels.authorizer(), clock=utcnow, people=channels.people,
-                                apply=runner.apply_decided, loop_check=catalog.modification_problem, control=control,
+                                decisions=decisions, loop_check=catalog.modification_problem, control=control,
                                 metrics=metrics)
         port = int(sock.getsockname()[1])
 
@@ -347,7 +349,7 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
             runner.request_run(name, trigger="schedule")
 
         leadership = _leadership(config, store, runner, fire, port)
-        service = Service(store, runner, leader=leadership, lost=lock.lost, on_lost=_exit_at_once)
+        service = Service(store, runner, leader=leadership, lost=lock.lost, on_lost=_exit_at_once, decisions=decisions)
         view = None if leadership is None else partial(_replicas_view, store, leadership.name)
         scheduler = LoopScheduler(config, state_dir, fire) if leadership is None else None
         pages = web_routes(config, store, clock=utcnow, metrics=metrics,

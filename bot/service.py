@@ -1,10 +1,13 @@
 """The serve loop's heartbeat: what the bot does every ``poll_interval`` seconds.
 
 One tick (1) starts the runs the CLI asked for through the store's inbox,
-(2) resumes runs whose review was decided (by ``loopbot decide`` in another
-process, or a deadline), and (3) fires review deadlines: reminders,
-escalations and default decisions. Everything it learns comes from the store,
-so a decision made while the bot was down is picked up by the first tick.
+(2) publishes the reviews the store holds decided and not yet applied (by
+``loopbot decide`` in another process, before this serve started, or a vote
+whose run was busy) to ``decisions``, the hub the vote path publishes to and
+the runner subscribes to, and (3) fires review deadlines: reminders,
+escalations and default decisions, a decision by timeout published likewise.
+Everything it learns comes from the store, so a decision made while the bot
+was down is picked up by the first tick, at start.
 
 No failure stops the ticking: one review that cannot be handled is logged
 and skipped (the others still move), a failed tick is logged and the next
@@ -22,6 +25,7 @@ from functools import partial
 from typing import Any
 
 from adapters.durations import format_duration
+from bot.desk.decisions import Decisions
 from bot.reviews import Review, decide_by_timeout, due_actions
 from bot.runner import Runner, utcnow
 from bot.store.base import Store
@@ -45,13 +49,20 @@ class Service:
 
     def __init__(self, store: Store, runner: Runner, *, clock: Callable[[], datetime] = utcnow,
                  leader: Any = None, lost: Callable[[], str | None] | None = None,
-                 on_lost: Callable[[str], None] | None = None) -> None:
+                 on_lost: Callable[[str], None] | None = None, decisions: Decisions | None = None) -> None:
         """``leader``: on a store shared by replicas, the ``bot.replicas.Leadership`` of this one - only
         while it leads does the tick fire deadlines (and sweep for runs to restart). None: always.
 
         ``lost`` says, before every tick, whether what this process holds has gone (the serve lock's
         ``lost``: its state dir deleted or replaced); then ``on_lost(reason)`` runs once and ticking ends,
-        since every further write would land beside another process's state."""
+        since every further write would land beside another process's state.
+
+        ``decisions``: the hub decided reviews are published to (a serve's, shared with its vote path);
+        None: one of its own with ``runner.apply_decided`` subscribed."""
+        if decisions is None:
+            decisions = Decisions()
+            decisions.subscribe(runner.apply_decided)
+        self._decisions = decisions
         self._store = store
         self._runner = runner
         self._clock = clock
@@ -73,7 +84,7 @@ class Service:
         # Store queries, not scans: an idle tick reads no review document (the store's index answers).
         for review in self._store.decided_reviews():
             what = f"review {review.id} could not be applied"
-            self._guarded(f"review {review.id}", what, partial(self._runner.apply_decided, review.id))
+            self._guarded(f"review {review.id}", what, partial(self._decisions.publish, review.id))
         if self._leader is not None:
             if not self._leader.leading:
                 return
@@ -152,7 +163,7 @@ class Service:
                 log.warning("review %s %s", review.id, outcome.feedback)
                 decided = self._store.get_review(review.id)
                 if decided.status == "decided":
-                    self._runner.apply_decided(review.id)
+                    self._decisions.publish(review.id)
                 else:
                     self._runner.remind(decided, outcome.feedback)
 
@@ -192,10 +203,10 @@ class Service:
 
         None before ``start`` and after ``stop``: only a thread that should be
         ticking can be late. A run whose end could not be written (a full disk)
-        is a problem at any time: the store says "running" and no worker runs it.
+        is a problem at any time: the store says "running" and no thread runs it.
         """
         stuck = self._runner.problem()
-        if stuck is not None:  # a run stopped without a worker while the store says "running"
+        if stuck is not None:  # a run stopped without its thread while the store says "running"
             return stuck
         if self._thread is None or self._stop.is_set():
             return None

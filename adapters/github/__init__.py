@@ -3,7 +3,7 @@
 - ``client``: the PyGithub calls loopbot makes, errors mapped to ``ChannelError``;
 - ``render``: the review comment;
 - ``channel``: ``GitHubChannel``, the ``Channel`` the bot posts through;
-- ``intake``: webhook payloads and polled items -> ``Reply``;
+- ``events``: webhook payloads and polled items -> ``Reply``;
 - ``webhook``: the ``POST /github/webhook`` Starlette route;
 - ``poll``: ``Poller`` for installs without a public URL;
 - ``directory``: permissions and team membership, cached;
@@ -16,7 +16,7 @@ from .channel import AWAITING_LABEL, OUTCOME_LABELS, RUN_LABEL, ChannelAPI, GitH
 from .client import Comment, GitHubClient, IssueInfo, JsonPage, make_client, make_github
 from .directory import PERMISSION_LEVELS, Directory, DirectoryAPI, permission_at_least
 from .identity import BotIdentity, Me
-from .intake import VOTE_LABELS, replies_from_comment, replies_from_event, reply_from_label
+from .events import VOTE_LABELS, replies_from_comment, replies_from_event, reply_from_label
 from .poll import MemoryPollState, PollAPI, Poller, PollReport, PollState, Watch
 from .render import render_review
 from .webhook import MAX_BODY_BYTES, sign, signature_ok, webhook_route

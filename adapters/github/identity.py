@@ -2,7 +2,7 @@
 
 Review ids are predictable, so anyone can post ``<!-- loopbot:review=ID -->``
 first; the channel adopts a marked comment only when loopbot wrote it, and
-intake never counts loopbot's own comments as votes. Both need loopbot's
+event parsing never counts loopbot's own comments as votes. Both need loopbot's
 login: a token's user (``GET /user``), or a GitHub App's bot user
 ``<slug>[bot]`` (``GET /app`` with the App's JWT), whose comments also carry
 ``performed_via_github_app`` with the App's id.
@@ -10,9 +10,9 @@ login: a token's user (``GET /user``), or a GitHub App's bot user
 ``BotIdentity`` learns it on first need and again after every failure: the
 channel calls ``require()`` before each post, which raises a retryable
 ``ChannelError`` while the identity is unknown - the outbox tries again later,
-and nothing is posted meanwhile. Intake reads ``is_self`` without asking
-GitHub: while the identity is unknown it relies on loopbot's comments all
-starting with a ``<!-- loopbot:`` marker (``intake``).
+and nothing is posted meanwhile. Event parsing reads ``is_self`` without asking
+GitHub: while the identity is unknown, event parsing relies on loopbot's comments all
+starting with a ``<!-- loopbot:`` marker (``events``).
 """
 
 from __future__ import annotations

@@ -20,8 +20,11 @@ refresh of a GitHub App installation token - its base URL and its retry.
 
 The cursor (per watch: the ``since`` time, the newest comment and event ids,
 and the ETags) is a JSON document the bot persists through ``PollState``.
-Replies are submitted before the cursor is saved: after a crash some are
-submitted again, and their dedupe keys make that harmless.
+Each comment's (or label's) replies are handed to ``accept(key, replies)``
+under the key the webhook gives the same comment (``events.delivery_key``),
+which records them durably, as the webhook route does, before the cursor is
+saved: after a crash some are accepted again, and their key makes that
+harmless - as it does for a comment both polled and delivered.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import Any, Protocol
 from ..channel import ChannelError, Reply
 from .client import JsonPage
 from .identity import BotIdentity
-from .intake import replies_from_comment, reply_from_label
+from .events import delivery_key, replies_from_comment, reply_from_label
 
 __all__ = ["MemoryPollState", "PollAPI", "PollReport", "PollState", "Poller", "Watch"]
 
@@ -124,14 +127,14 @@ class Poller:
         self,
         api: PollAPI,
         state: PollState,
-        submit: Callable[[list[Reply]], None],
+        accept: Callable[[str, list[Reply]], bool],
         *,
         bot_login: BotIdentity | str | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.api = api
         self.state = state
-        self.submit = submit
+        self.accept = accept
         self.bot_login = BotIdentity.of(bot_login)
         self._clock = clock
 
@@ -154,9 +157,12 @@ class Poller:
                 if exc.retry_after is not None:
                     break
                 continue
-            if replies:
-                self.submit(replies)
-                report.replies += len(replies)
+            by_delivery: dict[str, list[Reply]] = {}
+            for reply in replies:
+                by_delivery.setdefault(delivery_key([reply]), []).append(reply)
+            for key, given in by_delivery.items():
+                self.accept(key, given)
+            report.replies += len(replies)
             cursors[watch.key] = cursor
             self.state.save({"version": STATE_VERSION, "watches": cursors})
         return report

@@ -5,15 +5,16 @@ counted while reading; over 25 MB -> 413), signature (``X-Hub-Signature-256``,
 HMAC-SHA256 of the raw body, any of several secrets so they can be rotated,
 compared in constant time; missing or wrong -> 401, nothing recorded), then
 the event (``ping`` -> 200 pong; events loopbot does not read -> 202), the
-JSON (malformed -> 400), the votes (``intake.replies_from_event``), and only
+JSON (malformed -> 400), the votes (``events.replies_from_event``), and only
 for a delivery that carries votes ``accept(KEY, replies)``, which records
 the delivery and queues its votes in one durable step (a redelivery -> 200
-duplicate), in a worker thread as it touches disk. ``KEY`` comes from the
-signed body (``intake.delivery_key``: the comment's id, or the label, its
-author and time), not from the unsigned ``X-GitHub-Delivery`` header: the
-same body sent again under a fresh delivery id is the same delivery. The
-votes are cast after the answer: GitHub waits at most 10 s, and the intake
-must keep up with bursts that the vote path alone would not.
+duplicate), on one of the route's accept threads as it touches disk.
+``KEY`` comes from the signed body (``events.delivery_key``: the comment's
+id, or the label, its author and time), not from the unsigned
+``X-GitHub-Delivery`` header: the same body sent again under a fresh
+delivery id is the same delivery. The votes are cast after the answer, from
+the bot's queue: GitHub waits at most 10 s, and the answer must not wait
+for the votes of a burst.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from starlette.routing import Route
 
 from ..channel import Reply
 from .identity import BotIdentity
-from .intake import EVENTS, delivery_key, replies_from_event
+from .events import EVENTS, delivery_key, replies_from_event
 
 __all__ = ["MAX_BODY_BYTES", "sign", "signature_ok", "webhook_route"]
 
@@ -101,7 +102,7 @@ def webhook_route(
     ``accept(key, replies)`` records the delivery's key (from its signed
     body) with its votes durably, in one step, and says whether the key was
     new; the votes are cast later (the bot answers voters through its
-    outbox). Called in a worker thread, only after the signature was checked.
+    outbox). Called on one of the route's accept threads, only after the signature was checked.
     ``bot_login``: loopbot's identity, shared with the channel that learns it.
     """
     me = BotIdentity.of(bot_login)

@@ -2,7 +2,7 @@
 
 ``SlackChannel`` posts (sync ``WebClient``, for the bot's outbox);
 ``build_app`` / ``slack_route`` / ``SocketModeRunner`` take answers in (Bolt's
-``AsyncApp``). Import the intake and Socket Mode modules only where Slack is
+``AsyncApp``). Import the listeners and Socket Mode modules only where Slack is
 configured: they load slack_bolt and aiohttp.
 """
 

@@ -14,6 +14,7 @@ from adapters.lazy import lazy_getattr
 if TYPE_CHECKING:  # pragma: no cover - what type checkers and editors see
     from .authorize import Authorizer, ListMembership, Membership
     from .channels import LOCAL_REVIEWS_DIR, local_channel
+    from .decisions import Decisions
     from .desk import ReviewDesk, outcome_text, review_post
     from .outbox import Outbox, OutboxWorker
     from .people import People
@@ -23,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover - what type checkers and editors see
 _WHERE = {
     **dict.fromkeys(("Authorizer", "ListMembership", "Membership"), "authorize"),
     **dict.fromkeys(("LOCAL_REVIEWS_DIR", "local_channel"), "channels"),
+    "Decisions": "decisions",
     **dict.fromkeys(("ReviewDesk", "outcome_text", "review_post"), "desk"),
     **dict.fromkeys(("Outbox", "OutboxWorker"), "outbox"),
     "People": "people",
@@ -31,6 +33,7 @@ _WHERE = {
 
 __all__ = [
     "Authorizer",
+    "Decisions",
     "ListMembership",
     "LOCAL_REVIEWS_DIR",
     "Membership",

@@ -1,19 +1,22 @@
 """Which channels this bot has: the local one always, Slack and GitHub when their blocks are configured.
 
 ``Channels`` builds each configured channel's kit once (its posting
-channel, its membership check, its intake) and joins them to the desk: the
-outbox posts through them, and every answer they take in walks the one vote
-path. Importing this module loads no Slack or GitHub library; a kit's
-module loads only when its block is configured.
+channel, its membership check, its listeners) and joins them to the desk:
+the outbox posts through them, and every answer they take in enters the one
+vote path by ``VotePath.handle_many``: Slack's in batches of the requests
+that arrived together (answered in the acknowledgement), GitHub's - webhook
+deliveries and polled comments alike - recorded first in the one
+``AnswerQueue`` and cast from it in batches (answered through the outbox).
+Importing this module loads no Slack or GitHub library; a kit's module
+loads only when its block is configured.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from adapters.channel import Channel, Reply
+from adapters.channel import Channel
 from adapters.local import LocalChannel
 
 from .authorize import Authorizer, ListMembership, Membership
@@ -27,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .desk import ReviewDesk
     from .github_wiring import GitHubKit
-    from .intake import IntakeQueue
+    from .answer_queue import AnswerQueue
     from .slack_wiring import SlackKit
     from .votes import VotePath
 
@@ -60,7 +63,7 @@ class Channels:
             self.github = GitHubKit(config.github, state_dir)
         self._store = store
         self.people = People.from_config(config.people)
-        self._intake: IntakeQueue | None = None
+        self._answer_queue: AnswerQueue | None = None
 
     def posting(self) -> dict[str, Channel]:
         channels: dict[str, Channel] = {"local": self.local}
@@ -78,28 +81,13 @@ class Channels:
             memberships["github"] = self.github.membership
         return Authorizer(memberships, self.people)
 
-    def _submit(self, votes: VotePath, desk: ReviewDesk) -> Callable[[list[Reply]], None]:
-        """Vote now, answer later (👀, then a reaction and a reply comment) through the outbox: GitHub's polling.
+    def _github_answers(self, votes: VotePath, desk: ReviewDesk) -> AnswerQueue:
+        """The queue GitHub's answers wait in between being recorded and cast: the webhook's and the poller's."""
+        if self._answer_queue is None:
+            from .answer_queue import AnswerQueue
 
-        Everything a channel is told goes through the outbox, so a slow or
-        rate-limited GitHub never holds up a vote. The 👀 rides on the
-        answer's task rather than a task of its own: the same worker would
-        deliver both within the same moment.
-        """
-
-        def submit(replies: list[Reply]) -> None:
-            for reply in replies:
-                desk.answer(reply, votes.handle(reply))
-
-        return submit
-
-    def _github_intake(self, votes: VotePath, desk: ReviewDesk) -> IntakeQueue:
-        """The webhook's queue: a delivery is recorded with its votes and answered; the votes are cast after."""
-        if self._intake is None:
-            from .intake import IntakeQueue
-
-            self._intake = IntakeQueue(self._store, lambda reply: desk.answer(reply, votes.handle(reply)))
-        return self._intake
+            self._answer_queue = AnswerQueue(self._store, votes.handle_many, desk.finish_deliveries)
+        return self._answer_queue
 
     def routes(self, votes: VotePath, desk: ReviewDesk) -> list[BaseRoute]:
         """``POST /slack/events`` and ``POST /github/webhook`` for the channels that take requests over HTTP."""
@@ -107,22 +95,23 @@ class Channels:
         if self.slack is not None:
             routes += self.slack.routes(votes.handle_many)
         if self.github is not None:
-            routes += self.github.routes(self._github_intake(votes, desk).accept)
+            routes += self.github.routes(self._github_answers(votes, desk).accept)
         return routes
 
     def start(self, votes: VotePath, desk: ReviewDesk) -> None:
-        """Socket Mode, GitHub polling and the webhook's queue (votes accepted before a restart first)."""
+        """Socket Mode, GitHub polling and GitHub's answer queue (votes accepted before a restart first)."""
         if self.slack is not None:
             self.slack.start(votes.handle_many)
         if self.github is not None:
             from .github_wiring import open_review_watches
 
-            self._github_intake(votes, desk).start()
-            self.github.start(self._submit(votes, desk), lambda: open_review_watches(self._store))
+            answers = self._github_answers(votes, desk)
+            answers.start()
+            self.github.start(answers.accept, lambda: open_review_watches(self._store))
 
     def stop(self) -> None:
         for kit in (self.slack, self.github):
             if kit is not None:
                 kit.stop()
-        if self._intake is not None:
-            self._intake.stop()
+        if self._answer_queue is not None:
+            self._answer_queue.stop()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from functools import partial
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -140,6 +140,10 @@ class ReviewDesk:
         for task in tasks:
             self.outbox.add(task)
             channels.add(task.channel)
+        self._added(channels)
+
+    def _added(self, channels: set[str]) -> None:
+        """Tasks of ``channels`` were stored: deliver them now when inline (the workers were woken)."""
         if self._inline:
             for name in channels & set(self.outbox.channels):
                 self.outbox.deliver_due(name)
@@ -197,17 +201,30 @@ class ReviewDesk:
         self._remember(review, [_entry(target, "escalation") for target in chosen])
         log.warning("%s (escalated to %s)", text, ", ".join(t.key for t in chosen))
 
-    def answer(self, reply: Reply, answer: Answer) -> None:
-        """Tell a voter later, through their channel (GitHub: a reply comment); Slack answers in its ack."""
-        if not reply.respond:
-            return
-        key = reply.dedupe_key or f"{reply.voter.qualified}.{self._clock().isoformat()}"
-        self._add([OutboxTask(
-            id=f"answer.{reply.voter.channel}.{_digest(key)}", channel=reply.voter.channel, action="answer",
-            review_id=answer.review_id, created_at=self._clock(),
-            payload={"respond": dict(reply.respond),
-                     "answer": {"kind": answer.kind.value, "text": answer.text}},
-        )])
+    def finish_deliveries(self, keys: Sequence[str], answers: Sequence[tuple[Reply, Answer]]) -> None:
+        """Mark the deliveries ``keys`` done and queue their voters' answers (GitHub: a reply comment), one write.
+
+        Answered together with the finishing, so a crash leaves either both
+        (the answers go out) or neither (the votes are cast again, answered
+        as duplicates of themselves, once). Slack answers in its ack instead.
+        """
+        now = self._clock()
+        tasks = []
+        for reply, answer in answers:
+            if not reply.respond:
+                continue
+            key = reply.dedupe_key or f"{reply.voter.qualified}.{now.isoformat()}"
+            tasks.append(OutboxTask(
+                id=f"answer.{reply.voter.channel}.{_digest(key)}", channel=reply.voter.channel, action="answer",
+                review_id=answer.review_id, created_at=now,
+                payload={"respond": dict(reply.respond),
+                         "answer": {"kind": answer.kind.value, "text": answer.text}},
+            ))
+        self._store.finish_deliveries(keys, tasks)
+        channels = {task.channel for task in tasks}
+        for channel in channels:
+            self.outbox.wake(channel)
+        self._added(channels)
 
     def _remember(self, review: Review, entries: list[dict[str, Any]]) -> None:
         """Add ``entries`` to the review's stored targets (status shows each, delivered or not)."""

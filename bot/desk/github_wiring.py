@@ -6,10 +6,10 @@ the channel, the webhook and the poller share it. A vote counts only on the
 review's own issue, and permissions are those on the review's repository.
 
 Answers arrive by ``POST /github/webhook`` (signed; several secrets for
-rotation; each delivery recorded durably with its votes, which
-``bot.desk.intake`` casts after the answer) and/or by polling every
-``github.poll_interval`` (votes cast at once); both answer voters - a reply
-comment and a reaction - through the outbox.
+rotation) and/or by polling every ``github.poll_interval``; both hand each
+comment's votes to the same ``accept`` (``bot.desk.answer_queue``), which
+records them durably before they are cast in batches, and voters are
+answered - a reply comment and a reaction - through the outbox.
 """
 
 from __future__ import annotations
@@ -148,13 +148,16 @@ class GitHubKit:
         secrets = [s for s in secret.get_secret_value().split(",") if s.strip()]  # "new,old" while rotating
         return [webhook_route([s.strip() for s in secrets], accept, bot_login=self.identity)]
 
-    def start(self, submit: Callable[[list[Reply]], None], watches: Callable[[], list[Watch]]) -> None:
-        """Poll every ``poll_interval`` (once at once, to catch answers given while the bot was down)."""
+    def start(self, accept: Callable[[str, list[Reply]], bool], watches: Callable[[], list[Watch]]) -> None:
+        """Poll every ``poll_interval`` (once at once, to catch answers given while the bot was down).
+
+        ``accept(key, replies)``: the webhook route's, so a polled comment is recorded like a delivery.
+        """
         interval = self._config.poll_interval
         if interval is None:
             return
         self.learn_identity()
-        poller = Poller(self.client, self._poll_state, submit, bot_login=self.identity,
+        poller = Poller(self.client, self._poll_state, accept, bot_login=self.identity,
                         clock=lambda: datetime.now(UTC))
 
         def loop() -> None:

@@ -85,10 +85,14 @@ class Outbox:
             log.warning("no %s channel is configured: %s of review %s stays undelivered", task.channel,
                         task.action, task.review_id)
         added = self._store.add_task(task)
-        event = self._wakeups.get(task.channel)
+        self.wake(task.channel)
+        return added
+
+    def wake(self, channel: str) -> None:
+        """Tasks of ``channel`` were stored: its worker looks for them now."""
+        event = self._wakeups.get(channel)
         if event is not None:
             event.set()
-        return added
 
     # -- delivery ------------------------------------------------------------------
 

@@ -80,7 +80,7 @@ class SlackKit:
         return self._config.app_token is not None
 
     def _app(self, handler: VotesHandler) -> AsyncApp:
-        from adapters.slack.intake import build_app
+        from adapters.slack.listeners import build_app
 
         signing = self._config.signing_secret
         # Socket Mode requests arrive over Slack's own authenticated WebSocket, never over HTTP,

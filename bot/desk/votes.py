@@ -1,15 +1,17 @@
 """The one vote path: every answer - ``loopbot decide``, a Slack button, a GitHub comment - walks it.
 
-authorise -> cast -> answer -> apply. An adapter hands over a ``Reply``
+authorise -> cast -> answer -> publish. An adapter hands over ``Reply``s
 (who, which review or the message it answers, the parsed command, a dedupe
 key); this module finds the review, checks the voter against the loop's
 reviewers through the channel's membership (outside the store lock: it may
 ask an API), casts the vote under the lock with the pure rules of
 ``bot.reviews``, and answers with exactly one ``Answer`` worded for a
-person. A vote that decides the review is handed to ``apply`` at once -
-the process holding the runner resumes the run without waiting for a tick.
-Replies that arrive together (``handle_many``: Slack's, batched by
-``adapters.vote_batches``) cost one read and one write per review, not per vote.
+person. A review a vote decides is published to ``decisions``
+(``bot.desk.decisions``) at once: the runner subscribed there resumes the
+run without waiting for a tick. ``handle_many`` is the entrance for every
+channel: Slack's replies batched by ``adapters.vote_batches``, GitHub's by
+``bot.desk.answer_queue``, the CLI's one; the replies of a batch cost one
+read and one write per review, not per vote.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from bot.reviews import (
 from bot.store.base import Store, StoreError, UnknownReviewError
 
 from .authorize import Authorizer
+from .decisions import Decisions
 from .people import People
 
 __all__ = ["VotePath"]
@@ -52,7 +55,7 @@ _KINDS = {
 
 
 class VotePath:
-    """``handle(reply) -> Answer`` for every channel; thread-safe (the store serialises the casting)."""
+    """``handle_many(replies) -> answers`` for every channel; thread-safe (the store serialises the casting)."""
 
     def __init__(
         self,
@@ -61,18 +64,20 @@ class VotePath:
         *,
         clock: Callable[[], datetime],
         people: People | None = None,
-        apply: Callable[[str], object] | None = None,
+        decisions: Decisions | None = None,
         loop_check: Callable[[str, dict[str, Any]], str | None] | None = None,
         control: Callable[[Reply], Answer] | None = None,
     ) -> None:
         """``loop_check(loop, modifications)``: the loop's own word on a MODIFY (``LoopCatalog``'s).
-        ``control`` answers ``run``, ``cancel`` and ``loops`` (``bot.desk.control``; a serve's)."""
+        ``control`` answers ``run``, ``cancel`` and ``loops`` (``bot.desk.control``; a serve's).
+        ``decisions``: where decided reviews are published (None: ``loopbot decide``, whose decision the
+        serve's tick finds in the store)."""
         self._loop_check = loop_check
         self._store = store
         self._authorizer = authorizer
         self._clock = clock
         self._people = people or People()
-        self._apply = apply
+        self._decisions = decisions
         self._control = control
         self._write_failure: str | None = None  # why the last vote could not be stored, until one is
 
@@ -85,6 +90,7 @@ class VotePath:
         return self._write_failure
 
     def handle(self, reply: Reply) -> Answer:
+        """One reply's answer (``handle_many`` of one), its failure raised."""
         answer = self.handle_many([reply])[0]
         if isinstance(answer, Exception):
             raise answer
@@ -215,7 +221,7 @@ class VotePath:
     # -- casting -------------------------------------------------------------------
 
     def _cast(self, casts: dict[str, list[tuple[int, Vote, str | None]]]) -> dict[int, Answer | Exception]:
-        """Cast every review's votes (one store call for the batch); apply the reviews they decided."""
+        """Cast every review's votes (one store call for the batch); publish the reviews they decided."""
         try:
             cast = self._store.cast_votes({review_id: [(vote, refusal) for _, vote, refusal in group]
                                            for review_id, group in casts.items()})
@@ -235,10 +241,10 @@ class VotePath:
                 log.info("review %s: %s %s via %s: %s", review_id, vote.voter, vote.decision.name.lower(),
                          vote.source, result.message)
                 answers[index] = Answer(_KINDS.get(result.kind, AnswerKind.COUNTED), result.message, review_id)
-            if self._apply is not None and any(result.outcome is not None for result in results):
+            if self._decisions is not None and any(result.outcome is not None for result in results):
                 try:
-                    self._apply(review_id)
-                except Exception:  # the vote is recorded; the tick applies it if this attempt could not
+                    self._decisions.publish(review_id)
+                except Exception:  # the vote is recorded; the tick publishes it again
                     log.exception("review %s is decided but could not be applied now; the tick retries", review_id)
         return answers
 

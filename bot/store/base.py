@@ -1,8 +1,8 @@
 """The Store contract: what the bot keeps durably, and the errors it raises.
 
 Runs with their engine snapshots, reviews with their votes, the outbox of
-tasks channel workers deliver, intake dedupe keys, id counters and the
-run-request inbox, as small contracts (``RunStore``, ``ReviewStore``,
+tasks channel senders deliver, the deliveries seen (dedupe keys, with the
+votes not yet cast), id counters and the run-request inbox, as small contracts (``RunStore``, ``ReviewStore``,
 ``OutboxStore``, ``DeliveryStore``, ``CounterStore``, ``RequestStore``)
 that ``Store`` joins. The SQL store passes
 tests/bot/store/test_store_contract.py and its companions on each engine;
@@ -322,15 +322,16 @@ class OutboxStore(Protocol):
 
 
 class DeliveryStore(Protocol):
-    """Intake dedupe keys: each webhook delivery is acted on once, and the votes it carried are not lost."""
+    """Dedupe keys: each webhook delivery or polled comment is acted on once, and its votes are not lost."""
 
     def record_delivery(self, key: str, work: list[dict[str, Any]] | None = None) -> bool:
         """True the first time ``key`` is seen, False after; durable.
 
-        With ``work`` (a webhook's votes, as dicts) the delivery and its work
-        are recorded in one write and the work waits in ``pending_deliveries``
-        until ``finish_delivery``: the sender is answered before the votes are
-        cast, and a crash in between loses none of them.
+        With ``work`` (the votes of a webhook delivery or a polled comment, as
+        dicts) the delivery and its work are recorded in one write and the
+        work waits in ``pending_deliveries`` until ``finish_deliveries``: the
+        sender is answered before the votes are cast, and a crash in between
+        loses none of them.
         """
         ...
 
@@ -338,8 +339,11 @@ class DeliveryStore(Protocol):
         """(key, work) of every delivery recorded with work and not finished, oldest first."""
         ...
 
-    def finish_delivery(self, key: str) -> None:
-        """The delivery's work is done; finishing twice, or a key without work, is harmless."""
+    def finish_deliveries(self, keys: Sequence[str], answers: Sequence[OutboxTask] = ()) -> None:
+        """The deliveries' work is done and ``answers`` (its voters') are queued: one write for a batch.
+
+        Finishing twice, or a key without work, is harmless; an answer whose id is pending is added once.
+        """
         ...
 
 

@@ -29,7 +29,7 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -498,7 +498,7 @@ class SqlStore(ReviewTables):
         with self._one() as cur:
             cur.execute("DELETE FROM outbox WHERE id = %s", (task_id,))
 
-    # -- intake dedupe and health ---------------------------------------------
+    # -- deliveries and health ------------------------------------------------
 
     @staticmethod
     def _digest(key: str) -> str:
@@ -518,10 +518,15 @@ class SqlStore(ReviewTables):
             cur.execute("SELECT key, work FROM deliveries WHERE work IS NOT NULL ORDER BY at, digest")
             return [(key, json.loads(work)) for key, work in cur.fetchall()]
 
-    def finish_delivery(self, key: str) -> None:
-        with self._one() as cur:
-            cur.execute("UPDATE deliveries SET work = NULL WHERE digest = %s AND work IS NOT NULL",
-                        (self._digest(key),))
+    def finish_deliveries(self, keys: Sequence[str], answers: Sequence[OutboxTask] = ()) -> None:
+        with self._tx() as cur:
+            for task in answers:
+                cur.execute("INSERT INTO outbox (id, channel, review_id, created_at, ready_at, doc)"
+                            " VALUES (%(id)s, %(channel)s, %(review_id)s, %(created_at)s, %(ready_at)s, %(doc)s)"
+                            " ON CONFLICT (id) DO NOTHING", self._task_columns(task))
+            for key in keys:
+                cur.execute("UPDATE deliveries SET work = NULL WHERE digest = %s AND work IS NOT NULL",
+                            (self._digest(key),))
 
     def deliveries(self) -> list[tuple[str, str, datetime]]:
         """(digest, key, when) of every delivery whose work is done (export)."""

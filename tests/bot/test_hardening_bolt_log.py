@@ -39,10 +39,10 @@ def slack() -> Iterator[FakeSlackApi]:
 @pytest.fixture
 def bolt(slack: FakeSlackApi) -> Callable[..., AsyncApp]:
     def build(token: str | None = None) -> AsyncApp:
-        """Built as adapters.slack.intake builds it: our client, our logger."""
+        """Built as adapters.slack.listeners builds it: our client, our logger."""
         client = AsyncWebClient(token=BOT_TOKEN, base_url=slack.base_url)
         return AsyncApp(signing_secret=SECRET, client=client, token=token, process_before_response=True,
-                        logger=logging.getLogger("adapters.slack.intake"))
+                        logger=logging.getLogger("adapters.slack.listeners"))
 
     return build
 
@@ -78,14 +78,14 @@ async def test_an_unhandled_request_is_translated_without_its_body(stream: io.St
     setup_logging(stream=stream)
     body = "command=%2Fother&text=" + "secret-ish+words+" * 100
     assert await dispatch(bolt(), body, signed_headers(SECRET, body)) == 404
-    assert printed(stream) == ["WARNING adapters.slack.intake: slack: no listener for a request Slack sent "
+    assert printed(stream) == ["WARNING adapters.slack.listeners: slack: no listener for a request Slack sent "
                                "(answered 404)"]
 
 
 def test_bolt_info_lines_are_dropped_and_its_own_loggers_kept_at_warning(stream: io.StringIO) -> None:
     setup_logging(stream=stream)
     assert logging.getLogger("slack_bolt").getEffectiveLevel() == logging.WARNING
-    logger = logging.getLogger("adapters.slack.intake")
+    logger = logging.getLogger("adapters.slack.listeners")
     logger.info("ours at INFO stays")
     record = logger.makeRecord(logger.name, logging.INFO, "/x/site-packages/slack_bolt/app/async_app.py", 1,
                                "request body: %s", ("x" * 10_000,), None)
@@ -94,5 +94,5 @@ def test_bolt_info_lines_are_dropped_and_its_own_loggers_kept_at_warning(stream:
                                "something new %s", ("y" * 10_000,), None)
     logger.handle(record)
     lines = printed(stream)
-    assert lines[0] == "INFO adapters.slack.intake: ours at INFO stays"
+    assert lines[0] == "INFO adapters.slack.listeners: ours at INFO stays"
     assert len(lines) == 2 and lines[1].endswith(" [cut]") and len(lines[1]) < 400

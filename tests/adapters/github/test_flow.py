@@ -58,8 +58,8 @@ def test_post_vote_by_webhook_answer_and_the_poller_agrees(channel: GitHubChanne
     answer = fake.comments_on(REPO, 42)[-1]["body"]
     assert "@alice approved triage-17" in answer and "> /approve" in answer
 
-    # the same comment read by polling counts once
-    Poller(client, MemoryPollState(), submit, bot_login=fake.bot_login).poll_once(
+    # the same comment read by polling is the same delivery: refused by its key, counted once
+    Poller(client, MemoryPollState(), accept, bot_login=fake.bot_login).poll_once(
         [Watch(REPO, 42, since=fake.clock().replace(year=2000))]
     )
     assert list(counted) == [f"github:comment:{vote['id']}"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -41,6 +42,18 @@ def submitted() -> list[Reply]:
     return []
 
 
+def accepting(submitted: list[Reply], keys: list[str] | None = None) -> Callable[[str, list[Reply]], bool]:
+    """A poller's ``accept``: keeps every reply (and, given ``keys``, each delivery's key)."""
+
+    def accept(key: str, replies: list[Reply]) -> bool:
+        submitted.extend(replies)
+        if keys is not None:
+            keys.append(key)
+        return True
+
+    return accept
+
+
 @pytest.fixture
 def state() -> MemoryPollState:
     return MemoryPollState()
@@ -49,7 +62,7 @@ def state() -> MemoryPollState:
 @pytest.fixture
 def poller(client: GitHubClient, state: MemoryPollState, submitted: list[Reply], clock: Clock,
            fake: FakeGitHub) -> Poller:
-    return Poller(client, state, submitted.extend, bot_login=fake.bot_login, clock=clock)
+    return Poller(client, state, accepting(submitted), bot_login=fake.bot_login, clock=clock)
 
 
 def test_new_comments_are_found_once(poller: Poller, fake: FakeGitHub, clock: Clock,
@@ -92,7 +105,7 @@ def test_an_idle_poll_sends_if_none_match_and_gets_304(poller: Poller, fake: Fak
 
 def test_pages_are_followed(client: GitHubClient, fake: FakeGitHub, clock: Clock, submitted: list[Reply]) -> None:
     fake.page_size_cap = 2
-    poller = Poller(client, MemoryPollState(), submitted.extend, clock=clock)
+    poller = Poller(client, MemoryPollState(), accepting(submitted), clock=clock)
     clock.tick()
     for n in range(5):
         fake.add_comment(REPO, 42, f"/approve note {n}", f"user{n}")
@@ -133,10 +146,10 @@ def test_the_cursor_survives_a_restart(client: GitHubClient, fake: FakeGitHub, c
     watch = Watch(REPO, 42, since=START)
     clock.tick()
     fake.add_comment(REPO, 42, "/approve", "alice")
-    Poller(client, state, submitted.extend, clock=clock).poll_once([watch])
+    Poller(client, state, accepting(submitted), clock=clock).poll_once([watch])
     clock.tick(3600)
     fake.add_comment(REPO, 42, "/retry", "bob")  # while the bot was down
-    Poller(client, state, submitted.extend, clock=clock).poll_once([watch])
+    Poller(client, state, accepting(submitted), clock=clock).poll_once([watch])
     assert [r.voter.id for r in submitted] == ["alice", "bob"]
     assert state.state["version"] == 1 and REPO + "#42" in state.state["watches"]
 
@@ -167,7 +180,7 @@ def test_repository_events_stop_at_what_is_older_than_the_watch(client: GitHubCl
         fake.add_label_event(REPO, 42, "bug", "old")  # history before the watch
     clock.now = START + timedelta(minutes=1)
     fake.add_label_event(REPO, 42, "loopbot:approve", "alice")
-    Poller(client, MemoryPollState(), submitted.extend, clock=clock).poll_once([Watch(REPO, since=START)])
+    Poller(client, MemoryPollState(), accepting(submitted), clock=clock).poll_once([Watch(REPO, since=START)])
     assert [r.voter.id for r in submitted] == ["alice"]
     assert len(fake.calls_to("GET", r"/repos/octo/ops/issues/events$")) == 1  # not all 4 pages
 
@@ -182,3 +195,14 @@ def test_a_comment_edited_before_it_was_read_is_no_vote_as_for_the_webhook(
     fresh = fake.add_comment(REPO, 42, "/reject not yet", "bob")
     poller.poll_once([watch])
     assert [r.dedupe_key for r in submitted] == [f"github:comment:{fresh['id']}"]
+
+
+def test_each_comment_is_accepted_under_the_key_the_webhook_gives_it(client: GitHubClient, fake: FakeGitHub,
+                                                                   clock: Clock, submitted: list[Reply]) -> None:
+    keys: list[str] = []
+    clock.tick()
+    first = fake.add_comment(REPO, 42, "/approve", "alice")
+    second = fake.add_comment(REPO, 42, "/reject not yet", "bob")
+    Poller(client, MemoryPollState(), accepting(submitted, keys), clock=clock).poll_once([Watch(REPO, 42, since=START)])
+    assert keys == [f"github:comment:{first['id']}", f"github:comment:{second['id']}"]
+    assert [reply.voter.id for reply in submitted] == ["alice", "bob"]

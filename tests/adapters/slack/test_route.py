@@ -10,7 +10,7 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from adapters.slack.intake import build_app
+from adapters.slack.listeners import build_app
 from adapters.slack.route import MAX_BODY, slack_route
 from adapters.vote_batches import one_by_one
 from adapters.channel import Answer, AnswerKind, Reply

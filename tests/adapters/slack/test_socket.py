@@ -10,11 +10,11 @@ from urllib.parse import unquote
 import pytest
 
 from adapters.commands import Command
-from adapters.slack.intake import build_app
+from adapters.slack.listeners import build_app
 from adapters.vote_batches import one_by_one
 from adapters.slack.socket import SocketModeError, SocketModeRunner
 from loop_engine.checkpoint import HumanDecision
-from tests.adapters.slack.test_intake import SECRET, Recorder, click
+from tests.adapters.slack.test_listeners import SECRET, Recorder, click
 from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, FakeSlackApi, FakeSocketMode
 
 

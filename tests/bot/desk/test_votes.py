@@ -8,7 +8,7 @@ import pytest
 
 from adapters.channel import Answer, AnswerKind, Identity, Reply
 from adapters.commands import parse_command
-from bot.desk import Authorizer, ListMembership, People, VotePath
+from bot.desk import Authorizer, Decisions, ListMembership, People, VotePath
 from bot.reviews import Reviewers
 from bot.store import SqliteStore
 from bot.store import CorruptDocumentError
@@ -32,7 +32,9 @@ def path_for(
                      "target": "slack:C1"}]
     store.put_review(review)
     applied: list[str] = []
-    votes = VotePath(store, Authorizer(ALL, people), clock=FakeClock(), people=people, apply=applied.append)
+    decisions = Decisions()
+    decisions.subscribe(applied.append)
+    votes = VotePath(store, Authorizer(ALL, people), clock=FakeClock(), people=people, decisions=decisions)
     return votes, store, applied
 
 
@@ -128,11 +130,13 @@ def test_reviewers_may_name_people(tmp_path: Path) -> None:
 
 
 def test_a_deciding_vote_is_applied_with_the_tick_disabled(tmp_path: Path) -> None:
-    """No Service runs here: the vote path hands the decided review straight to the runner."""
+    """No Service runs here: the vote path publishes the decided review to the runner subscribed."""
     b = bench(tmp_path, [demo()])
     run = b.runner.run_foreground("demo")
     assert run is not None and run.review_id
-    votes = VotePath(b.store, Authorizer(ALL), clock=b.clock, apply=b.runner.apply_decided)
+    decisions = Decisions()
+    decisions.subscribe(b.runner.apply_decided)
+    votes = VotePath(b.store, Authorizer(ALL), clock=b.clock, decisions=decisions)
     answer = votes.handle(reply(f"approve {run.review_id}"))
     assert answer.kind is AnswerKind.DECIDED
     wait_for(lambda: b.store.get_run(run.id).status == "completed", timeout=10, what="the run to complete")

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.slack.intake import NOT_RECORDED_TEXT
+from adapters.slack.listeners import NOT_RECORDED_TEXT
 from tests.fakes.slack_api import FakeSlackApi
 
 from ..tmpfs_support import fill, tmpfs

@@ -219,7 +219,7 @@ def test_task_ids_are_checked_and_round_trip(store: Store) -> None:
     assert store.get_task("demo-1.post.slack:C0123") == task
 
 
-# -- intake dedupe, problems, states ---------------------------------------------
+# -- deliveries, problems, states ---------------------------------------------
 
 
 def test_record_delivery_is_true_once_and_survives_reopening(store: Store, impl: Impl, tmp_path: Path) -> None:
@@ -239,12 +239,23 @@ def test_a_delivery_recorded_with_work_waits_until_finished_and_stays_known(
     assert not store.record_delivery("hook:d-1", work) and not store.record_delivery("hook:d-1")
     reopened = impl.open(tmp_path / "state")  # a crash before the votes were cast loses none of them
     assert sorted(reopened.pending_deliveries()) == [("hook:d-1", work), ("hook:d-2", [])]
-    reopened.finish_delivery("hook:d-1")
-    reopened.finish_delivery("hook:d-1")  # twice: harmless
-    reopened.finish_delivery("plain")  # no work: harmless
+    reopened.finish_deliveries(["hook:d-1"])
+    reopened.finish_deliveries(["hook:d-1", "plain"])  # twice, and a key without work: harmless
     assert reopened.pending_deliveries() == [("hook:d-2", [])]
     assert not reopened.record_delivery("hook:d-1", work), "finished, and still a redelivery"
     assert not impl.open(tmp_path / "state").record_delivery("hook:d-1")
+
+
+def test_finishing_deliveries_queues_their_answers_in_the_same_write(store: Store) -> None:
+    for n in range(3):
+        assert store.record_delivery(f"hook:d-{n}", [{"n": n}])
+    answers = [make_task(f"answer.github.{n}", channel="github", action="answer") for n in range(3)]
+    store.finish_deliveries(["hook:d-0", "hook:d-1", "hook:d-2"], answers)
+    assert store.pending_deliveries() == []
+    assert sorted(task.id for task in store.pending_tasks()) == ["answer.github.0", "answer.github.1",
+                                                                 "answer.github.2"]
+    store.finish_deliveries(["hook:d-0"], answers[:1])  # a retry after a crash: each answer once
+    assert len(store.pending_tasks()) == 3
 
 
 def test_open_reviews_posted_at_find_where_an_answer_without_an_id_belongs(store: Store) -> None:

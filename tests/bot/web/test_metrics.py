@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 
 from adapters.channel import AnswerKind, Identity, Reply
 from adapters.commands import parse_command
-from bot.desk import Authorizer, ListMembership, ReviewDesk
+from bot.desk import Authorizer, Decisions, ListMembership, ReviewDesk
 from bot.server import create_app
 from bot.store.base import OutboxTask
 from bot.web.metrics import MeteredRunner, MeteredVotePath, Metrics
@@ -49,7 +49,9 @@ def test_metrics_count_runs_reviews_votes_deliveries_and_the_time_to_apply(tmp_p
     runner.run_foreground("other")
     b.clock.advance(seconds=60)
     assert first is not None and first.review_id
-    votes = MeteredVotePath(b.store, Authorizer(ALL), clock=b.clock, apply=runner.apply_decided, metrics=metrics)
+    decisions = Decisions()
+    decisions.subscribe(runner.apply_decided)
+    votes = MeteredVotePath(b.store, Authorizer(ALL), clock=b.clock, decisions=decisions, metrics=metrics)
     answers = [votes.handle(Reply(who, parse_command(f"approve {first.review_id}")))  # type: ignore[arg-type]
                for who in (Identity("local", "mallory"), Identity("slack", "U0ZZZ"), Identity("local", "alice"))]
     assert [a.kind for a in answers] == [AnswerKind.REFUSED, AnswerKind.REFUSED, AnswerKind.DECIDED]

@@ -16,7 +16,7 @@ from starlette.applications import Starlette
 
 from adapters.channel import Answer, AnswerKind, Reply
 from adapters.commands import Command, CommandError
-from adapters.slack.intake import (
+from adapters.slack.listeners import (
     FOREIGN_MODAL_TEXT,
     NOT_RECORDED_TEXT,
     WORKING_TEXT,

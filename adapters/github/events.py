@@ -45,7 +45,7 @@ __all__ = [
     "reply_from_label",
 ]
 
-#: The webhook events intake reads; any other event is acknowledged and ignored.
+#: The webhook events read for votes; any other event is acknowledged and ignored.
 EVENTS = ("issue_comment", "issues")
 #: Labels that are votes, and what each one votes.
 VOTE_LABELS: dict[str, HumanDecision] = {

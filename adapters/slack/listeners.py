@@ -3,7 +3,7 @@
 Four ways in, one way on: the slash command (``/loopbot approve triage-17``,
 also ``status`` and ``help``), the review's buttons, the Reject / Modify
 modals, and ``@loopbot approve`` in a review's thread. Each becomes a
-``Reply`` handed to the bot's handler (sync: it runs on a worker thread, in
+``Reply`` handed to the bot's handler (sync: it runs on a thread of the event loop's pool, in
 batches of the replies that arrived together, see ``VoteBatches``); the
 ``Answer`` it returns goes back to the sender as an ephemeral message. This
 module never decides anything.
@@ -140,7 +140,7 @@ class SeenEvents:
             self._ids.pop(event_id, None)
 
 
-class _Intake:
+class _Listeners:
     """The listeners, sharing the handler, the ack budget, the click keys and the seen event ids."""
 
     def __init__(self, handler: VotesHandler, answer_wait: float, clicks: ClickKeys) -> None:
@@ -166,7 +166,11 @@ class _Intake:
         return vote
 
     def _after_ack(self, work: Awaitable[Any]) -> None:
-        """Run ``work`` once the listener has returned and Bolt has sent the acknowledgement."""
+        """Run ``work`` once the listener has returned and Bolt has sent the acknowledgement.
+
+        Not Bolt's lazy listeners: they get a deep copy of the request's context, and the vote already
+        under way (a future) cannot be copied (tests/adapters/slack/test_listeners_bolt.py holds Bolt to it).
+        """
         task = asyncio.ensure_future(work)
         self._after.add(task)
         task.add_done_callback(self._finished)
@@ -343,10 +347,10 @@ def build_app(
                                 else api_base_url + "/")
     app = AsyncApp(signing_secret=signing_secret, client=client, name="loopbot", logger=logger or log,
                    process_before_response=True)
-    intake = _Intake(handler, answer_wait, clicks or ClickKeys())
-    app.command(command)(intake.command)
-    app.action(_ACTION_PATTERN)(intake.button)
+    listeners = _Listeners(handler, answer_wait, clicks or ClickKeys())
+    app.command(command)(listeners.command)
+    app.action(_ACTION_PATTERN)(listeners.button)
     for callback_id in MODAL_CALLBACKS:
-        app.view(callback_id)(intake.submission)
-    app.event("app_mention")(intake.mention)
+        app.view(callback_id)(listeners.submission)
+    app.event("app_mention")(listeners.mention)
     return app

@@ -7,7 +7,7 @@ import pytest
 from adapters.channel import Identity
 from adapters.commands import Command, CommandError
 from adapters.github.identity import BotIdentity, Me
-from adapters.github.intake import delivery_key, replies_from_comment, replies_from_event
+from adapters.github.events import delivery_key, replies_from_comment, replies_from_event
 from loop_engine.checkpoint import HumanDecision
 
 from .payloads import comment_payload, fixture, label_payload
