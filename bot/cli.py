@@ -271,7 +271,7 @@ def cmd_check(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     if args.offline:
         return EXIT_OK
     from bot.desk.connections import check_connections
-    from bot.worker import LoopCatalog
+    from bot.loop_catalog import LoopCatalog
 
     failed = False
     # each channel's connection, then each loop's own (daily-triage's GitHub, as that loop will use it)
@@ -346,7 +346,7 @@ def _approve_lines(store: Store, review_id: str, decide_command: str) -> list[st
 def _run_here(runner: Runner, store: Store, local: LocalChannel, loop: str, path: Path) -> int:
     """The foreground run itself, under the state dir's lock: report where it ended."""
     from bot.foreground import StopOnSignal, active_run_help
-    from bot.worker import saved_progress
+    from bot.run_summary import saved_progress
 
     with StopOnSignal(runner) as stop:
         try:
@@ -380,7 +380,7 @@ def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     from bot.store import AlreadyRunningError, ServeLock
     from bot.store.open import open_store
     from bot.store.lock import ROLE_RUN, ROLE_SERVE
-    from bot.worker import LoopCatalog, UnknownLoopError
+    from bot.loop_catalog import LoopCatalog, UnknownLoopError
 
     catalog = LoopCatalog(config)
     try:
@@ -471,7 +471,7 @@ def cmd_cancel(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     from bot.store import AlreadyRunningError, ServeLock, UnknownRunError
     from bot.store.lock import ROLE_RUN, ROLE_SERVE
     from bot.store.open import open_store
-    from bot.worker import LoopCatalog, UnknownLoopError
+    from bot.loop_catalog import LoopCatalog, UnknownLoopError
 
     voter = _voter_name(args.voter)
     if not voter:
@@ -703,7 +703,7 @@ def _loop_check(path: Path) -> Callable[[str, dict[str, Any]], str | None] | Non
     that cannot be loaded so leaves the check to the run's resume.
     """
     from bot.config import ConfigError, load_config
-    from bot.worker import LoopCatalog
+    from bot.loop_catalog import LoopCatalog
 
     try:
         catalog = LoopCatalog(load_config(path, need_secrets=False), config_dir=path.parent)
@@ -856,7 +856,7 @@ def _check_loops(config: BotConfig, path: Path) -> None:
     the commands that build loops should do (status and decide never need to).
     """
     from bot.config import ConfigError
-    from bot.worker import LoopCatalog
+    from bot.loop_catalog import LoopCatalog
 
     problems = LoopCatalog(config, config_dir=path.parent).check()
     if problems:

@@ -24,6 +24,7 @@ from typing import Any
 from loop_engine.atomic import atomic_write_text
 from loop_engine.checkpoint import HumanDecision, ReviewRequest
 from loop_engine.engine import LoopEngine
+from loop_engine.errors import RunInterrupted
 from loop_engine.markdown import escape_inline
 from loop_engine.types import LoopResult, LoopState, LoopStatus
 
@@ -32,15 +33,9 @@ from bot.desk.desk import ReviewDesk, outcome_text
 from bot.reviews import Review, Vote, mark_applied, mark_failed
 from bot.runner_control import ACTIVE_STATUSES, RunControlMixin, explained
 from bot.store.base import NO_CLAIM, Claim, CorruptDocumentError, RunRecord, Store, StoreError
-from bot.worker import (
-    ClaimLost,
-    LoopBuildError,
-    LoopCatalog,
-    RunInterrupted,
-    UnknownLoopError,
-    continue_run,
-    result_summary,
-)
+from bot.loop_catalog import LoopBuildError, LoopCatalog, UnknownLoopError
+from bot.run_summary import result_summary
+from bot.snapshots import ClaimLost, StoppedForShutdown
 
 __all__ = ["Runner", "ACTIVE_STATUSES", "RUNS_MARKDOWN", "active_run", "history_text", "result_text", "utcnow"]
 
@@ -280,7 +275,7 @@ class Runner(RunControlMixin):
                 job()
             except ClaimLost as lost:  # replicas: nothing more written; whoever claims the run next goes on
                 log.warning("%s", lost)
-            except RunInterrupted as stop:  # shutdown: the snapshot is saved between steps; the next start goes on
+            except StoppedForShutdown as stop:  # shutdown: the snapshot is saved between steps; the next start goes on
                 if run_id not in self._cancels:
                     log.info("%s; it continues at the next start", stop)
             except (UnknownLoopError, LoopBuildError) as err:  # the loop left the config, or no longer builds
@@ -453,7 +448,7 @@ class Runner(RunControlMixin):
             # factory now fails, refuses the outcome once instead of leaving it decided for every tick.
             engine = self._engine(run)
             self._store.update_run(run.id, lambda r: self._finish(r, "running", None))
-            result, final = asyncio.run(continue_run(engine, state, response))
+            result, final = asyncio.run(engine.continue_saved(state, response)), engine.state
         except (RunInterrupted, StoreError):
             raise  # shutdown, or a store to retry later: the review stays decided
         except Exception as err:  # refused (e.g. a change it cannot make) or crashed: either way, once
@@ -536,7 +531,7 @@ class Runner(RunControlMixin):
             self._start(run)
             return
         engine = self._engine(run)
-        result, final = asyncio.run(continue_run(engine, state, None))
+        result, final = asyncio.run(engine.continue_saved(state)), engine.state
         self._settle(run.id, result, final)
 
     # -- reviews' deadlines --------------------------------------------------------

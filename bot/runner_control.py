@@ -15,9 +15,11 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from loop_engine.errors import RunInterrupted
+
 from bot.reviews import Review
 from bot.store.base import Claim, RunRecord, Store
-from bot.worker import LoopBuildError, RunInterrupted, UnknownLoopError
+from bot.loop_catalog import LoopBuildError, UnknownLoopError
 
 __all__ = ["RunControlMixin", "ACTIVE_STATUSES"]
 

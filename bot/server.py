@@ -53,7 +53,7 @@ from bot.store import legacy
 from bot.store.open import open_store, store_url
 from bot.web.metrics import CountDeliveries, MeteredRunner, MeteredVotePath, Metrics
 from bot.web.pages import review_links, web_routes
-from bot.worker import LoopCatalog
+from bot.loop_catalog import LoopCatalog
 
 __all__ = ["health", "create_app", "bind_socket", "HttpServer", "serve", "STOP_BUDGET"]
 
