@@ -302,6 +302,8 @@ class Bot:
 
     def start(self) -> None:
         """Take the lock and bring every part up; whatever started is stopped again if a later part fails."""
+        if self._http is not None:
+            raise RuntimeError("the bot is started already: stop() it first")
         self._lock.acquire()
         self._stop_asked.clear()
         try:

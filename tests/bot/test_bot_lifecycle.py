@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import load_config
-from bot.server import Bot
+from bot.server import Bot, bind_socket
 from bot.store import AlreadyRunningError, ServeLock, SqliteStore
 
 from .runtime_support import demo, wait_for, write_config
@@ -60,9 +60,25 @@ def test_a_bot_starts_and_stops_twice_on_one_state_dir_leaving_no_thread_and_the
     assert ServeLock.holder(config.state_dir) is None
     wait_for(lambda: set(threading.enumerate()) <= before, timeout=5, what="the second life's threads to end")
 
-    assert first == second  # the run the first life started waits on in the second: none started twice
+    # the run the first life started waits on in the second: none started twice
+    assert (first["runs"], first["open_reviews"]) == (second["runs"], second["open_reviews"])
     store = SqliteStore(config.state_dir)
     try:
         assert [run.status for run in store.list_runs()] == ["waiting"]  # one run: the second start added none
     finally:
         store.close()
+
+
+def test_a_bot_that_cannot_bind_its_port_releases_the_lock_and_starts_nothing(tmp_path: Path) -> None:
+    taken = bind_socket("127.0.0.1", 0)
+    taken.listen()
+    try:
+        port = taken.getsockname()[1]
+        config = load_config(write_config(tmp_path, [demo(run_on_start=True)], server={"port": port}), environ={})
+        before = set(threading.enumerate())
+        with pytest.raises(OSError):
+            Bot(config).start()
+        assert ServeLock.holder(config.state_dir) is None
+        assert set(threading.enumerate()) <= before
+    finally:
+        taken.close()
