@@ -6,9 +6,9 @@ until the run completes or pauses; ``decide`` only records a vote - the lock
 holder applies decided reviews (within a second when serving; else ``apply``,
 or a foreground ``run`` before it starts, applies them).
 
-Every command imports what it needs inside its function: the engine,
-jsonschema, asyncio and the scheduler took ~0.4 s to load, which ``--help``,
-``status`` and ``decide`` paid for nothing. tests/bot/test_cli_imports.py
+Every command imports what it needs inside its function, so ``--help``,
+``status`` and ``decide`` load none of the engine, jsonschema, asyncio and
+the scheduler (bench/cli_startup_bench.py). tests/bot/test_cli_imports.py
 keeps ``import bot.cli`` free of them; keep module-level imports to the
 standard library.
 """

@@ -169,12 +169,12 @@ def settle_collector() -> None:
     """Leave what start-up loaded out of the cycle collector's walks, and walk less often.
 
     Serving a request allocates thousands of short-lived objects, nearly
-    all freed by reference counting; the default threshold still ran a young
-    collection several times per request, and every tenth of those walked
+    all freed by reference counting; the default threshold still runs a young
+    collection several times per request, and every tenth of those walks
     the older generations: the modules, the config, the indexes and caches
     start-up built, which live as long as the process. Frozen, they are not
     walked again; the older collections that remain then pause a request for
-    far less (the Slack vote bench's p99 went from about 100 ms to 60 ms).
+    far less (what it protects: the p99 of bench/slack_ack_bench.py).
     """
     gc.collect()
     gc.freeze()

@@ -1,7 +1,8 @@
 """`import bot.cli` stays light: every command loads what it needs when it runs.
 
-Loading the engine, jsonschema, the scheduler and the web stack cost every
-command - `--help`, `status`, `decide` - about 0.4 s. These checks run in a
+Loading the engine, jsonschema, the scheduler and the web stack would cost
+every command - `--help`, `status`, `decide` - beyond the start-up budget of
+bench/cli_startup_bench.py. These checks run in a
 fresh interpreter, where sys.modules shows exactly what an import pulled in.
 """
 

@@ -199,7 +199,7 @@ def test_a_run_missed_beyond_the_grace_time_is_skipped_with_a_warning(started, t
 
 
 def test_stopping_or_failing_to_start_never_consumes_a_missed_run(tmp_path: Path) -> None:
-    """APScheduler's shutdown trap: its thread used to process due jobs once more after shutdown."""
+    """APScheduler's shutdown trap: its thread may process due jobs once more after shutdown."""
     config = Config(loops=[Loop("sweep", Schedule(interval="1h"))])
     first = LoopScheduler(config, tmp_path, Recorder())
     first.start()
