@@ -46,7 +46,7 @@ def health(
     """(HTTP status, body) for /healthz: counts when the store reads and writes, 503 otherwise.
 
     Also 503 when ``service``'s tick has stopped or stalled, or an outbox
-    worker died: such a bot still answers HTTP but applies no decision.
+    delivery thread died: such a bot still answers HTTP but applies no decision.
     The counts come from the store's index, so a probe costs the same with
     ten reviews or ten thousand, and it writes nothing. Quarantined documents
     are listed under ``problems`` (the rest is served). On a store shared by

@@ -192,10 +192,10 @@ class Service:
 
         None before ``start`` and after ``stop``: only a thread that should be
         ticking can be late. A run whose end could not be written (a full disk)
-        is a problem at any time: the store says "running" and no worker runs it.
+        is a problem at any time: the store says "running" and no run thread runs it.
         """
         stuck = self._runner.problem()
-        if stuck is not None:  # a run stopped without a worker while the store says "running"
+        if stuck is not None:  # a run stopped without its thread while the store says "running"
             return stuck
         if self._thread is None or self._stop.is_set():
             return None

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # pragma: no cover - what type checkers and editors see
     from .authorize import Authorizer, ListMembership, Membership
     from .channels import LOCAL_REVIEWS_DIR, local_channel
     from .desk import ReviewDesk, outcome_text, review_post
-    from .outbox import Outbox, OutboxWorker
+    from .outbox import DeliveryThread, Outbox
     from .people import People
     from .votes import VotePath
 
@@ -24,7 +24,7 @@ _WHERE = {
     **dict.fromkeys(("Authorizer", "ListMembership", "Membership"), "authorize"),
     **dict.fromkeys(("LOCAL_REVIEWS_DIR", "local_channel"), "channels"),
     **dict.fromkeys(("ReviewDesk", "outcome_text", "review_post"), "desk"),
-    **dict.fromkeys(("Outbox", "OutboxWorker"), "outbox"),
+    **dict.fromkeys(("Outbox", "DeliveryThread"), "outbox"),
     "People": "people",
     "VotePath": "votes",
 }
@@ -35,7 +35,7 @@ __all__ = [
     "LOCAL_REVIEWS_DIR",
     "Membership",
     "Outbox",
-    "OutboxWorker",
+    "DeliveryThread",
     "People",
     "ReviewDesk",
     "VotePath",

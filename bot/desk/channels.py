@@ -83,7 +83,7 @@ class Channels:
 
         Everything a channel is told goes through the outbox, so a slow or
         rate-limited GitHub never holds up a vote. The 👀 rides on the
-        answer's task rather than a task of its own: the same worker would
+        answer's task rather than a task of its own: the same delivery thread would
         deliver both within the same moment.
         """
 

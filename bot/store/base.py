@@ -1,7 +1,7 @@
 """The Store contract: what the bot keeps durably, and the errors it raises.
 
 Runs (with their engine snapshot), reviews, id counters, the run-request
-inbox, the outbox of tasks channel workers deliver, and intake dedupe keys,
+inbox, the outbox of tasks channels' delivery threads deliver, and intake dedupe keys,
 as a few small contracts (``RunStore``, ``ReviewStore``, ``OutboxStore``,
 ``IntakeStore``) that ``Store`` joins. The SQL store passes
 tests/bot/store/test_store_contract.py and its companions on each engine;
@@ -147,10 +147,10 @@ def _opt_dt(value: Any) -> datetime | None:
 
 @dataclass
 class OutboxTask:
-    """Something a channel worker must deliver (post, update, escalate, ...), kept until it is done.
+    """Something a channel's delivery thread must deliver (post, update, escalate, ...), kept until it is done.
 
     Durable so a crash between deciding to post and posting loses nothing:
-    the worker retries (``attempts``, ``not_before``, ``last_error``) and
+    the thread retries (``attempts``, ``not_before``, ``last_error``) and
     calls ``finish_task`` once delivered. ``id`` is chosen by the caller and
     deterministic (e.g. "demo-1.post.slack-c0123"), so adding the same task
     twice is a no-op rather than a double post.
@@ -175,7 +175,7 @@ class OutboxTask:
 
     @property
     def ready_at(self) -> datetime:
-        """When a worker may try it: ``not_before`` if set, else as soon as it was created."""
+        """When a delivery thread may try it: ``not_before`` if set, else as soon as it was created."""
         return self.not_before if self.not_before is not None else self.created_at
 
     def to_dict(self) -> dict[str, Any]:
@@ -275,7 +275,7 @@ class RunStore(Protocol):
     def claim_run(self, run_id: str) -> Claim | None:
         """The right to execute (start, resume, continue) ``run_id``, or None while another process holds it.
 
-        Several replicas on one store must never run one run twice: a worker
+        Several replicas on one store must never run one run twice: a run thread
         claims the run before touching it and releases the claim when it
         stops; a claim whose holder died is free again. A store used by one
         process grants every claim (``NO_CLAIM``).
@@ -333,7 +333,7 @@ class ReviewStore(Protocol):
 
 
 class OutboxStore(Protocol):
-    """Tasks channel workers deliver, kept until they are done."""
+    """Tasks channels' delivery threads deliver, kept until they are done."""
 
     def add_task(self, task: OutboxTask) -> bool: ...
     def get_task(self, task_id: str) -> OutboxTask: ...
