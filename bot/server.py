@@ -305,7 +305,6 @@ class Bot:
         if self._http is not None:
             raise RuntimeError("the bot is started already: stop() it first")
         self._lock.acquire()
-        self._stop_asked.clear()
         try:
             self._start()
         except BaseException:
@@ -320,6 +319,8 @@ class Bot:
         sock = bind_socket(config.server.host, config.server.port)
         self._stops.append(lambda _left: sock.close())
         store = open_store(config, upgrading=True)
+        if isinstance(store, SqlStore):
+            self._stops.append(lambda _left: store.close())  # last: after every part that uses it
         upgraded = legacy.upgrade(state_dir, store) if store_url(config) is None else None
         if upgraded is not None:
             log.info("%s", upgraded)
@@ -371,8 +372,6 @@ class Bot:
             lambda _left: channels.stop(),
             lambda left: desk.stop(timeout=max(0.1, min(2.0, left))),
         ]
-        if isinstance(store, SqlStore):
-            self._stops.append(lambda _left: store.close())
         if leadership is None:
             runner.recover()
         if problems := store.problems():
@@ -402,6 +401,7 @@ class Bot:
                     stop(deadline - time.monotonic())
         finally:
             self._http = None
+            self._stop_asked.clear()  # asked of this life: a later start() serves again
             self._lock.release()
 
 
