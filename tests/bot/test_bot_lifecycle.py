@@ -82,3 +82,21 @@ def test_a_bot_that_cannot_bind_its_port_releases_the_lock_and_starts_nothing(tm
         assert set(threading.enumerate()) <= before
     finally:
         taken.close()
+
+
+def test_a_stop_asked_before_the_bot_started_ends_its_serving_at_once(tmp_path: Path) -> None:
+    """SIGTERM during start-up (serve's handlers are in place before ``start``): the bot stops instead of serving."""
+    config = load_config(write_config(tmp_path, [demo()]), environ={})
+    bot = Bot(config)
+    bot.request_stop()
+    bot.start()
+    http = threading.Thread(target=bot.serve_http, name="test-http")
+    try:
+        http.start()
+        http.join(10)
+        assert not http.is_alive()
+    finally:
+        bot.request_stop()
+        http.join(10)
+        bot.stop()
+    assert ServeLock.holder(config.state_dir) is None
