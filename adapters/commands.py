@@ -1,6 +1,6 @@
 """What does this text ask for? The one command grammar of Slack, GitHub and the CLI.
 
-The grammar (design.md, "Command grammar") is case-insensitive:
+The grammar (as people meet it: docs/slack.md, docs/github.md, docs/commands.md) is case-insensitive:
 
     approve [note]           aliases lgtm, yes
     reject <reason>          aliases deny, no; the reason is required

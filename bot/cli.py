@@ -11,9 +11,9 @@ texts), ``cli_read`` (status, loops), ``cli_decide``, ``cli_runs`` (run,
 apply, cancel), ``cli_store`` (migrate, export, import), ``cli_serve``
 (serve, check, init); ``cli_common`` holds what they share.
 
-Every command imports what it needs inside its function: the engine,
-jsonschema, asyncio and the scheduler took ~0.4 s to load, which ``--help``,
-``status`` and ``decide`` paid for nothing. tests/bot/test_cli_imports.py
+Every command imports what it needs inside its function, so ``--help``,
+``status`` and ``decide`` load none of the engine, jsonschema, asyncio and
+the scheduler (bench/cli_startup_bench.py). tests/bot/test_cli_imports.py
 keeps ``import bot.cli`` free of them; keep the module-level imports of
 every ``bot.cli*`` module to the standard library and each other.
 """
@@ -70,7 +70,7 @@ def _check_loops(config: BotConfig, path: Path) -> None:
     the commands that build loops should do (status and decide never need to).
     """
     from bot.config import ConfigError
-    from bot.worker import LoopCatalog
+    from bot.loop_catalog import LoopCatalog
 
     problems = LoopCatalog(config, config_dir=path.parent).check()
     if problems:

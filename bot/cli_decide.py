@@ -98,7 +98,7 @@ def _loop_check(path: Path) -> Callable[[str, dict[str, Any]], str | None] | Non
     that cannot be loaded so leaves the check to the run's resume.
     """
     from bot.config import ConfigError, load_config
-    from bot.worker import LoopCatalog
+    from bot.loop_catalog import LoopCatalog
 
     try:
         catalog = LoopCatalog(load_config(path, need_secrets=False), config_dir=path.parent)

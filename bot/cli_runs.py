@@ -52,7 +52,7 @@ def _approve_lines(store: Store, review_id: str, decide_line: str) -> list[str]:
 def _run_here(runner: Runner, store: Store, local: LocalChannel, loop: str, path: Path) -> int:
     """The foreground run itself, under the state dir's lock: report where it ended."""
     from bot.foreground import StopOnSignal, active_run_help
-    from bot.worker import saved_progress
+    from bot.run_summary import saved_progress
 
     with StopOnSignal(runner) as stop:
         try:
@@ -86,7 +86,7 @@ def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     from bot.store import AlreadyRunningError, ServeLock
     from bot.store.open import open_store
     from bot.store.lock import ROLE_RUN, ROLE_SERVE
-    from bot.worker import LoopCatalog, UnknownLoopError
+    from bot.loop_catalog import LoopCatalog, UnknownLoopError
 
     catalog = LoopCatalog(config)
     try:
@@ -177,7 +177,7 @@ def cmd_cancel(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     from bot.store import AlreadyRunningError, ServeLock, UnknownRunError
     from bot.store.lock import ROLE_RUN, ROLE_SERVE
     from bot.store.open import open_store
-    from bot.worker import LoopCatalog, UnknownLoopError
+    from bot.loop_catalog import LoopCatalog, UnknownLoopError
 
     voter = voter_name(args.voter)
     if not voter:

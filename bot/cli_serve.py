@@ -31,7 +31,7 @@ def cmd_check(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     if args.offline:
         return EXIT_OK
     from bot.desk.connections import check_connections
-    from bot.worker import LoopCatalog
+    from bot.loop_catalog import LoopCatalog
 
     failed = False
     # each channel's connection, then each loop's own (daily-triage's GitHub, as that loop will use it)

@@ -49,7 +49,7 @@ from .config_blocks import (
     GitHubTarget,
     LocalTarget,
     LoggingConfig,
-    LoopConfig,
+    LoopBlock,
     PersonConfig,
     PostTarget,
     ReviewConfig,
@@ -84,7 +84,7 @@ __all__ = [
     "TimeoutConfig",
     "ReviewConfig",
     "CheckpointBlock",
-    "LoopConfig",
+    "LoopBlock",
     "CoreConfig",
     "BotConfig",
     "load_config",
@@ -125,7 +125,7 @@ class CoreConfig(BaseModel):
     slack: Any = None
     github: Any = None
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
-    loops: list[LoopConfig] = Field(default_factory=list)
+    loops: list[LoopBlock] = Field(default_factory=list)
     people: list[PersonConfig] = Field(default_factory=list)
     store: StoreConfig | None = None  # None: SQLite in state_dir (loopbot.db)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
@@ -211,7 +211,7 @@ class BotConfig(CoreConfig):
     def _secret_blocks(self) -> tuple[BaseModel | None, ...]:
         return (self.slack, self.github, self.store, self.web)
 
-    def loop(self, name: str) -> LoopConfig | None:
+    def loop(self, name: str) -> LoopBlock | None:
         return next((loop for loop in self.loops if loop.name == name), None)
 
     def channels(self) -> list[str]:

@@ -50,7 +50,7 @@ __all__ = [
     "TimeoutConfig",
     "ReviewConfig",
     "CheckpointBlock",
-    "LoopConfig",
+    "LoopBlock",
     "check_timezone",
 ]
 
@@ -319,7 +319,9 @@ class CheckpointBlock(BaseModel):
         return checkpoint_config(self.preset, dict(self.model_extra or {}))
 
 
-class LoopConfig(_Model):
+class LoopBlock(_Model):
+    """One entry under ``loops:``; the engine's own settings (``loop_engine.config.LoopConfig``) are its factory's."""
+
     name: str
     pattern: str | None = None
     factory: str | None = None

@@ -14,7 +14,7 @@ from typing import Any
 
 from adapters.local import LocalChannel
 
-from bot.config import LoopConfig
+from bot.config import LoopBlock
 from bot.runner import Runner, active_run
 from bot.store.base import ReviewStore, RunRecord, RunStore
 
@@ -77,7 +77,7 @@ def active_run_help(active: RunRecord, store: ReviewStore, local: LocalChannel, 
     return [head]
 
 
-def busy_help(store: RunStore, loop: LoopConfig, server_pid: object, decide_command: str) -> list[str]:
+def busy_help(store: RunStore, loop: LoopBlock, server_pid: object, decide_command: str) -> list[str]:
     """Why a running server would skip a run of ``loop`` now (its one slot is taken), else [].
 
     Said before handing the run over: the server itself would only log the skip.

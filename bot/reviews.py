@@ -5,7 +5,7 @@ function takes ``now`` and mutates the ``Review`` it is given, so the rules
 are plain table tests and the store can run them inside one locked
 read-modify-write (``store.update_review(id, lambda r: cast_vote(r, v, now=now))``).
 
-Rules (design.md "Decide"): only REJECT (a veto) and PAUSE act on one vote;
+Rules (told to people in docs/commands.md, "Answering a review"): only REJECT (a veto) and PAUSE act on one vote;
 APPROVE, RETRY and MODIFY each need ``approvals_required`` distinct people
 voting that same decision - for MODIFY, with the very same changes, so no
 one's changes are dropped for someone else's. One vote per person, replaced

@@ -1,6 +1,6 @@
 """When runs start, pause, resume and end: the bot's side of a loop's life.
 
-Each run executes in its own worker thread with its own asyncio loop, so the
+Each run executes in its own run thread with its own asyncio loop, so the
 HTTP server and the tick stay responsive while a loop works. The store is the
 only memory: a run is a ``RunRecord`` plus the engine's snapshot, a pause is a
 ``Review`` stored *before* any channel hears of it, and an outcome is applied
@@ -24,6 +24,7 @@ from typing import Any
 from loop_engine.atomic import atomic_write_text
 from loop_engine.checkpoint import HumanDecision, ReviewRequest
 from loop_engine.engine import LoopEngine
+from loop_engine.errors import RunInterrupted
 from loop_engine.markdown import escape_inline
 from loop_engine.types import LoopResult, LoopState, LoopStatus
 
@@ -32,15 +33,9 @@ from bot.desk.desk import ReviewDesk, outcome_text
 from bot.reviews import Review, Vote, mark_applied, mark_failed
 from bot.runner_control import ACTIVE_STATUSES, RunControlMixin, explained
 from bot.store.base import NO_CLAIM, Claim, CorruptDocumentError, RunRecord, RunStore, Store, StoreError
-from bot.worker import (
-    ClaimLost,
-    LoopBuildError,
-    LoopCatalog,
-    RunInterrupted,
-    UnknownLoopError,
-    continue_run,
-    result_summary,
-)
+from bot.loop_catalog import LoopBuildError, LoopCatalog, UnknownLoopError
+from bot.run_summary import result_summary
+from bot.snapshots import ClaimLost, StoppedForShutdown
 
 __all__ = ["Runner", "ACTIVE_STATUSES", "RUNS_MARKDOWN", "active_run", "history_text", "result_text", "utcnow"]
 
@@ -153,10 +148,10 @@ class Runner(RunControlMixin):
         self._catalog = catalog or LoopCatalog(config)
         self._clock = clock
         self._lock = threading.Lock()
-        self._busy: dict[str, threading.Thread] = {}  # run id -> its worker
-        self._claims: dict[str, Claim] = {}  # run id -> the store's claim its worker (or a new run) holds
+        self._run_threads: dict[str, threading.Thread] = {}  # run id -> the thread running it
+        self._claims: dict[str, Claim] = {}  # run id -> the store's claim its thread (or a new run) holds
         self._unrecorded: dict[str, str] = {}  # run id -> why its end could not be written (healthz says so)
-        self._cancels: dict[str, str] = {}  # run id -> "cancelled by ...": its worker stops at the next boundary
+        self._cancels: dict[str, str] = {}  # run id -> "cancelled by ...": its thread stops at the next boundary
         self._stopping = False
 
     # -- starting runs -------------------------------------------------------------
@@ -193,7 +188,7 @@ class Runner(RunControlMixin):
         return run
 
     def request_run(self, loop: str, *, trigger: str) -> str | None:
-        """Start a run in a worker thread; the run id, or None if skipped or shutting down."""
+        """Start a run in a run thread; the run id, or None if skipped or shutting down."""
         with self._lock:
             if self._stopping:
                 log.info("not starting loop %s: the bot is shutting down", loop)
@@ -207,7 +202,7 @@ class Runner(RunControlMixin):
     def run_foreground(self, loop: str, *, trigger: str = "cli") -> RunRecord | None:
         """Run in this thread until the run completes, pauses, fails or is stopped (the CLI without a server).
 
-        The same boundary as a worker's: a crash is recorded on the run as
+        The same boundary as a run thread's: a crash is recorded on the run as
         failed, never left "running" to block the loop's next run. After
         ``request_stop`` (Ctrl-C) the run stops at its next step boundary and
         stays "running" with its snapshot saved, for `serve` to continue.
@@ -249,12 +244,12 @@ class Runner(RunControlMixin):
         result = asyncio.run(engine.run(context, trace_id=run.id))
         self._settle(run.id, result, engine.state)
 
-    # -- worker threads ------------------------------------------------------------
+    # -- run threads ---------------------------------------------------------------
 
     def _spawn(self, run_id: str, job: Callable[[], None]) -> bool:
-        """Run ``job`` in a worker thread for ``run_id`` (the caller holds the lock and checked it is free).
+        """Run ``job`` in a run thread for ``run_id`` (the caller holds the lock and checked it is free).
 
-        The worker holds the store's claim on the run (taken here unless a new
+        The thread holds the store's claim on the run (taken here unless a new
         run already holds it) until it stops; False, and nothing started, while
         another process holds it (another replica runs it).
         """
@@ -264,8 +259,8 @@ class Runner(RunControlMixin):
                 log.debug("run %s is claimed by another replica; left to it", run_id)
                 return False
             self._claims[run_id] = claim
-        thread = threading.Thread(target=self._work, args=(run_id, job), name=f"run:{run_id}", daemon=True)
-        self._busy[run_id] = thread
+        thread = threading.Thread(target=self._in_run_thread, args=(run_id, job), name=f"run:{run_id}", daemon=True)
+        self._run_threads[run_id] = thread
         thread.start()
         return True
 
@@ -274,19 +269,19 @@ class Runner(RunControlMixin):
         if claim is not None:
             claim.release()
 
-    def _work(self, run_id: str, job: Callable[[], None]) -> None:
+    def _in_run_thread(self, run_id: str, job: Callable[[], None]) -> None:
         try:
             try:
                 job()
             except ClaimLost as lost:  # replicas: nothing more written; whoever claims the run next goes on
                 log.warning("%s", lost)
-            except RunInterrupted as stop:  # shutdown: the snapshot is saved between steps; the next start goes on
+            except StoppedForShutdown as stop:  # shutdown: the snapshot is saved between steps; the next start goes on
                 if run_id not in self._cancels:
                     log.info("%s; it continues at the next start", stop)
             except (UnknownLoopError, LoopBuildError) as err:  # the loop left the config, or no longer builds
                 log.error("run %s cannot continue: %s", run_id, err, exc_info=None if explained(err) else err)
                 self._fail(run_id, str(err))
-            except Exception as err:  # the worker boundary: record the crash on the run, keep the bot up
+            except Exception as err:  # the run thread's boundary: record the crash on the run, keep the bot up
                 log.exception("run %s stopped by an internal error", run_id)
                 self._fail(run_id, f"internal error: {err!r}")
             self._cancelled_at_boundary(run_id)
@@ -297,7 +292,7 @@ class Runner(RunControlMixin):
                 self._unrecorded[run_id] = what
         finally:
             with self._lock:
-                self._busy.pop(run_id, None)
+                self._run_threads.pop(run_id, None)
                 self._release(run_id)
 
     def problem(self) -> str | None:
@@ -412,10 +407,10 @@ class Runner(RunControlMixin):
     # -- applying outcomes -----------------------------------------------------------
 
     def apply_decided(self, review_id: str) -> bool:
-        """Resume the run of a decided review in a worker; False if it is busy or not decided.
+        """Resume the run of a decided review in a run thread; False if it is busy or not decided.
 
         Busy includes claimed by another replica (``Store.claim_run``): the
-        worker reads the review again once it holds the claim, so of a vote
+        thread reads the review again once it holds the claim, so of a vote
         applied at once here and another replica's tick applying the same
         review, one applies it and the other finds it applied.
         """
@@ -423,12 +418,12 @@ class Runner(RunControlMixin):
         if review.status != "decided":
             return False
         with self._lock:
-            if self._stopping or review.run_id in self._busy:
+            if self._stopping or review.run_id in self._run_threads:
                 return False
             return self._spawn(review.run_id, lambda: self.apply_outcome(review.id))
 
     def apply_outcome(self, review_id: str) -> None:
-        """Resume the run of a decided review in this thread (apply_decided runs it in a worker)."""
+        """Resume the run of a decided review in this thread (apply_decided runs it in a run thread)."""
         review = self._store.get_review(review_id)
         if review.status != "decided" or review.outcome is None:
             return
@@ -453,7 +448,7 @@ class Runner(RunControlMixin):
             # factory now fails, refuses the outcome once instead of leaving it decided for every tick.
             engine = self._engine(run)
             self._store.update_run(run.id, lambda r: self._finish(r, "running", None))
-            result, final = asyncio.run(continue_run(engine, state, response))
+            result, final = asyncio.run(engine.continue_saved(state, response)), engine.state
         except (RunInterrupted, StoreError):
             raise  # shutdown, or a store to retry later: the review stays decided
         except Exception as err:  # refused (e.g. a change it cannot make) or crashed: either way, once
@@ -500,7 +495,7 @@ class Runner(RunControlMixin):
         process holds is left to it).
         """
         for run in self._store.active_runs():
-            if run.id in self._busy or (not post and run.status != "running"):
+            if run.id in self._run_threads or (not post and run.status != "running"):
                 continue
             try:
                 self._recover(run)
@@ -522,7 +517,7 @@ class Runner(RunControlMixin):
             if run.review_id and self._store.get_review(run.review_id).status == "decided":
                 return  # the tick resumes it with the decision
             with self._lock:
-                if self._stopping or run.id in self._busy:
+                if self._stopping or run.id in self._run_threads:
                     return
                 if self._spawn(run.id, partial(self._continue, run.id)):
                     log.info("run %s was interrupted; continuing from its last snapshot", run.id)
@@ -536,7 +531,7 @@ class Runner(RunControlMixin):
             self._start(run)
             return
         engine = self._engine(run)
-        result, final = asyncio.run(continue_run(engine, state, None))
+        result, final = asyncio.run(engine.continue_saved(state)), engine.state
         self._settle(run.id, result, final)
 
     # -- reviews' deadlines --------------------------------------------------------
@@ -550,9 +545,9 @@ class Runner(RunControlMixin):
     # -- shutdown ------------------------------------------------------------------
 
     def join(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` s for the current workers; True if none is left running."""
+        """Wait up to ``timeout`` s for the current run threads; True if none is left running."""
         with self._lock:
-            threads = list(self._busy.values())
+            threads = list(self._run_threads.values())
         deadline = time.monotonic() + timeout
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -564,10 +559,10 @@ class Runner(RunControlMixin):
             self._stopping = True
 
     def shutdown(self, timeout: float = 8.0) -> bool:
-        """Stop (see ``request_stop``), wait up to ``timeout`` s for workers; True if all finished."""
+        """Stop (see ``request_stop``), wait up to ``timeout`` s for the run threads; True if all finished."""
         self.request_stop()
         with self._lock:
-            names = [t.name for t in self._busy.values()]
+            names = [t.name for t in self._run_threads.values()]
         if self.join(timeout):
             return True
         log.warning("stopping with %s unfinished; they continue from their snapshots at the next start", names)

@@ -1,9 +1,9 @@
 """The runner's run control: cancel a run, and catch up without a server (``loopbot run`` / ``apply``).
 
 A mixin of ``bot.runner.Runner``, kept apart so the runner stays about starting,
-settling and recovering runs; it uses the runner's lock, claims and workers.
-A cancel asked for while a worker runs the run is kept in ``_cancels``: the
-engine's ``stop_requested`` sees it at the next step boundary, and the worker
+settling and recovering runs; it uses the runner's lock, claims and run threads.
+A cancel asked for while a run thread runs the run is kept in ``_cancels``: the
+engine's ``stop_requested`` sees it at the next step boundary, and the thread
 ends the run ``cancelled`` when it stops.
 """
 
@@ -15,9 +15,11 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from loop_engine.errors import RunInterrupted
+
 from bot.reviews import Review
 from bot.store.base import Claim, RunRecord, Store
-from bot.worker import LoopBuildError, RunInterrupted, UnknownLoopError
+from bot.loop_catalog import LoopBuildError, UnknownLoopError
 
 __all__ = ["RunControlMixin", "ACTIVE_STATUSES"]
 
@@ -39,7 +41,7 @@ class RunControlMixin:
 
     _store: Store
     _lock: threading.Lock
-    _busy: dict[str, threading.Thread]
+    _run_threads: dict[str, threading.Thread]
     _claims: dict[str, Claim]
     _cancels: dict[str, str]
     _stopping: bool
@@ -84,9 +86,9 @@ class RunControlMixin:
         return moved
 
     def _here(self, run_id: str, job: Callable[[], None]) -> bool:
-        """``job`` on ``run_id`` in this thread under its claim, with a worker's boundary; False if not claimed."""
+        """``job`` on ``run_id`` in this thread under its claim, with a run thread's boundary; False if not claimed."""
         with self._lock:
-            if self._stopping or run_id in self._busy or run_id in self._claims:
+            if self._stopping or run_id in self._run_threads or run_id in self._claims:
                 return False
             claim = self._store.claim_run(run_id)
             if claim is None:
@@ -117,7 +119,7 @@ class RunControlMixin:
     def cancel(self, run_id: str, by: str, reason: str = "") -> str:
         """Cancel ``run_id`` for ``by`` (who may was checked by the caller); what became of it, in words.
 
-        A run a worker of this process is running stops at its next step
+        A run a thread of this process is running stops at its next step
         boundary (its snapshot saved) and then ends ``cancelled``; any other
         active run - waiting on a review, or left ``running`` by a stopped
         process - ends now, under the store's claim on it, its review
@@ -126,11 +128,11 @@ class RunControlMixin:
         another replica is working on it.
         """
         why = f"cancelled by {by}" + (f": {reason}" if reason.strip() else "")
-        with self._lock:  # held throughout: no worker may start on the run while it is being ended here
+        with self._lock:  # held throughout: no run thread may start on the run while it is being ended here
             run = self._store.get_run(run_id)
             if run.status not in ACTIVE_STATUSES:
                 raise ValueError(f"run {run_id} has already ended ({run.status}); there is nothing to cancel")
-            if run_id in self._busy:
+            if run_id in self._run_threads:
                 self._cancels[run_id] = why
                 log.info("run %s: %s; it stops at its next step boundary", run_id, why)
                 return f"run {run_id} stops at its next step boundary, then ends cancelled ({why})"
@@ -145,7 +147,7 @@ class RunControlMixin:
         return f"run {run_id} cancelled ({why})"
 
     def _cancelled_at_boundary(self, run_id: str) -> None:
-        """After a worker stopped: a cancel asked for while it ran ends the run, if it has not ended already."""
+        """After a run thread stopped: a cancel asked for while it ran ends the run, if it has not ended already."""
         with self._lock:
             why = self._cancels.pop(run_id, None)
         if why is not None and self._store.get_run(run_id).status in ACTIVE_STATUSES:

@@ -102,7 +102,7 @@ class LoopScheduler:
     """Keeps one job per scheduled loop of ``config`` and calls ``fire(name)`` when one is due.
 
     ``fire`` runs on APScheduler's worker thread and should hand the run off
-    quickly (the runner starts its own worker). Only one LoopScheduler may
+    quickly (the runner starts a run thread of its own). Only one LoopScheduler may
     run per process, because the stored jobs find it through a module-level
     slot and one job store must never be shared between schedulers.
     """

@@ -1,16 +1,11 @@
 """``loopbot serve``: the HTTP face (Starlette on uvicorn) and the life of the serving process.
 
-Routes: ``GET /healthz`` here. Slack (``POST /slack/events``, unless Socket
-Mode carries its requests) and GitHub (``POST /github/webhook``, when a
-webhook secret is set) come from ``bot.desk.channels`` through
-``extra_routes`` when those channels are configured.
-
-Start order: take the serve lock (one server per state dir), bind the
-socket (port 0 allowed: the bound port goes into the lock info and the log),
-recover unfinished runs, start the tick and the scheduler, then serve.
-SIGTERM/SIGINT stop accepting, let each running step finish and be saved
-(engines stop at their next step boundary; whatever is still running after
-``STOP_BUDGET`` continues from its last snapshot at the next start) and exit 0.
+Routes: ``GET /healthz`` (``bot.health``) here. Slack (``POST /slack/events``,
+unless Socket Mode carries its requests) and GitHub (``POST /github/webhook``,
+when a webhook secret is set) come from ``bot.desk.channels`` through
+``extra_routes`` when those channels are configured. ``Bot`` is the serving
+process's parts and their start and stop order; ``serve`` is a ``Bot`` run
+until SIGTERM/SIGINT, which stop it the way ``Bot.stop`` says, and exit 0.
 """
 
 from __future__ import annotations
@@ -22,8 +17,9 @@ import signal
 import socket
 import threading
 import time
+from contextlib import contextmanager
 from functools import partial
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
@@ -46,85 +42,20 @@ from bot.desk.channels import Channels
 from bot.http_guard import MAX_HEAD, guarded_protocol, limit_head
 from bot.runner import Runner, utcnow
 from bot.scheduler import LoopScheduler
+from bot.health import health
 from bot.service import Service
 from bot.store import ServeLock
 from bot.store.base import Store
 from bot.store import legacy
 from bot.store.open import open_store, store_url
+from bot.store.sql import SqlStore
 from bot.web.metrics import CountDeliveries, MeteredRunner, MeteredVotePath, Metrics
 from bot.web.pages import review_links, web_routes
-from bot.worker import LoopCatalog
+from bot.loop_catalog import LoopCatalog
 
-__all__ = ["health", "create_app", "bind_socket", "HttpServer", "serve", "STOP_BUDGET"]
+__all__ = ["health", "create_app", "bind_socket", "HttpServer", "Bot", "serve", "STOP_BUDGET"]
 
 log = logging.getLogger(__name__)
-
-
-def _unwritable(state_dir: Path) -> str | None:
-    """Why the store cannot write, checked without writing (the probe runs on every request).
-
-    One ``statvfs``: a read-only mount, no block or no inode left for this
-    process (root may use the blocks reserved for it). Its cost does not
-    grow with the documents stored.
-    """
-    fs = os.statvfs(state_dir)
-    if fs.f_flag & os.ST_RDONLY:
-        return f"state_dir {state_dir} is on a read-only file system"
-    if not os.access(state_dir, os.W_OK | os.X_OK):
-        return f"state_dir {state_dir} is not writable by this process"
-    root = os.geteuid() == 0
-    if (fs.f_bfree if root else fs.f_bavail) == 0:
-        return f"state_dir {state_dir} is on a full disk (no space left)"
-    if fs.f_files and (fs.f_ffree if root else fs.f_favail) == 0:
-        return f"state_dir {state_dir} is on a disk with no inodes left"
-    return None
-
-
-def health(
-    store: Store, state_dir: Path, service: Service | None = None, desk: ReviewDesk | None = None,
-    replicas: Callable[[], dict[str, Any]] | None = None, votes: VotePath | None = None,
-) -> tuple[int, dict[str, Any]]:
-    """(HTTP status, body) for /healthz: counts when the store reads and writes, 503 otherwise.
-
-    Also 503 when ``service``'s tick has stopped or stalled, or an outbox
-    worker died: such a bot still answers HTTP but applies no decision.
-    The counts come from the store's index, so a probe costs the same with
-    ten reviews or ten thousand, and it writes nothing. Quarantined documents
-    are listed under ``problems`` (the rest is served). On a store shared by
-    replicas, ``replicas()`` adds which one leads and each one's heartbeat.
-    A store that cannot take writes is 503 too: read-only, a full disk, or
-    the last vote ``votes`` failed to store (until a later one is stored).
-    """
-    problem = service.problem() if service is not None else None
-    if problem is None and desk is not None:
-        problem = desk.problem()
-    if problem is None and votes is not None and (failed := votes.write_problem()) is not None:
-        problem = f"store cannot take writes: {failed}"
-    if problem is not None:
-        return 503, {"status": "unavailable", "error": problem}
-    if not state_dir.is_dir():
-        return 503, {"status": "unavailable", "error": f"state_dir {state_dir} is missing"}
-    try:
-        unwritable = _unwritable(state_dir)
-        if unwritable is not None:
-            return 503, {"status": "unavailable", "error": f"store unusable: {unwritable}"}
-        counts = store.counts()
-        problems = store.problems()
-        shared = replicas() if replicas is not None else None
-    except (OSError, ValueError) as err:  # ValueError: a corrupt document, named in the message
-        return 503, {"status": "unavailable", "error": f"store unusable: {err}"}
-    body: dict[str, Any] = {
-        "status": "ok",
-        "runs": counts["runs"],
-        "open_reviews": counts["open_reviews"],
-        "decided_reviews": counts["decided_reviews"],
-        "outbox_pending": counts["outbox_pending"],
-    }
-    if problems:
-        body["problems"] = problems
-    if shared is not None:
-        body.update(shared)
-    return 200, body
 
 
 def create_app(
@@ -224,14 +155,6 @@ class HttpServer:
         self._stopped.set()
         self._server.should_exit = True
 
-    def install_signal_handlers(self) -> None:
-        """Ours stay in place around uvicorn's, so its re-raise after shutdown lands here.
-
-        (Not in the default handler, which would exit 143.)
-        """
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self.request_stop)
-
     def run(self) -> None:
         if self._stopped.is_set():  # a signal arrived while we were starting
             return
@@ -246,8 +169,8 @@ def settle_collector() -> None:
     """Leave what start-up loaded out of the cycle collector's walks, and walk less often.
 
     Serving a request allocates thousands of short-lived objects, nearly
-    all freed by reference counting; the default threshold still ran a young
-    collection several times per request, and every tenth of those walked
+    all freed by reference counting; the default threshold still runs a young
+    collection several times per request, and every tenth of those walks
     the older generations: the modules, the config, the indexes and caches
     start-up built, which live as long as the process. Frozen, they are not
     walked again; the older collections that remain then pause a request for
@@ -315,17 +238,90 @@ def loops_listing(config: BotConfig, store: Store, now: datetime | None = None) 
     return "\n".join(loops_lines(loops, config.timezone, runs, when, next_times(loops, config.timezone, when)))
 
 
-def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
-    """Run the bot until SIGTERM/SIGINT; raises AlreadyRunningError if another serve holds the state dir."""
-    state_dir = Path(config.state_dir)
-    lock = ServeLock(state_dir)
-    lock.acquire()
-    try:
+def _log_waiting_reviews(store: Store, decide_command: str) -> None:
+    """One line naming the reviews that wait, with the way to answer: the decide lines printed before the restart
+    scrolled away. Only the first few are read: reading all of them would hold their memory for good."""
+    waiting = store.open_reviews(limit=5)
+    if not waiting:
+        return
+    from adapters.local import answer_as, answer_lines
+    from bot.status import where_to_answer
+
+    total = max(store.counts()["open_reviews"], len(waiting))
+    shown = ", ".join(r.id for r in waiting) + (", ..." if total > len(waiting) else "")
+    first = waiting[0]
+    elsewhere = where_to_answer(first)
+    if elsewhere is not None:  # no decide line that the vote path would refuse
+        log.info("%d review(s) wait for a decision: %s; %s", total, shown, elsewhere)
+    else:
+        as_option, who = answer_as(None if first.policy.reviewers.anyone else first.policy.reviewers.local)
+        log.info("%d review(s) wait for a decision: %s; answer with `%s`%s",
+                 total, shown, answer_lines(first.id, decide_command, as_option)[0], f" ({who})" if who else "")
+
+
+class Bot:
+    """The serving bot: its parts built and wired by ``start()``, brought down in order by ``stop()``.
+
+    ``start`` takes the serve lock (one server per state dir; AlreadyRunningError
+    otherwise), binds the socket (port 0 allowed: the bound port goes into the
+    lock info and the log), recovers unfinished runs and starts the outbox, the
+    channels, the scheduler and the tick; ``serve_http`` then answers HTTP in
+    the calling thread until ``request_stop``. ``stop`` stops accepting, lets
+    each running step finish and be saved (engines stop at their next step
+    boundary; whatever still runs after ``STOP_BUDGET`` continues from its last
+    snapshot at the next start) and releases the lock: a Bot may start again.
+    """
+
+    def __init__(self, config: BotConfig, *, decide_command: str = "loopbot decide") -> None:
+        self.config = config
+        self.state_dir = Path(config.state_dir)
+        self._decide_command = decide_command
+        self._lock = ServeLock(self.state_dir)
+        self._stop_asked = threading.Event()
+        self._http: HttpServer | None = None
+        self._stops: list[Callable[[float], object]] = []  # the started parts' stops, in the order stop() runs them
+
+    @property
+    def port(self) -> int:
+        """The bound port (the one the OS picked for ``server.port: 0``)."""
+        if self._http is None:
+            raise RuntimeError("the bot is not started")
+        return self._http.port
+
+    def request_stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:
+        """End ``serve_http`` (or keep it from starting); safe from a signal handler."""
+        self._stop_asked.set()
+        if self._http is not None:
+            self._http.request_stop()
+
+    def serve_http(self) -> None:
+        """Answer HTTP in this thread until ``request_stop``."""
+        if self._http is None:
+            raise RuntimeError("the bot is not started: call start() first")
+        if not self._stop_asked.is_set():
+            self._http.run()
+
+    def start(self) -> None:
+        """Take the lock and bring every part up; whatever started is stopped again if a later part fails."""
+        if self._http is not None:
+            raise RuntimeError("the bot is started already: stop() it first")
+        self._lock.acquire()
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
+        config, state_dir, lock, decide_command = self.config, self.state_dir, self._lock, self._decide_command
         leftovers = remove_stale_temp_files(state_dir)  # safe now: we are the only long-lived writer
         if leftovers:
             log.info("removed %d temp file(s) left by interrupted writes", len(leftovers))
         sock = bind_socket(config.server.host, config.server.port)
+        self._stops.append(lambda _left: sock.close())
         store = open_store(config, upgrading=True)
+        if isinstance(store, SqlStore):
+            self._stops.append(lambda _left: store.close())  # last: after every part that uses it
         upgraded = legacy.upgrade(state_dir, store) if store_url(config) is None else None
         if upgraded is not None:
             log.info("%s", upgraded)
@@ -356,8 +352,9 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
                            next_runs=lambda: scheduler.next_run_times() if scheduler is not None else {})
         app = create_app(store, state_dir, [*channels.routes(votes, desk), *pages], service=service, desk=desk,
                          replicas=view, votes=votes, metrics=metrics)
-        http = HttpServer(app, sock)
-        http.install_signal_handlers()
+        self._http = http = HttpServer(app, sock)
+        if self._stop_asked.is_set():  # a signal arrived while we were building
+            http.request_stop()
         lock.update(port=http.port)
         log.info(
             "loopbot serving on http://%s:%d (pid %d, state_dir %s)",
@@ -367,26 +364,22 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
             log.info("config: %s", line)
         for warning in config.review_warnings():
             log.warning("%s", warning)
+        # the order stop() runs them: the runner first, so engines stop at their next boundary while the rest
+        # shuts down; a leader stepping down lets another replica lead at once; whatever was saved continues there
+        self._stops[:0] = [
+            lambda _left: runner.request_stop(),
+            lambda _left: scheduler.stop(wait=False) if scheduler is not None else None,
+            lambda _left: leadership.stop() if leadership is not None else None,
+            lambda _left: service.stop(),
+            lambda left: runner.shutdown(timeout=max(0.0, left)),
+            lambda _left: channels.stop(),
+            lambda left: desk.stop(timeout=max(0.1, min(2.0, left))),
+        ]
         if leadership is None:
             runner.recover()
         if problems := store.problems():
             log.error("documents set aside (the rest is served): %s", "; ".join(problems))
-        waiting = store.open_reviews(limit=5)  # the ones named: reading all 10,000 held their memory for good
-        if waiting:  # the decide lines printed before the restart scrolled away: one line with the way to answer
-            from adapters.local import answer_as, answer_lines
-            from bot.status import where_to_answer
-
-            total = max(store.counts()["open_reviews"], len(waiting))
-            shown = ", ".join(r.id for r in waiting) + (", ..." if total > len(waiting) else "")
-            first = waiting[0]
-            elsewhere = where_to_answer(first)
-            if elsewhere is not None:  # no decide line that the vote path would refuse
-                log.info("%d review(s) wait for a decision: %s; %s", total, shown, elsewhere)
-            else:
-                as_option, who = answer_as(None if first.policy.reviewers.anyone else first.policy.reviewers.local)
-                log.info("%d review(s) wait for a decision: %s; answer with `%s`%s",
-                         total, shown, answer_lines(first.id, decide_command, as_option)[0],
-                         f" ({who})" if who else "")
+        _log_waiting_reviews(store, decide_command)
 
         desk.start()
         channels.start(votes, desk)
@@ -394,29 +387,51 @@ def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
         if scheduler is not None:
             scheduler.start()
             metrics.watch_scheduler(scheduler.apscheduler)
-        leads_at_start = leadership is None or leadership.start()
+        if leadership is None or leadership.start():  # replicas: the one leading at its start runs run_on_start loops
+            for loop in config.loops:
+                if loop.run_on_start:
+                    runner.request_run(loop.name, trigger="start")
+        service.start(config.scheduler.poll_interval)
+
+    def stop(self) -> None:
+        """Stop every started part within ``STOP_BUDGET`` (running steps finish and are saved), release the lock."""
+        stops, self._stops = self._stops, []
         try:
-            if leads_at_start:  # replicas: the one leading at its start runs run_on_start loops
-                for loop in config.loops:
-                    if loop.run_on_start:
-                        runner.request_run(loop.name, trigger="start")
-            service.start(config.scheduler.poll_interval)
-            settle_collector()
-            http.run()
+            if stops:
+                deadline = time.monotonic() + STOP_BUDGET
+                log.info("stopping: running steps finish and are saved (up to %.0f s)", STOP_BUDGET)
+                for stop in stops:
+                    stop(deadline - time.monotonic())
         finally:
-            deadline = time.monotonic() + STOP_BUDGET
-            log.info("stopping: running steps finish and are saved (up to %.0f s)", STOP_BUDGET)
-            runner.request_stop()  # first, so engines stop at their next boundary while the rest shuts down
-            if scheduler is not None:
-                scheduler.stop(wait=False)
-            if leadership is not None:
-                leadership.stop()  # another replica leads at once; our runs continue there once saved
-            service.stop()
-            runner.shutdown(timeout=max(0.0, deadline - time.monotonic()))
-            channels.stop()
-            desk.stop(timeout=max(0.1, min(2.0, deadline - time.monotonic())))
-            sock.close()
+            self._http = None
+            self._stop_asked.clear()  # asked of this life: a later start() serves again
+            self._lock.release()
+
+
+@contextmanager
+def _stopping_on_signals(stop: Callable[[int, FrameType | None], None]) -> Iterator[None]:
+    """SIGTERM/SIGINT call ``stop`` (not the default handler, which would exit 143) until the bot has stopped.
+
+    In place around uvicorn's own handlers, so its re-raise of a signal after
+    its shutdown lands here too.
+    """
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
     finally:
-        lock.release()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def serve(config: BotConfig, *, decide_command: str = "loopbot decide") -> int:
+    """Run the bot until SIGTERM/SIGINT; raises AlreadyRunningError if another serve holds the state dir."""
+    bot = Bot(config, decide_command=decide_command)
+    with _stopping_on_signals(bot.request_stop):
+        bot.start()
+        try:
+            settle_collector()
+            bot.serve_http()
+        finally:
+            bot.stop()
     log.info("loopbot stopped")
     return 0

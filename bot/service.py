@@ -203,7 +203,7 @@ class Service:
 
         None before ``start`` and after ``stop``: only a thread that should be
         ticking can be late. A run whose end could not be written (a full disk)
-        is a problem at any time: the store says "running" and no thread runs it.
+        is a problem at any time: the store says "running" and no run thread runs it.
         """
         stuck = self._runner.problem()
         if stuck is not None:  # a run stopped without its thread while the store says "running"

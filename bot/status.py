@@ -1,6 +1,6 @@
 """What ``loopbot status`` shows: runs and reviews as a table or as JSON.
 
-The JSON shape is a contract people script against (design.md): keys may be
+The JSON shape is a contract people script against (docs/commands.md, ``--json``): keys may be
 added, never renamed. Nothing here reads config, so no secret can reach it.
 """
 

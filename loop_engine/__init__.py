@@ -6,8 +6,8 @@ package and from the submodule the tutorials name (``loop_engine.types``,
 
 Names load on first use (PEP 562), so importing one light submodule
 (``loop_engine.review``, ``loop_engine.types``) does not load the engine,
-the gates (jsonschema) and asyncio, which every `loopbot status` and
-`decide` paid for at start-up.
+the gates (jsonschema) and asyncio, which `loopbot status` and `decide`
+start without.
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from .types import (
     LoopContext,
     LoopResult,
     LoopState,
+    LoopStatus,
     Plan,
     Step,
     StepStatus,
@@ -137,6 +138,19 @@ class LoopEngine(StepsMixin, RecoveryMixin):
                 self._abandon_iteration()
             await self._drive_or_fail()
             return self._result()
+
+    async def continue_saved(self, state: LoopState, response: ReviewResponse | None = None) -> LoopResult:
+        """``resume``, for a snapshot wherever it stopped: one paused or finished is answered from itself.
+
+        Re-entering the engine there would either do nothing or - for a pause
+        whose decision is still pending - wrongly continue without one. Either
+        way ``state`` is the engine's ``state`` afterwards.
+        """
+        if response is None and (state.pending_review is not None or state.execution_state.is_terminal):
+            with self._exclusive():
+                self._state = state
+            return _result_of_stopped(state)
+        return await self.resume(state, response)
 
     # --------------------------------------------------------- the driver
     async def _drive_or_fail(self) -> None:
@@ -346,3 +360,19 @@ class LoopEngine(StepsMixin, RecoveryMixin):
             review_request=state.pending_review if state.execution_state is S.WAITING_FOR_HUMAN else None,
             trace_id=state.trace_id,
         )
+
+
+def _result_of_stopped(state: LoopState) -> LoopResult:
+    """The verdict of a snapshot that needs no engine step: already paused or finished."""
+    return LoopResult(
+        status=LoopStatus.PAUSED if state.pending_review is not None else derive_result_status(state),
+        plan=state.current_plan,
+        iterations=state.current_iteration,
+        failures=list(state.failures),
+        recoveries=list(state.recoveries),
+        evaluations=list(state.evaluations),
+        execution_state=state.execution_state,
+        reason=state.stop_reason,
+        review_request=state.pending_review,
+        trace_id=state.trace_id,
+    )

@@ -1,7 +1,7 @@
 """What a loop proposes, as data: the one line approving does, and the sections that show it.
 
-A review used to carry the proposal as free text in its reason, so a table
-had to be flattened into one cell and channels could only cut it. A
+As free text in a review's reason, a table would be flattened into one
+cell and channels could only cut it. A
 ``Proposal`` keeps the structure - markdown ``Text``, a ``Table`` of
 plain-text cells, a ``ChangeList`` of one-line items, a ``Link`` - so each
 channel can lay it out (and split it) its own way, and the local file can

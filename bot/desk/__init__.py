@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover - what type checkers and editors see
     from .channels import LOCAL_REVIEWS_DIR, local_channel
     from .decisions import Decisions
     from .desk import ReviewDesk, outcome_text, review_post
-    from .outbox import Outbox, OutboxWorker
+    from .outbox import DeliveryThread, Outbox
     from .people import People
     from .votes import VotePath
 
@@ -26,7 +26,7 @@ _WHERE = {
     **dict.fromkeys(("LOCAL_REVIEWS_DIR", "local_channel"), "channels"),
     "Decisions": "decisions",
     **dict.fromkeys(("ReviewDesk", "outcome_text", "review_post"), "desk"),
-    **dict.fromkeys(("Outbox", "OutboxWorker"), "outbox"),
+    **dict.fromkeys(("Outbox", "DeliveryThread"), "outbox"),
     "People": "people",
     "VotePath": "votes",
 }
@@ -38,7 +38,7 @@ __all__ = [
     "LOCAL_REVIEWS_DIR",
     "Membership",
     "Outbox",
-    "OutboxWorker",
+    "DeliveryThread",
     "People",
     "ReviewDesk",
     "VotePath",

@@ -24,7 +24,7 @@ from loop_engine.review import ReviewRequest  # not .checkpoint: that loads the 
 from bot.reviews import Review, changes_text
 from bot.store.base import OutboxTask, Store
 
-from .outbox import ESCALATION_PREFIX, Outbox, OutboxWorker
+from .outbox import ESCALATION_PREFIX, DeliveryThread, Outbox
 from .targets import LOCAL, task_slug, targets_from
 
 __all__ = ["ReviewDesk", "review_post", "outcome_text"]
@@ -94,7 +94,7 @@ def _entry(target: Target, role: str) -> dict[str, Any]:
 
 
 class ReviewDesk:
-    """Turns "post / update / escalate this review" into outbox tasks, and runs the channel workers."""
+    """Turns "post / update / escalate this review" into outbox tasks, and runs the channels' delivery threads."""
 
     def __init__(
         self,
@@ -112,23 +112,23 @@ class ReviewDesk:
         self._clock = clock
         self._inline = inline
         self.outbox = Outbox(store, channels, partial(review_post, page_url=page_url), clock=clock)
-        self._workers: list[OutboxWorker] = []
+        self._delivery: list[DeliveryThread] = []
 
-    # -- workers -------------------------------------------------------------------
+    # -- delivery threads ----------------------------------------------------------
 
     def start(self) -> None:
         """One delivery thread per channel (serve); without it tasks wait, or go inline."""
-        self._workers = [OutboxWorker(self.outbox, name) for name in self.outbox.channels]
-        for worker in self._workers:
-            worker.start()
+        self._delivery = [DeliveryThread(self.outbox, name) for name in self.outbox.channels]
+        for thread in self._delivery:
+            thread.start()
 
     def stop(self, timeout: float = 2.0) -> None:
-        for worker in self._workers:
-            worker.stop(timeout)
+        for thread in self._delivery:
+            thread.stop(timeout)
 
     def problem(self) -> str | None:
-        dead = [w for w in self._workers if not w.alive]
-        return f"{len(dead)} outbox worker(s) stopped" if dead else None
+        dead = [t for t in self._delivery if not t.alive]
+        return f"{len(dead)} outbox delivery thread(s) stopped" if dead else None
 
     def flush(self) -> None:
         """Attempt every due task once in this thread (a foreground run before it exits)."""

@@ -2,7 +2,7 @@
 
 A post, an update, an escalation or an answer to a voter is first written to
 the store as an ``OutboxTask`` (so a crash or an outage loses nothing), then
-delivered by the worker of its channel: one thread per channel, so a slow or
+delivered by the delivery thread of its channel: one per channel, so a slow or
 dead Slack never delays GitHub, the tick, a vote's acknowledgement or a run.
 A failed attempt is retried with exponential backoff (or after the
 ``Retry-After`` the channel reported), logged and shown in ``status`` with
@@ -24,13 +24,13 @@ from adapters.waits import MAX_WAIT, clamp_wait
 from bot.reviews import Review
 from bot.store.base import OutboxTask, Store, StoreError, UnknownReviewError
 
-__all__ = ["Outbox", "OutboxWorker", "backoff", "ESCALATION_PREFIX", "MAX_BACKOFF", "IDLE_POLL"]
+__all__ = ["Outbox", "DeliveryThread", "backoff", "ESCALATION_PREFIX", "MAX_BACKOFF", "IDLE_POLL"]
 
 log = logging.getLogger(__name__)
 
 #: The longest wait between two attempts of a task that keeps failing.
 MAX_BACKOFF = timedelta(seconds=MAX_WAIT)
-#: How often an idle worker looks for tasks another process added (its own are signalled at once).
+#: How often an idle delivery thread looks for tasks another process added (its own are signalled at once).
 IDLE_POLL = 1.0
 #: Refs of escalation messages carry this before their target key, apart from the review's own posts.
 ESCALATION_PREFIX = "escalation:"
@@ -56,7 +56,7 @@ class _Later(Exception):
 
 
 class Outbox:
-    """Adds tasks to the store and delivers the due ones of a channel (see ``OutboxWorker``)."""
+    """Adds tasks to the store and delivers the due ones of a channel (see ``DeliveryThread``)."""
 
     def __init__(
         self,
@@ -80,7 +80,7 @@ class Outbox:
         return self._wakeups[channel]
 
     def add(self, task: OutboxTask) -> bool:
-        """Store ``task`` (once per id) and wake its worker."""
+        """Store ``task`` (once per id) and wake its delivery thread."""
         if task.channel not in self._channels:
             log.warning("no %s channel is configured: %s of review %s stays undelivered", task.channel,
                         task.action, task.review_id)
@@ -103,7 +103,7 @@ class Outbox:
             try:
                 delivered += self.attempt(task)
             except (StoreError, OSError):
-                raise  # the store itself: the worker waits and reads its tasks again
+                raise  # the store itself: the delivery thread waits and reads its tasks again
             except Exception:  # a bug in the bookkeeping of one task must not stop the tasks after it
                 log.exception("outbox task %s of the %s channel could not be attempted; it is set aside for %s",
                               task.id, channel, MAX_BACKOFF)
@@ -145,7 +145,7 @@ class Outbox:
         except ChannelError as err:
             self._failed(task, err)
             return False
-        except Exception as err:  # a channel's bug must not kill its worker: the task waits, with the traceback logged
+        except Exception as err:  # a channel's bug must not kill its thread: the task waits, with the traceback logged
             log.exception("outbox task %s crashed in the %s channel", task.id, task.channel)
             self._failed(task, ChannelError(f"internal error: {type(err).__name__}: {err}"))
             return False
@@ -213,7 +213,7 @@ def _ref_for(review: Review, key: str) -> MessageRef | None:
     return None
 
 
-class OutboxWorker:
+class DeliveryThread:
     """One channel's delivery thread: due tasks, then a wait until the next is due or a new one arrives."""
 
     def __init__(self, outbox: Outbox, channel: str) -> None:

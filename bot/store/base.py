@@ -2,9 +2,9 @@
 
 Runs with their engine snapshots, reviews with their votes, the outbox of
 tasks channel senders deliver, the deliveries seen (dedupe keys, with the
-votes not yet cast), id counters and the run-request inbox, as small contracts (``RunStore``, ``ReviewStore``,
-``OutboxStore``, ``DeliveryStore``, ``CounterStore``, ``RequestStore``)
-that ``Store`` joins. The SQL store passes
+votes not yet cast), id counters and the run-request inbox, as small
+contracts (``RunStore``, ``ReviewStore``, ``OutboxStore``, ``DeliveryStore``,
+``CounterStore``, ``RequestStore``) that ``Store`` joins. The SQL store passes
 tests/bot/store/test_store_contract.py and its companions on each engine;
 code outside ``bot/store`` sees only these Protocols and these records.
 """
@@ -146,10 +146,10 @@ class Request:
 
 @dataclass
 class OutboxTask:
-    """Something a channel worker must deliver (post, update, escalate, ...), kept until it is done.
+    """Something a channel's delivery thread must deliver (post, update, escalate, ...), kept until it is done.
 
     Durable so a crash between deciding to post and posting loses nothing:
-    the worker retries (``attempts``, ``not_before``, ``last_error``) and
+    the thread retries (``attempts``, ``not_before``, ``last_error``) and
     calls ``finish_task`` once delivered. ``id`` is chosen by the caller and
     deterministic (e.g. "demo-1.post.slack-c0123"), so adding the same task
     twice is a no-op rather than a double post.
@@ -174,7 +174,7 @@ class OutboxTask:
 
     @property
     def ready_at(self) -> datetime:
-        """When a worker may try it: ``not_before`` if set, else as soon as it was created."""
+        """When a delivery thread may try it: ``not_before`` if set, else as soon as it was created."""
         return self.not_before if self.not_before is not None else self.created_at
 
     def to_dict(self) -> dict[str, Any]:
@@ -260,7 +260,7 @@ class RunStore(Protocol):
     def claim_run(self, run_id: str) -> Claim | None:
         """The right to execute (start, resume, continue) ``run_id``, or None while another process holds it.
 
-        Several replicas on one store must never run one run twice: a worker
+        Several replicas on one store must never run one run twice: a run thread
         claims the run before touching it and releases the claim when it
         stops; a claim whose holder died is free again. A store used by one
         process grants every claim (``NO_CLAIM``).
@@ -305,7 +305,7 @@ class ReviewStore(Protocol):
 
 
 class OutboxStore(Protocol):
-    """Tasks channel workers deliver, kept until they are done."""
+    """Tasks channels' delivery threads deliver, kept until they are done."""
 
     def add_task(self, task: OutboxTask) -> bool: ...
     def get_task(self, task_id: str) -> OutboxTask: ...

@@ -84,7 +84,7 @@ class RunClaim:
 
         When the session holding the lock is gone, the claim is taken again
         on a new one if no other replica took the run meanwhile; otherwise the
-        worker here must stop before it writes again (``bot.worker.ClaimLost``).
+        run thread here must stop before it writes again (``bot.snapshots.ClaimLost``).
         """
         conn = self._conn
         if conn is None:

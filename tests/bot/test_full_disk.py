@@ -16,7 +16,7 @@ import pytest
 from adapters.channel import AnswerKind, Identity, Reply
 from adapters.commands import parse_command
 from bot.desk import Authorizer, ListMembership, VotePath
-from bot.server import health
+from bot.health import health
 from bot.service import Service
 from bot.store import SqliteStore
 from loop_engine.types import LoopState

@@ -24,7 +24,7 @@ import yaml
 
 from bot.config import load_config
 from bot.patterns import load_factory
-from bot.worker import LoopCatalog, checkpoint_config_for
+from bot.loop_catalog import LoopCatalog, checkpoint_config_for
 from loop_engine.checkpoint import CheckpointPresets, HumanCheckpoint, HumanDecision, ReviewResponse
 from loop_engine.types import LoopStatus
 

@@ -314,56 +314,56 @@ def _cut_claim_session(url: str, schema: str, run_id: str) -> None:
 def test_a_run_whose_claim_session_is_cut_while_its_replica_lives_is_not_executed_twice(
         url: str, schema: str, tmp_path: Path, stores: Callable[[str], PostgresStore],
         leaderships: Callable[..., tuple[Leadership, Any]], caplog: pytest.LogCaptureFixture) -> None:
-    worker_store, leader_store = stores("worker"), stores("leader")
-    trail, (worker, leader_runner) = _slow_runners(tmp_path, worker_store, leader_store)
+    follower_store, leader_store = stores("follower"), stores("leader")
+    trail, (follower, leader_runner) = _slow_runners(tmp_path, follower_store, leader_store)
     interval = 0.2
     leader, _ = leaderships("leader", interval=interval, runner=leader_runner)
-    alive = LeaderElection(stores("worker"), interval=interval)  # the worker replica's own election: it lives
+    alive = LeaderElection(stores("follower"), interval=interval)  # the follower replica's own election: it lives
     try:
         assert leader.election.round()  # the leader is elected first: nothing to recover yet
         assert not alive.round()
         elected = time.monotonic()
-        run_id = worker.request_run("slow", trigger="cli")  # the other replica starts a run and holds its claim
+        run_id = follower.request_run("slow", trigger="cli")  # the other replica starts a run and holds its claim
         assert run_id is not None
         wait_for(lambda: trail_lines(trail), timeout=5, what="the run's first step to start")
-        _cut_claim_session(url, schema, run_id)  # the worker lives on
+        _cut_claim_session(url, schema, run_id)  # the follower lives on
         wait_for(lambda: time.monotonic() - elected > interval, timeout=5, what="an election interval")
         leader.sweep()  # the leader's periodic sweep, as every tick calls it
-        assert worker.join(10) and leader_runner.join(10)
-        assert "claimed again" in caplog.text  # by the worker, at its next write
+        assert follower.join(10) and leader_runner.join(10)
+        assert "claimed again" in caplog.text  # by the follower, at its next write
     finally:
-        worker.shutdown(5)
+        follower.shutdown(5)
         leader_runner.shutdown(5)
         alive.stop()
 
-    assert worker_store.get_run(run_id).status == "completed"
+    assert follower_store.get_run(run_id).status == "completed"
     lines = trail_lines(trail)
-    # one execution: each step starts, then ends, before the next starts - never two workers at once
+    # one execution: each step starts, then ends, before the next starts - never two run threads at once
     assert [line.split()[:2] for line in lines] == [["start", "step_1"], ["done", "step_1"],
                                                    ["start", "step_2"], ["done", "step_2"]], lines
 
 
-def test_a_run_taken_over_while_its_old_worker_still_runs_gets_no_further_write_from_that_worker(
+def test_a_run_taken_over_while_its_old_thread_still_runs_gets_no_further_write_from_that_thread(
         url: str, schema: str, tmp_path: Path, stores: Callable[[str], PostgresStore],
         leaderships: Callable[..., tuple[Leadership, Any]], caplog: pytest.LogCaptureFixture) -> None:
-    """Fencing: the worker's replica looked gone (no liveness lock), so the leader took the run; the old worker
+    """Fencing: the follower looked gone (no liveness lock), so the leader took the run; its old run thread
     finds its claim lost before its next write and stops there - it never runs the next step."""
-    worker_store, leader_store = stores("worker"), stores("leader")
-    trail, (worker, leader_runner) = _slow_runners(tmp_path, worker_store, leader_store)
+    follower_store, leader_store = stores("follower"), stores("leader")
+    trail, (follower, leader_runner) = _slow_runners(tmp_path, follower_store, leader_store)
     leader, _ = leaderships("leader", interval=0.2, runner=leader_runner)
     try:
         assert leader.election.round()
-        run_id = worker.request_run("slow", trigger="cli")  # no election of its own: nothing says it lives
+        run_id = follower.request_run("slow", trigger="cli")  # no election of its own: nothing says it lives
         assert run_id is not None
         wait_for(lambda: trail_lines(trail), timeout=5, what="the run's first step to start")
         _cut_claim_session(url, schema, run_id)
         leader_runner.recover(post=False)  # the leader's sweep: the run is the leader's now
-        assert worker.join(10) and leader_runner.join(10)
+        assert follower.join(10) and leader_runner.join(10)
     finally:
-        worker.shutdown(5)
+        follower.shutdown(5)
         leader_runner.shutdown(5)
 
     assert "could not be claimed again" in caplog.text and "lost its claim" in caplog.text
     steps = [line.split()[:2] for line in trail_lines(trail)]
-    assert steps.count(["start", "step_2"]) == 1, steps  # the old worker stopped before the next step
+    assert steps.count(["start", "step_2"]) == 1, steps  # the old run thread stopped before the next step
     assert leader_store.get_run(run_id).status == "completed"

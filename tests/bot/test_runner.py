@@ -16,7 +16,7 @@ from bot.patterns import LoopSpec, get_pattern
 from bot.reviews import Review, Vote, cast_vote
 from bot.store import SqliteStore
 from bot.runner import result_text
-from bot.worker import UnknownLoopError
+from bot.loop_catalog import UnknownLoopError
 from loop_engine.checkpoint import HumanDecision
 from loop_engine.serialization import state_from_dict
 from loop_engine.types import LoopContext, LoopState

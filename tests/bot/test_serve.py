@@ -29,7 +29,6 @@ def serve_once(config_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, 
     monkeypatch.setattr(server_module, "settle_collector", lambda: settled.append(True))  # not this process's
     monkeypatch.setattr(HttpServer, "run", lambda self: seen.append(ServeLock.holder(config.state_dir)
                                                                      if settled else {"role": "collector not settled"}))
-    monkeypatch.setattr(HttpServer, "install_signal_handlers", lambda self: None)  # keep pytest's Ctrl-C
     assert serve(config) == 0
     return seen[0]
 

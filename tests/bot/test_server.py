@@ -14,7 +14,8 @@ from starlette.routing import Route
 from starlette.responses import PlainTextResponse
 from starlette.testclient import TestClient
 
-from bot.server import bind_socket, create_app, health
+from bot.health import health
+from bot.server import bind_socket, create_app
 from bot.service import Service
 
 from .runtime_support import bench, db_execute, demo

@@ -12,11 +12,11 @@ import pytest
 from bot.patterns import LoopSpec
 from bot.desk import ReviewDesk, local_channel
 from bot.reviews import Outcome, Review, ReviewPolicy, Vote, cast_vote
-import bot.runner as runner_module
 from bot.runner import Runner
 from bot.service import RUN_REQUEST, Service
 from bot.store import SqliteStore
 from loop_engine.checkpoint import HumanDecision
+from loop_engine.engine import LoopEngine
 from loop_engine.types import LoopContext
 
 from .runtime_support import T0, Bench, bench, db_execute, demo, wait_for
@@ -299,7 +299,7 @@ def test_an_outcome_whose_resume_crashes_fails_run_and_review_once(
     def crash(*args: Any) -> Any:
         raise RuntimeError("engine bug")
 
-    monkeypatch.setattr(runner_module, "continue_run", crash)
+    monkeypatch.setattr(LoopEngine, "continue_saved", crash)
     service = service_for(b)
     settle(service, b)
     settle(service, b)

@@ -197,7 +197,7 @@ def test_a_5000_row_proposal_is_uploaded_whole_as_markdown_and_csv() -> None:
 
 
 def test_a_long_reason_is_cut_in_the_review_and_whole_in_the_thread_replies() -> None:
-    reason = "<" * 1000 + " because " + "why " * 700  # 745 "<" alone used to overflow the outcome's section
+    reason = "<" * 1000 + " because " + "why " * 700  # escaped (&lt;), 745 "<" fill the outcome's section
     outcome = f"Decided: REJECT by slack:U0AAA at {WHEN} - {reason}"
     review = render_review(make_post(status="decided"), outcome)
     assert_fits(review)

@@ -114,7 +114,7 @@ def test_a_failing_delivery_is_visible_in_status(tmp_path: Path) -> None:
 
 
 def test_a_dead_channel_does_not_delay_another(tmp_path: Path) -> None:
-    """Workers only, the tick never started: a hung Slack API leaves GitHub's delivery untouched."""
+    """Delivery threads only, the tick never started: a hung Slack API leaves GitHub's delivery untouched."""
     slack, github = StuckChannel("slack"), FlakyChannel("github")
     store = SqliteStore(tmp_path / "state")
     desk = ReviewDesk(store, {"local": FlakyChannel("local"), "slack": slack, "github": github}, clock=FakeClock())
@@ -123,7 +123,7 @@ def test_a_dead_channel_does_not_delay_another(tmp_path: Path) -> None:
         review = make_review()
         store.put_review(review)
         desk.open(review, [SLACK_A, GITHUB])
-        assert slack.entered.wait(10)  # the Slack worker is stuck inside its call
+        assert slack.entered.wait(10)  # Slack's delivery thread is stuck inside its call
         wait_for(lambda: github.delivered, timeout=10, what="the GitHub post")
         assert github.delivered == [("post", "demo-1", "github:octo/ops#42")]
         assert slack.delivered == []

@@ -2,7 +2,7 @@
 
 Slack and GitHub are the fake servers answering those headers; the waits are
 clamped to finite values within the backoff bounds before any arithmetic, and
-an unexpected error inside a worker is logged while the worker lives on.
+an unexpected error inside a delivery thread is logged while the thread lives on.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def test_a_hostile_retry_after_is_a_bounded_wait(tmp_path: Path, slack_api: Fake
 
 
 @pytest.mark.parametrize("kind", ["slack", "github"])
-def test_the_worker_keeps_posting_after_retry_after_inf_and_after_a_restart(
+def test_the_delivery_thread_keeps_posting_after_retry_after_inf_and_after_a_restart(
     tmp_path: Path, slack_api: FakeSlackApi, github_api: FakeGitHub, kind: str
 ) -> None:
     channel, target = refuse_once(kind, slack_api, github_api, "inf")
@@ -103,7 +103,7 @@ def test_the_worker_keeps_posting_after_retry_after_inf_and_after_a_restart(
         desk.open(first, [target])
         wait_for(lambda: any(t.attempts for t in store.pending_tasks() if t.channel == kind),
                  timeout=10, what="the refused attempt")
-        assert desk.problem() is None  # the worker lives on
+        assert desk.problem() is None  # the delivery thread lives on
         clock.advance(seconds=MAX_BACKOFF.total_seconds())
         wait_for(lambda: posted(kind, slack_api, github_api) == 1, timeout=10, what="the post after the wait")
         second = make_review("demo-2")
@@ -172,7 +172,7 @@ def test_slack_s_hostile_retry_after_reaches_the_outbox_clamped(slack_api: FakeS
 
 
 class _StoreFailingOnce(SqliteStore):
-    """A store whose first read of due tasks hits a bug (not a StoreError): the worker must outlive it."""
+    """A store whose first read of due tasks hits a bug (not a StoreError): the delivery thread must outlive it."""
 
     def __init__(self, root: Path) -> None:
         super().__init__(root)
@@ -185,14 +185,14 @@ class _StoreFailingOnce(SqliteStore):
         return super().due_tasks(*args, **kwargs)
 
 
-def test_a_worker_outlives_an_unexpected_error_and_keeps_posting(tmp_path: Path,
+def test_a_delivery_thread_outlives_an_unexpected_error_and_keeps_posting(tmp_path: Path,
                                                                  caplog: pytest.LogCaptureFixture) -> None:
     store, slack = _StoreFailingOnce(tmp_path / "state"), FlakyChannel("slack")
     desk = ReviewDesk(store, {"local": FlakyChannel("local"), "slack": slack}, clock=FakeClock())
     with caplog.at_level(logging.ERROR):
         desk.start()
         try:
-            wait_for(lambda: store.failed, timeout=10, what="the worker's first pass")
+            wait_for(lambda: store.failed, timeout=10, what="the delivery thread's first pass")
             review = make_review()
             store.put_review(review)
             desk.open(review, [SLACK])

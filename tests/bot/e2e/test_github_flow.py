@@ -241,7 +241,7 @@ def test_a_rate_limited_review_comment_waits_and_posts_once_while_slack_is_not_d
 
     refused = wait_for(lambda: [c for c in gh.calls_to("POST", comments) if c.status == status], timeout=15,
                        what=f"the first review comment refused with {status}")[0]
-    # the run's message and the review in its thread, while GitHub's worker waits out Retry-After
+    # the run's message and the review in its thread, while GitHub's delivery thread waits out Retry-After
     wait_for(lambda: len(slack.calls_to("chat.postMessage")) >= 2, timeout=5, what="the review in Slack")
     assert time.monotonic() - refused.at < 0.9, "Slack waited for GitHub's Retry-After"
     assert not gh.comments_on(REPOSITORY, ISSUE)

@@ -8,7 +8,7 @@ import pytest
 
 from bot.config import load_config
 from bot.store.base import Store
-from bot.worker import LoopBuildError, LoopCatalog
+from bot.loop_catalog import LoopBuildError, LoopCatalog
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "config.example.yaml"
 
@@ -19,7 +19,7 @@ def test_example_is_inactive_without_token_and_says_why(caplog: pytest.LogCaptur
     assert triage is not None and triage.schedule is not None and triage.schedule.cron == "0 9 * * mon-fri"
     assert triage.schedule.timezone
     catalog = LoopCatalog(config)
-    with caplog.at_level("WARNING", logger="bot.worker"):
+    with caplog.at_level("WARNING", logger="bot.loop_catalog"):
         assert catalog.check() == []  # the demo and the rest still work
     assert "loop daily-triage is inactive: GITHUB_TOKEN is not set and options.repository is empty" in caplog.text
     with pytest.raises(LoopBuildError, match="inactive: GITHUB_TOKEN is not set"):

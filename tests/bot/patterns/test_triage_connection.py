@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from bot.config import BotConfig
 from bot.patterns import BuildContext, GitHubConnection, LoopSpec
 from bot.patterns.triage import TriageSpec, build
-from bot.worker import LoopCatalog, build_context
+from bot.loop_catalog import LoopCatalog, build_context
 from loop_engine.checkpoint import CheckpointConfig, HumanCheckpoint
 from loop_engine.types import LoopStatus
 from tests.fakes.github_triage import TriageGitHub, days_ago

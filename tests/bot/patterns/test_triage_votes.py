@@ -18,7 +18,7 @@ from bot.config import BotConfig
 from bot.desk import Authorizer, ListMembership, VotePath
 from bot.patterns import LoopSpec, get_pattern
 from bot.store import SqliteStore
-from bot.worker import LoopCatalog
+from bot.loop_catalog import LoopCatalog
 
 from ..desk.support import make_review
 from ..runtime_support import FakeClock
@@ -74,6 +74,6 @@ def test_a_loop_check_that_fails_refuses_nothing(tmp_path: Path, caplog: pytest.
         "state_dir": str(tmp_path / "state"),
         "loops": [{"name": "mine", "factory": "tests.bot.patterns.test_triage_votes:raising_build"}],
     })
-    with caplog.at_level("ERROR", logger="bot.worker"):
+    with caplog.at_level("ERROR", logger="bot.loop_catalog"):
         assert LoopCatalog(config).modification_problem("mine", {"context": {"a": 1}}) is None
     assert "loop mine: modification_problem(changes) failed" in caplog.text

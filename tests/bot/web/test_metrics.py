@@ -56,7 +56,7 @@ def test_metrics_count_runs_reviews_votes_deliveries_and_the_time_to_apply(tmp_p
                for who in (Identity("local", "mallory"), Identity("slack", "U0ZZZ"), Identity("local", "alice"))]
     assert [a.kind for a in answers] == [AnswerKind.REFUSED, AnswerKind.REFUSED, AnswerKind.DECIDED]
     wait_for(lambda: b.store.get_review(first.review_id).status == "applied", what="the decision to be applied")
-    # the worker notes the time right after apply_outcome returns
+    # the run thread notes the time right after apply_outcome returns
     wait_for(lambda: value(metrics.exposition().decode(), "loopbot_vote_to_applied_seconds_count") == 1,
              what="the time to apply noted")
     b.store.add_task(OutboxTask(id="x.post.slack-c1", channel="slack", action="post", review_id=None,
