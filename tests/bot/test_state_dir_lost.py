@@ -60,6 +60,9 @@ class _NoRuns:
     def problem(self) -> None:
         return None
 
+    def apply_decided(self, review_id: str) -> None:
+        raise AssertionError(f"no tick should run on a lost state dir, yet review {review_id} was applied")
+
 
 def test_the_tick_stops_once_with_one_error_when_the_state_dir_goes(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
