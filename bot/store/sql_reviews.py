@@ -41,6 +41,14 @@ def _ended(review: Review) -> bool:
     return review.status not in HOT_REVIEW_STATUSES
 
 
+def _insert(cur: Any, into: str, rows: list[tuple[Any, ...]]) -> None:
+    """``rows`` in one statement per 300 (a batch's votes), within every engine's limit of bound values."""
+    for start in range(0, len(rows), 300):
+        chunk = rows[start:start + 300]
+        values = ", ".join(["(" + ", ".join(["%s"] * len(chunk[0])) + ")"] * len(chunk))
+        cur.execute(f"INSERT INTO {into} VALUES {values}", [value for row in chunk for value in row])
+
+
 class ReviewTables:
     """Reviews in the ``reviews`` table (mixed into ``SqlStore``, which gives the plumbing)."""
 
@@ -101,12 +109,10 @@ class ReviewTables:
             cur.execute("DELETE FROM review_votes WHERE review_key = %s", (key,))
             cur.execute("DELETE FROM review_keys WHERE review_key = %s", (key,))
             seq = votes = keys = 0
-        for n, vote in enumerate(review.history[votes:]):
-            cur.execute("INSERT INTO review_votes (review_key, seq, vote) VALUES (%s, %s, %s)",
-                        (key, seq + n, encode(vote.to_dict())))
-        for delivery_key in dict.fromkeys(review.delivery_keys[keys:]):
-            cur.execute("INSERT INTO review_keys (review_key, delivery_key) VALUES (%s, %s)",
-                        (key, delivery_key))
+        _insert(cur, "review_votes (review_key, seq, vote)",
+                [(key, seq + n, encode(vote.to_dict())) for n, vote in enumerate(review.history[votes:])])
+        _insert(cur, "review_keys (review_key, delivery_key)",
+                [(key, delivery_key) for delivery_key in dict.fromkeys(review.delivery_keys[keys:])])
 
     def put_review(self, review: Review) -> None:
         key = self._key("review", review.id)
@@ -119,7 +125,7 @@ class ReviewTables:
         statement whatever its votes - enough to check a voter before casting."""
         key = file_name(review_id)
         if key is not None:
-            with self.engine.snapshot() as cur:
+            with self.engine.snapshot() if history else self._read() as cur:  # one row: no snapshot to keep
                 row = cur.execute("SELECT key, doc FROM reviews WHERE key = %s", (key,)).fetchone()
                 if row is not None:
                     return self._histories(cur, [row], strict=True)[0] if history else self._with_rows(row, "[]", [])
@@ -170,27 +176,24 @@ class ReviewTables:
         row = cur.execute("SELECT key, doc, archived FROM reviews WHERE key = %s FOR UPDATE", (key,)).fetchone()
         if row is None:
             raise self._unknown_review(review_id)
+        # read under the row's lock (on PostgreSQL a statement that waited for it sees rows as they were before)
+        wanted = sorted({vote.delivery_key for vote, _ in casting if vote.delivery_key is not None} if casting else ())
+        known = "".join(f", EXISTS (SELECT 1 FROM review_keys WHERE review_key = %(key)s AND delivery_key = %(k{n})s)"
+                        for n in range(len(wanted)))  # which of its votes' keys it has, with the next seq
+        seq, *found = cur.execute(
+            f"SELECT (SELECT coalesce(max(seq) + 1, 0) FROM review_votes WHERE review_key = %(key)s){known}",
+            {"key": key, **{f"k{n}": wanted_key for n, wanted_key in enumerate(wanted)}}).fetchone()
         if casting is None:
             (review,) = self._histories(cur, [row[:2]], strict=True)
-            seq = len(review.history)
         else:
-            wanted = sorted({vote.delivery_key for vote, _ in casting if vote.delivery_key is not None})
-            known = [found[0] for found in cur.execute(
-                "SELECT delivery_key FROM review_keys WHERE review_key = %s"
-                f" AND delivery_key IN ({', '.join(['%s'] * len(wanted))})", (key, *wanted)).fetchall()
-            ] if wanted else []
-            review = self._with_rows(row, "[]", known)
-            seq = -1  # asked below, only when a vote is appended
+            review = self._with_rows(row, "[]", [k for k, there in zip(wanted, found, strict=True) if there])
         before = review.to_dict()
         stored = (seq, len(review.history), len(review.delivery_keys))
         result = mutate(review)
         if review.to_dict() != before:
             if file_name(review.id) != key:
                 raise StoreError(f"review {review_id}: an update may not change its id to {review.id!r}")
-            if seq < 0:
-                seq = int(cur.execute("SELECT coalesce(max(seq) + 1, 0) FROM review_votes WHERE review_key = %s",
-                                      (key,)).fetchone()[0])
-            self._write_review(cur, review, bool(row[2]), (seq, *stored[1:]))
+            self._write_review(cur, review, bool(row[2]), (int(seq), *stored[1:]))
         return result
 
     def update_review(self, review_id: str, mutate: Callable[[Review], T]) -> T:
@@ -229,7 +232,7 @@ class ReviewTables:
                         raise
                     cur.execute("ROLLBACK TO SAVEPOINT one_review")
                     results[review_id] = err
-                cur.execute("RELEASE SAVEPOINT one_review")
+                # not released: rolling back to one_review rolls back to the latest, and the commit releases all
 
     def open_reviews(self, limit: int | None = None) -> list[Review]:
         tail = "" if limit is None else f"LIMIT {max(int(limit), 0)}"
