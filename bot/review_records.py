@@ -6,7 +6,7 @@ keep them as JSON; the rules that change them live in ``bot.reviews``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,7 +20,6 @@ __all__ = [
     "MembershipCheck",
     "ReviewPolicyError",
     "Vote",
-    "VoteLog",
     "Reviewers",
     "ReviewPolicy",
     "Outcome",
@@ -115,60 +114,6 @@ class Vote:
             delivery_key=data.get("delivery_key"),
             person=data.get("person"),
         )
-
-
-class VoteLog(Sequence[Vote]):
-    """Every vote as cast, in order: kept as the stored dicts, decoded only when someone reads it.
-
-    The audit trail grows with every answer, and the vote path reads and
-    writes its review once per answer: decoding and re-encoding the whole
-    trail each time made a vote cost more the more votes came before it.
-    Appending encodes one vote; saving hands the stored dicts back as they are.
-    """
-
-    __slots__ = ("_raw", "_votes")
-
-    def __init__(self, raw: Iterable[dict[str, Any]] = ()) -> None:
-        self._raw = list(raw)
-        self._votes: list[Vote] | None = None
-
-    @classmethod
-    def of(cls, votes: Iterable[Vote]) -> VoteLog:
-        return cls(vote.to_dict() for vote in votes)
-
-    def append(self, vote: Vote) -> None:
-        self._raw.append(vote.to_dict())
-        if self._votes is not None:
-            self._votes.append(vote)
-
-    def to_list(self) -> list[dict[str, Any]]:
-        return list(self._raw)
-
-    def _decoded(self) -> list[Vote]:
-        if self._votes is None:
-            self._votes = [Vote.from_dict(data) for data in self._raw]
-        return self._votes
-
-    def __getitem__(self, index: Any) -> Any:
-        return self._decoded()[index]
-
-    def __len__(self) -> int:
-        return len(self._raw)
-
-    def __iter__(self) -> Iterator[Vote]:
-        return iter(self._decoded())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, VoteLog):
-            return self._raw == other._raw
-        if isinstance(other, list):
-            return self._decoded() == other
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, like the list it stands for
-
-    def __repr__(self) -> str:
-        return f"VoteLog({len(self._raw)} votes)"
 
 
 @dataclass
@@ -347,7 +292,7 @@ class Review:
     timed_out_at: datetime | None = None
     error: str | None = None
     targets: list[dict[str, Any]] = field(default_factory=list)
-    history: VoteLog = field(default_factory=VoteLog)
+    history: list[Vote] = field(default_factory=list)
 
     @property
     def approvals(self) -> list[str]:
@@ -371,11 +316,11 @@ class Review:
             "reminded_at": _iso(self.reminded_at),
             "escalated_at": _iso(self.escalated_at),
             "applied_at": _iso(self.applied_at),
-            "delivery_keys": list(self.delivery_keys),
+            "delivery_keys": sorted(self.delivery_keys),  # a set: two stores holding the same write the same
             "timed_out_at": _iso(self.timed_out_at),
             "error": self.error,
             "targets": list(self.targets),
-            "history": self.history.to_list(),
+            "history": [v.to_dict() for v in self.history],
         }
 
     @classmethod
@@ -389,7 +334,7 @@ class Review:
         assert created_at is not None
         votes = [Vote.from_dict(v) for v in data.get("votes") or []]
         # stored before the history was kept: the current votes are all that is known of it
-        history = VoteLog(data["history"]) if "history" in data else VoteLog.of(votes)
+        history = [Vote.from_dict(v) for v in data["history"]] if "history" in data else list(votes)
         return cls(
             id=data["id"],
             loop=data["loop"],

@@ -326,7 +326,13 @@ Cast = tuple[Vote, "str | None"]
 
 
 def cast_votes(review: Review, casts: Sequence[Cast]) -> list[VoteResult]:
-    """Cast ``casts`` in order, each at its ``vote.at``, with the refusal decided for it beforehand."""
+    """Cast ``casts`` in order, each at its ``vote.at``, with the refusal decided for it beforehand.
+
+    Casting only appends to ``review.history`` and asks whether a vote's
+    delivery key is among ``review.delivery_keys``: a review whose history
+    is empty and whose keys are only those of these votes gets the same
+    answers and the same appended votes (the store casts on such a one).
+    """
     results: list[VoteResult] = []
     for vote, refusal in casts:
         assert vote.at is not None, "a vote to cast carries the time it was cast"

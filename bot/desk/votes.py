@@ -174,7 +174,7 @@ class VotePath:
             review = found.get(reply.review_id)
             if review is None:
                 try:
-                    review = self._store.get_review(reply.review_id)  # who may answer; cast_votes reads it again
+                    review = self._store.get_review(reply.review_id, history=False)  # who may answer
                 except UnknownReviewError as err:
                     review = err
                 found[reply.review_id] = review

@@ -141,9 +141,6 @@ class SqlStore(ReviewTables):
     def _run(self, row: tuple[Any, ...]) -> RunRecord:
         return self._decode("runs", row[0], row[1], RUN_FORMAT, RunRecord.from_dict)
 
-    def _review(self, row: tuple[Any, ...]) -> Review:
-        return self._decode("reviews", row[0], row[1], REVIEW_FORMAT, Review.from_dict)
-
     def _task(self, row: tuple[Any, ...]) -> OutboxTask:
         return self._decode("outbox", row[0], row[1], TASK_FORMAT, OutboxTask.from_dict, task_stem)
 
@@ -554,7 +551,8 @@ class SqlStore(ReviewTables):
         bad = ("CASE WHEN json_valid({doc}) THEN json_type({doc}, '$.format') IS NOT 'integer'"
                " OR json_extract({doc}, '$.format') > {n} ELSE 1 END")
         checks = [("runs", "key, doc", bad.format(doc="doc", n=RUN_FORMAT), self._run),
-                  ("reviews", "key, doc", bad.format(doc="doc", n=REVIEW_FORMAT), self._review),
+                  ("reviews", "key, doc", bad.format(doc="doc", n=REVIEW_FORMAT),
+                   lambda row: self._with_rows(row, "[]", [])),
                   ("outbox", "id, doc", bad.format(doc="doc", n=TASK_FORMAT), self._task)]
         with self._read() as cur:
             for table, columns, test, decode in checks:

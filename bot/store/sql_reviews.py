@@ -28,6 +28,8 @@ from .records import FEW_IDS, encode, file_name, number, one_edit, run_key
 __all__ = ["ReviewTables", "RUN_COUNTS"]
 
 T = TypeVar("T")
+#: (the next vote's seq, votes and delivery keys of the review already stored as rows)
+_Stored = tuple[int, int, int]
 _ORDER = 'created_at, num, id COLLATE "C"'
 _LATEST = 'created_at DESC, num DESC, id COLLATE "C" DESC'
 _HOT_COLUMNS = "key, doc, created_at, num, id"
@@ -39,6 +41,14 @@ def _ended(review: Review) -> bool:
     return review.status not in HOT_REVIEW_STATUSES
 
 
+def _insert(cur: Any, into: str, rows: list[tuple[Any, ...]]) -> None:
+    """``rows`` in one statement per 300 (a batch's votes), within every engine's limit of bound values."""
+    for start in range(0, len(rows), 300):
+        chunk = rows[start:start + 300]
+        values = ", ".join(["(" + ", ".join(["%s"] * len(chunk[0])) + ")"] * len(chunk))
+        cur.execute(f"INSERT INTO {into} VALUES {values}", [value for row in chunk for value in row])
+
+
 class ReviewTables:
     """Reviews in the ``reviews`` table (mixed into ``SqlStore``, which gives the plumbing)."""
 
@@ -46,7 +56,6 @@ class ReviewTables:
     where: str
     _read: Callable[[], Any]
     _tx: Callable[[], Any]
-    _review: Callable[[tuple[Any, ...]], Review]
     _key: Callable[[str, str], str]
     _leased: Callable[..., list[Any]]
     _each: Callable[..., list[Any]]
@@ -69,14 +78,18 @@ class ReviewTables:
                 found += [row[0] for row in cur.fetchall()]
             return found
 
-    def _write_review(self, cur: Any, review: Review, was_archived: bool | None, kept: int | None = None) -> None:
-        """The review's row, and its history's rows from ``kept`` on (None: all of them, anew)."""
+    def _write_review(self, cur: Any, review: Review, was_archived: bool | None, stored: _Stored | None = None) -> None:
+        """The review's row, and the votes and delivery keys after ``stored`` as rows of their own (None: all of
+        them, anew): a vote appends a row to each, so neither the row nor a vote's cost grows with the votes."""
         ended = _ended(review)
         if was_archived and not ended:
             raise StoreError(
                 f"review {review.id} has ended and is archived; it cannot become {review.status!r} again"
                 " - start a new one"
             )
+        document = review.to_dict()
+        del document["history"], document["delivery_keys"]
+        key = self._key("review", review.id)
         cur.execute(
             "INSERT INTO reviews (key, id, run_key, checkpoint_id, status, created_at, num, deadline, archived, doc)"
             " VALUES (%(key)s, %(id)s, %(run_key)s, %(checkpoint_id)s, %(status)s, %(created_at)s, %(num)s,"
@@ -85,19 +98,21 @@ class ReviewTables:
             " created_at = excluded.created_at, num = excluded.num, deadline = excluded.deadline,"
             " archived = excluded.archived, doc = excluded.doc",
             {
-                "key": self._key("review", review.id), "id": review.id, "run_key": run_key(review.run_id),
+                "key": key, "id": review.id, "run_key": run_key(review.run_id),
                 "checkpoint_id": review.checkpoint_id, "status": review.status, "created_at": review.created_at,
                 "num": number(review.id), "deadline": None if ended else next_deadline(review),
-                "archived": ended, "doc": encode({k: v for k, v in review.to_dict().items() if k != "history"}),
+                "archived": ended, "doc": encode(document),
             },
         )
-        key, history = self._key("review", review.id), review.history.to_list()
-        if kept is None or kept > len(history):
+        seq, votes, keys = stored or (0, 0, 0)
+        if stored is None or votes > len(review.history) or keys > len(review.delivery_keys):  # not appended to
             cur.execute("DELETE FROM review_votes WHERE review_key = %s", (key,))
-            kept = 0
-        for seq in range(kept, len(history)):  # a vote appends its row: the review's row stays small
-            cur.execute("INSERT INTO review_votes (review_key, seq, vote) VALUES (%s, %s, %s)",
-                        (key, seq, encode(history[seq])))
+            cur.execute("DELETE FROM review_keys WHERE review_key = %s", (key,))
+            seq = votes = keys = 0
+        _insert(cur, "review_votes (review_key, seq, vote)",
+                [(key, seq + n, encode(vote.to_dict())) for n, vote in enumerate(review.history[votes:])])
+        _insert(cur, "review_keys (review_key, delivery_key)",
+                [(key, delivery_key) for delivery_key in dict.fromkeys(review.delivery_keys[keys:])])
 
     def put_review(self, review: Review) -> None:
         key = self._key("review", review.id)
@@ -105,14 +120,15 @@ class ReviewTables:
             row = cur.execute("SELECT archived FROM reviews WHERE key = %s FOR UPDATE", (key,)).fetchone()
             self._write_review(cur, review, None if row is None else bool(row[0]))
 
-    def get_review(self, review_id: str) -> Review:
+    def get_review(self, review_id: str, *, history: bool = True) -> Review:
+        """The review; ``history=False``: without its history and delivery keys (both empty), read in one
+        statement whatever its votes - enough to check a voter before casting."""
         key = file_name(review_id)
-        row = None
         if key is not None:
-            with self.engine.snapshot() as cur:
+            with self.engine.snapshot() if history else self._read() as cur:  # one row: no snapshot to keep
                 row = cur.execute("SELECT key, doc FROM reviews WHERE key = %s", (key,)).fetchone()
                 if row is not None:
-                    return self._histories(cur, [row], strict=True)[0]
+                    return self._histories(cur, [row], strict=True)[0] if history else self._with_rows(row, "[]", [])
         raise self._unknown_review(review_id)
 
     def _reviews_where(self, where: str, params: tuple[Any, ...] | dict[str, Any] = (), tail: str = "") -> list[Review]:
@@ -121,45 +137,63 @@ class ReviewTables:
             return self._histories(cur, cur.fetchall())
 
     def _histories(self, cur: Any, rows: list[Any], *, strict: bool = False) -> list[Review]:
-        """The reviews of ``rows`` (key, doc) with their histories from ``review_votes``, read in one query per
-        500 reviews. A review stored before the table existed keeps the history in its document until it is
-        next written. ``strict``: a damaged row raises instead of being skipped."""
-        found: dict[str, list[Any]] = {}
-        keys = [row[0] for row in rows]
-        for start in range(0, len(keys), 500):
-            chunk = keys[start:start + 500]
-            cur.execute("SELECT review_key, vote FROM review_votes WHERE review_key IN"
-                        f" ({', '.join(['%s'] * len(chunk))}) ORDER BY review_key, seq", chunk)
+        """The reviews of ``rows`` (key, doc) with their histories and delivery keys, read in two queries per
+        500 reviews. ``strict``: a damaged row raises instead of being skipped."""
+        votes: dict[str, list[Any]] = {}
+        keys: dict[str, list[str]] = {}
+        names = [row[0] for row in rows]
+        for start in range(0, len(names), 500):
+            chunk = names[start:start + 500]
+            among = f"review_key IN ({', '.join(['%s'] * len(chunk))})"
+            cur.execute(f"SELECT review_key, vote FROM review_votes WHERE {among} ORDER BY review_key, seq", chunk)
             for review_key, vote in cur.fetchall():
-                found.setdefault(review_key, []).append(vote)
-        decode = partial(self._review_with, found)
+                votes.setdefault(review_key, []).append(vote)
+            cur.execute(f"SELECT review_key, delivery_key FROM review_keys WHERE {among}"
+                        ' ORDER BY review_key, delivery_key COLLATE "C"', chunk)
+            for review_key, delivery_key in cur.fetchall():
+                keys.setdefault(review_key, []).append(delivery_key)
+
+        def decode(row: tuple[Any, ...]) -> Review:
+            return self._with_rows(row, "[" + ",".join(votes.get(row[0], ())) + "]", keys.get(row[0], []))
+
         return [decode(row) for row in rows] if strict else self._each(rows, decode, "reviews")
 
-    def _review_with(self, histories: dict[str, list[Any]], row: tuple[Any, ...]) -> Review:
-        votes = histories.get(row[0])
-        if votes is None:
-            return self._review(row)
-
+    def _with_rows(self, row: tuple[Any, ...], history: str, delivery_keys: list[str]) -> Review:
         def fill(document: dict[str, Any]) -> None:
-            document["history"] = orjson.loads("[" + ",".join(votes) + "]")
+            document["history"], document["delivery_keys"] = orjson.loads(history), delivery_keys
 
         return self._decode("reviews", row[0], row[1], REVIEW_FORMAT, Review.from_dict, fill=fill)
 
     def list_reviews(self, *, archived: bool = False) -> list[Review]:
         return self._reviews_where("true" if archived else "NOT archived")
 
-    def _update_in(self, cur: Any, key: str, review_id: str, mutate: Callable[[Review], T]) -> T:
+    def _update_in(self, cur: Any, key: str, review_id: str, mutate: Callable[[Review], T],
+                   casting: Sequence[Cast] | None = None) -> T:
+        """``mutate`` the locked review and write what changed. ``casting``: the votes ``mutate`` casts, which only
+        append to the history and ask for their own delivery keys (``reviews.cast_votes``), so the review is read
+        without its history and with only those of its keys: casting costs the same at the 10th vote and the
+        10,000th."""
         row = cur.execute("SELECT key, doc, archived FROM reviews WHERE key = %s FOR UPDATE", (key,)).fetchone()
         if row is None:
             raise self._unknown_review(review_id)
-        (review,) = self._histories(cur, [row[:2]], strict=True)
-        kept = int(cur.execute("SELECT count(*) FROM review_votes WHERE review_key = %s", (key,)).fetchone()[0])
+        # read under the row's lock (on PostgreSQL a statement that waited for it sees rows as they were before)
+        wanted = sorted({vote.delivery_key for vote, _ in casting if vote.delivery_key is not None} if casting else ())
+        known = "".join(f", EXISTS (SELECT 1 FROM review_keys WHERE review_key = %(key)s AND delivery_key = %(k{n})s)"
+                        for n in range(len(wanted)))  # which of its votes' keys it has, with the next seq
+        seq, *found = cur.execute(
+            f"SELECT (SELECT coalesce(max(seq) + 1, 0) FROM review_votes WHERE review_key = %(key)s){known}",
+            {"key": key, **{f"k{n}": wanted_key for n, wanted_key in enumerate(wanted)}}).fetchone()
+        if casting is None:
+            (review,) = self._histories(cur, [row[:2]], strict=True)
+        else:
+            review = self._with_rows(row, "[]", [k for k, there in zip(wanted, found, strict=True) if there])
         before = review.to_dict()
+        stored = (seq, len(review.history), len(review.delivery_keys))
         result = mutate(review)
         if review.to_dict() != before:
             if file_name(review.id) != key:
                 raise StoreError(f"review {review_id}: an update may not change its id to {review.id!r}")
-            self._write_review(cur, review, bool(row[2]), kept)
+            self._write_review(cur, review, bool(row[2]), (int(seq), *stored[1:]))
         return result
 
     def update_review(self, review_id: str, mutate: Callable[[Review], T]) -> T:
@@ -192,13 +226,13 @@ class ReviewTables:
                 cur.execute("SAVEPOINT one_review")
                 try:
                     cast = partial(cast_votes, casts=batch[review_id])
-                    results[review_id] = self._update_in(cur, key, review_id, cast)
+                    results[review_id] = self._update_in(cur, key, review_id, cast, batch[review_id])
                 except Exception as err:  # noqa: BLE001 - that review's failure, handed to its voters
                     if self.engine.fatal(err):  # the engine failed, not the review: the batch fails as one
                         raise
                     cur.execute("ROLLBACK TO SAVEPOINT one_review")
                     results[review_id] = err
-                cur.execute("RELEASE SAVEPOINT one_review")
+                # not released: rolling back to one_review rolls back to the latest, and the commit releases all
 
     def open_reviews(self, limit: int | None = None) -> list[Review]:
         tail = "" if limit is None else f"LIMIT {max(int(limit), 0)}"

@@ -11,6 +11,7 @@ loopbot is refused by name (database, both versions) rather than misread.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,10 +21,37 @@ __all__ = ["SCHEMA_VERSION", "MIGRATIONS", "advisory_key", "migrate", "check_sch
            "check_sqlite"]
 
 #: The schema this loopbot writes and reads; a database at a higher version is refused.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
-#: version -> the statements that bring the schema from version-1 to version (in the bot's schema).
-MIGRATIONS: dict[int, list[str]] = {
+
+
+def _keys_and_votes_as_rows(cur: Any) -> None:
+    """Each review's delivery keys, and a history still kept in its document (written before version 4), move
+    to rows: casting a vote then reads neither. A document that is not JSON is left for ``problems`` to name."""
+    import orjson
+
+    from .records import encode
+
+    with_votes = {row[0] for row in cur.execute("SELECT DISTINCT review_key FROM review_votes").fetchall()}
+    for key, text in cur.execute("SELECT key, doc FROM reviews").fetchall():
+        try:
+            document = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(document, dict):
+            continue
+        history = document.pop("history", None)
+        if key not in with_votes:  # stored before the history was kept: the current votes are all that is known
+            for seq, vote in enumerate(document.get("votes") or [] if history is None else history):
+                cur.execute("INSERT INTO review_votes (review_key, seq, vote) VALUES (%s, %s, %s)",
+                            (key, seq, encode(vote)))
+        for delivery_key in dict.fromkeys(document.pop("delivery_keys", None) or []):
+            cur.execute("INSERT INTO review_keys (review_key, delivery_key) VALUES (%s, %s)", (key, delivery_key))
+        cur.execute("UPDATE reviews SET doc = %s WHERE key = %s", (encode(document), key))
+
+
+#: version -> the statements (or steps, given the cursor) that bring the schema from version-1 to version.
+MIGRATIONS: dict[int, list[str | Callable[[Any], None]]] = {
     1: [
         """CREATE TABLE runs (
             key text PRIMARY KEY,
@@ -105,8 +133,23 @@ MIGRATIONS: dict[int, list[str]] = {
     5: [
         "CREATE INDEX runs_loop_status ON runs (loop, status)",
     ],
+    # a review's delivery keys as rows, unique per review: a vote's dedupe asks an index for its own key
+    6: [
+        "CREATE TABLE review_keys (review_key text NOT NULL, delivery_key text NOT NULL,"
+        " PRIMARY KEY (review_key, delivery_key))",
+        _keys_and_votes_as_rows,
+    ],
 }
 assert max(MIGRATIONS) == SCHEMA_VERSION
+
+
+def _run(cur: Any, before: int) -> None:
+    for version in range(before + 1, SCHEMA_VERSION + 1):
+        for step in MIGRATIONS[version]:
+            if isinstance(step, str):
+                cur.execute(step)
+            else:
+                step(cur)
 
 
 def advisory_key(schema: str, purpose: str) -> int:
@@ -140,9 +183,7 @@ def _bring_up(cur: Any, found: tuple[int, str] | None, written_by: str) -> tuple
                     " written_by text NOT NULL, migrated_at timestamptz NOT NULL)")
         cur.execute("INSERT INTO loopbot_schema VALUES (1, 0, %s, %s)", (written_by, now))
     before = 0 if found is None else found[0]
-    for version in range(before + 1, SCHEMA_VERSION + 1):
-        for statement in MIGRATIONS[version]:
-            cur.execute(statement)
+    _run(cur, before)
     if before != SCHEMA_VERSION:
         cur.execute("UPDATE loopbot_schema SET version = %s, written_by = %s, migrated_at = %s WHERE id = 1",
                     (SCHEMA_VERSION, written_by, now))

@@ -15,6 +15,7 @@ from bot.reviews import (
     Vote,
     authorize,
     cast_vote,
+    cast_votes,
     decide_by_timeout,
     due_actions,
     mark_applied,
@@ -486,25 +487,27 @@ def test_history_keeps_every_vote_and_survives_the_store_while_votes_keep_one_pe
     assert [v.decision for v in Review.from_dict(old).history] == [HumanDecision.APPROVE]
 
 
-def test_a_stored_history_is_handed_back_as_stored_and_read_only_when_asked(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A vote on a review with a long history neither decodes nor re-encodes that history."""
-    review = make_review(approvals_required=500)
-    for n in range(300):
-        cast_vote(review, Vote(f"local:u{n % 7}", HumanDecision.APPROVE), now=T0 + timedelta(seconds=n))
-    stored = review.to_dict()
-    stored["history"][0]["note_from_a_newer_loopbot"] = "kept"
-    decoded: list[object] = []
-    real = Vote.from_dict
-    monkeypatch.setattr(Vote, "from_dict", classmethod(lambda cls, d: decoded.append(d) or real(d)))
-    loaded = Review.from_dict(stored)
-    cast_vote(loaded, Vote("local:u1", HumanDecision.APPROVE), now=T0 + timedelta(hours=1))
-    saved = loaded.to_dict()
-    assert len(decoded) == 7, "only the current votes (one per person) were decoded"
-    assert saved["history"][:300] == stored["history"] and len(saved["history"]) == 301
-    assert loaded.history[-1].at == T0 + timedelta(hours=1) and len(decoded) == 7 + 301  # read: decoded once
-    assert loaded.history == list(loaded.history) and loaded.history == Review.from_dict(saved).history
+def test_casting_on_a_review_without_its_history_and_with_only_its_own_keys_answers_and_appends_the_same() -> None:
+    """What the store relies on to cast without reading the history (``cast_votes``'s doc)."""
+    full = make_review(approvals_required=4)
+    for n in range(2000):
+        cast_vote(full, Vote(f"local:u{n % 2}", HumanDecision.APPROVE, delivery_key=f"k{n}"),
+                  now=T0 + timedelta(seconds=n))
+    at = T0 + timedelta(hours=1)
+    casts: list[tuple[Vote, str | None]] = [
+        (Vote("local:u1", HumanDecision.APPROVE, at=at, delivery_key="k7"), None),  # a redelivery
+        (Vote("local:u9", HumanDecision.APPROVE, at=at, delivery_key="new"), None),
+        (Vote("local:u8", HumanDecision.APPROVE, at=at, delivery_key="new"), None),  # the same delivery again
+        (Vote("local:u7", HumanDecision.APPROVE, at=at, delivery_key="other"), "not a reviewer"),
+    ]
+    bare = Review.from_dict({**full.to_dict(), "history": [], "delivery_keys": ["k7"]})
+    whole = [(r.kind, r.message) for r in cast_votes(full, casts)]
+    assert [(r.kind, r.message) for r in cast_votes(bare, casts)] == whole
+    assert [k for k, _ in whole] == ["duplicate", "counted", "duplicate", "refused"]
+    assert full.history[2000:] == bare.history and [v.voter for v in bare.history] == ["local:u9"]
+    assert full.delivery_keys[2000:] == bare.delivery_keys[1:] == ["new"]
+    assert {**full.to_dict(), "history": [], "delivery_keys": []} == {**bare.to_dict(), "history": [],
+                                                                       "delivery_keys": []}
 
 
 def test_a_decision_ends_a_pause() -> None:

@@ -181,3 +181,23 @@ def test_readers_in_many_threads_see_whole_reviews_while_another_writes(store: S
         reader.join(timeout=60)
     assert not errors and seen  # every read saw a whole review: votes, history and keys in step
     assert len(store.get_review("demo-1").votes) == 30
+
+
+def test_a_review_with_thousands_of_votes_keeps_its_dedupe_and_its_audit_trail(
+    store: Store, impl: Impl, tmp_path: Path
+) -> None:
+    voters = VOTERS[:-1]
+    for start in range(0, 3000, 50):  # the serve's batches
+        batch = [(approve(voters[n % 5], f"k{n}", n), None) for n in range(start, start + 50)]
+        assert all(r.accepted for r in store.cast_votes({"demo-1": batch})["demo-1"])  # type: ignore[union-attr]
+    again = impl.open(tmp_path / "state")  # a restart: the keys are the database's, not this process's
+    redelivered = again.cast_votes({"demo-1": [(approve("local:v3", "k0", 9999), None),
+                                               (approve("local:v3", "k2999", 9999), None),
+                                               (approve("local:v3", "fresh", 9999), None)]})["demo-1"]
+    assert [r.kind for r in redelivered] == ["duplicate", "duplicate", "counted"]  # type: ignore[union-attr]
+    review = again.get_review("demo-1")
+    assert [(v.voter, v.delivery_key) for v in review.history] == [
+        *((voters[n % 5], f"k{n}") for n in range(3000)), ("local:v3", "fresh")]  # every vote, in order
+    assert sorted(review.delivery_keys) == sorted([f"k{n}" for n in range(3000)] + ["fresh"])
+    assert [v.voter for v in review.votes] == [*voters[:3], *voters[4:], "local:v3"]  # one per person
+    assert "k0" not in again.get_review("demo-1", history=False).to_dict()["delivery_keys"]  # read without them

@@ -1,0 +1,70 @@
+"""Schema 6 on a database schema 5 wrote: delivery keys and any history left in a document move to rows."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from bot.reviews import Reviewers, Vote
+from bot.store import Store
+from bot.store.sql_schema import SCHEMA_VERSION
+from loop_engine.checkpoint import HumanDecision
+
+from .test_store_contract import IMPLS, T0, Impl, make_review
+
+
+@pytest.fixture(params=IMPLS, ids=lambda i: i.name)
+def impl(request: pytest.FixtureRequest) -> Impl:
+    return request.param
+
+
+def approve(voter: str, key: str, minute: int) -> Vote:
+    return Vote(voter, HumanDecision.APPROVE, at=T0 + timedelta(minutes=minute), delivery_key=key)
+
+
+def _as_schema_5(store: Store) -> dict[str, list[dict[str, object]]]:
+    """Rewrite the store's tables as schema 5 kept them: keys in each document (in the order cast), no
+    ``review_keys``; demo-2's history inside its document, as one stored before schema 4 kept it. The
+    histories it had, by review."""
+    histories = {r.id: [v.to_dict() for v in r.history] for r in store.list_reviews()}
+    with store.engine.write() as cur:  # type: ignore[attr-defined]
+        for key, text in cur.execute("SELECT key, doc FROM reviews").fetchall():
+            document = json.loads(text)
+            document["delivery_keys"] = [v["delivery_key"] for v in histories[document["id"]]]
+            if key == "demo-2":
+                document["history"] = histories["demo-2"]
+                cur.execute("DELETE FROM review_votes WHERE review_key = %s", (key,))
+            cur.execute("UPDATE reviews SET doc = %s WHERE key = %s", (json.dumps(document), key))
+        cur.execute("DROP TABLE review_keys")
+        cur.execute("UPDATE loopbot_schema SET version = 5")
+    return histories
+
+
+def test_a_schema_5_database_keeps_every_vote_and_dedupe_key_on_both_engines(impl: Impl, tmp_path: Path) -> None:
+    old = impl.open(tmp_path / "state")
+    for n in (1, 2):
+        review = make_review(f"demo-{n}", required=9)
+        review.policy.reviewers = Reviewers(local=["a", "b", "c"])
+        old.put_review(review)
+        old.cast_votes({f"demo-{n}": [(approve(f"local:{v}", f"{n}-k{m}", m), None)
+                                      for m, v in enumerate("cab" * 4)]})  # keys not in sorted order
+    histories = _as_schema_5(old)
+    old.close()  # type: ignore[attr-defined]
+
+    store = impl.open(tmp_path / "state")  # migrated on open
+    with store.engine.read() as cur:  # type: ignore[attr-defined]
+        assert cur.execute("SELECT version FROM loopbot_schema").fetchone()[0] == SCHEMA_VERSION == 6
+        docs = [json.loads(doc) for (doc,) in cur.execute("SELECT doc FROM reviews").fetchall()]
+    assert all("delivery_keys" not in doc and "history" not in doc for doc in docs)
+    for n in (1, 2):
+        review = store.get_review(f"demo-{n}")
+        assert [v.to_dict() for v in review.history] == histories[f"demo-{n}"]
+        assert review.delivery_keys == sorted(f"{n}-k{m}" for m in range(12))
+        results = store.cast_votes({f"demo-{n}": [(approve("local:a", f"{n}-k10", 50), None),
+                                                  (approve("local:a", f"{n}-new", 51), None)]})[f"demo-{n}"]
+        assert [r.kind for r in results] == ["duplicate", "counted"]  # type: ignore[union-attr]
+        assert [v.delivery_key for v in store.get_review(f"demo-{n}").history] == [
+            *(f"{n}-k{m}" for m in range(12)), f"{n}-new"]  # appended after the migrated trail
