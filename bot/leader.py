@@ -59,7 +59,7 @@ def scheduler_url(url: str) -> str:
 
 def replicas(store: PostgresStore) -> list[Replica]:
     """Every replica that has beaten, leader first, then by name (status and /healthz)."""
-    with store._cur() as cur:
+    with store.engine.read() as cur:
         cur.execute("SELECT name, started_at, heartbeat, leader, info FROM replicas ORDER BY leader DESC, name")
         return [Replica(n, s, h, bool(lead), json.loads(i)) for n, s, h, lead, i in cur.fetchall()]
 
@@ -108,7 +108,7 @@ class LeaderElection:
                 self._conn.execute("SELECT pg_advisory_unlock_all()")
         self._drop_connection()
         self._set_leading(False)
-        with contextlib.suppress(DatabaseError), self.store._cur() as cur:
+        with contextlib.suppress(DatabaseError), self.store.engine.read() as cur:
             cur.execute("UPDATE replicas SET leader = false WHERE name = %s", (self.name,))
 
     def _loop(self) -> None:

@@ -199,20 +199,6 @@ class OutboxTask:
         )
 
 
-def posted_at(review: Review, channel: str, context: Mapping[str, Any]) -> bool:
-    """Does ``review`` have a post on ``channel`` whose message lives where ``context`` points?"""
-    from adapters.channel import MessageRef  # here: it loads the engine's review types, which status does without
-
-    for raw in review.posts:
-        try:
-            ref = MessageRef.from_dict(raw)
-        except ValueError:  # a damaged post is where no answer belongs
-            continue
-        if ref.channel == channel and ref.matches(context):
-            return True
-    return False
-
-
 class Claim(Protocol):
     """The right to execute one run, held until ``release()`` (or until the holding process dies)."""
 

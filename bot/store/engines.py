@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .base import StoreError
 
@@ -76,7 +76,7 @@ def describe_url(url: str, schema: str | None = None) -> str:
     return where if schema is None else f"{where} (schema {schema})"
 
 
-class Engine:
+class Engine(Protocol):
     """What the store asks of an engine (see the module doc)."""
 
     name: str
@@ -86,11 +86,9 @@ class Engine:
 
     def read(self) -> contextlib.AbstractContextManager[Any]:
         """A cursor for reading (autocommit)."""
-        raise NotImplementedError
 
     def write(self) -> contextlib.AbstractContextManager[Any]:
         """A cursor whose statements commit together when the block ends (rolled back on an error)."""
-        raise NotImplementedError
 
     def write_one(self) -> contextlib.AbstractContextManager[Any]:
         """A cursor for one writing statement, committed when the block ends."""
@@ -98,36 +96,27 @@ class Engine:
 
     def snapshot(self) -> contextlib.AbstractContextManager[Any]:
         """A cursor whose reads all see the database as of one moment (a review's row and its votes' rows)."""
-        raise NotImplementedError
 
     def time(self, value: Any) -> datetime | None:
         """A time column as read back."""
-        raise NotImplementedError
 
     def fatal(self, err: BaseException) -> bool:
         """Did the engine itself fail (the transaction may be gone), rather than the store's own code?"""
-        raise NotImplementedError
 
     def close(self) -> None:
-        raise NotImplementedError
-
-
-# -- PostgreSQL -----------------------------------------------------------------
+        """Close every connection the engine holds."""
 
 
 class _Pool:
-    """A few idle connections reused across threads (each call takes one; a broken one is dropped)."""
+    """A few idle connections reused across threads (each call takes one; one not ``reusable`` is closed)."""
 
-    def __init__(self, connect: Callable[[], Any], keep: int = 8) -> None:
-        self._connect = connect
-        self._keep = keep
+    def __init__(self, connect: Callable[[], Any], reusable: Callable[[Any], bool], keep: int = 8) -> None:
+        self._connect, self._reusable, self._keep = connect, reusable, keep
         self._idle: list[Any] = []
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[Any]:
-        from psycopg.pq import TransactionStatus
-
         with self._lock:
             conn = self._idle.pop() if self._idle else None
         if conn is None:
@@ -135,7 +124,7 @@ class _Pool:
         try:
             yield conn
         finally:
-            reusable = not conn.closed and not conn.broken and conn.info.transaction_status == TransactionStatus.IDLE
+            reusable = self._reusable(conn)
             with self._lock:
                 if reusable and len(self._idle) < self._keep:
                     self._idle.append(conn)
@@ -150,6 +139,15 @@ class _Pool:
             conn.close()
 
 
+# -- PostgreSQL -----------------------------------------------------------------
+
+
+def _idle_postgres(conn: Any) -> bool:
+    from psycopg.pq import TransactionStatus
+
+    return not conn.closed and not conn.broken and conn.info.transaction_status == TransactionStatus.IDLE
+
+
 class Postgres(Engine):
     """PostgreSQL through psycopg (imported here only): autocommit connections with the bot's search_path."""
 
@@ -159,14 +157,14 @@ class Postgres(Engine):
     def __init__(self, url: str, schema: str) -> None:
         self.url, self.schema = url, schema
         self.where = describe_url(url, schema)
-        self._pool = _Pool(self.connect)
+        self._pool = _Pool(self.connect, _idle_postgres)
 
-    def connect(self) -> Any:
+    def connect(self, **options: Any) -> Any:
+        """An autocommit connection with the bot's search_path; ``options``: more of libpq's (keepalives)."""
         import psycopg
 
-        return psycopg.connect(
-            self.url, autocommit=True, options=f"-c search_path={self.schema} -c timezone=UTC", connect_timeout=10
-        )
+        return psycopg.connect(self.url, autocommit=True, options=f"-c search_path={self.schema} -c timezone=UTC",
+                               connect_timeout=10, **options)
 
     @contextlib.contextmanager
     def errors(self) -> Iterator[None]:
@@ -271,8 +269,7 @@ class Sqlite(Engine):
         self.busy_timeout = busy_timeout
         self._write_lock = threading.RLock()  # reentrant: see write()
         self._writer: sqlite3.Connection | None = None
-        self._idle: list[sqlite3.Connection] = []
-        self._idle_lock = threading.Lock()
+        self._readers = _Pool(self.connect, lambda conn: not conn.in_transaction)
 
     def connect(self) -> sqlite3.Connection:
         with self.errors():
@@ -326,25 +323,16 @@ class Sqlite(Engine):
 
     @contextlib.contextmanager
     def _reader(self, *, begin: bool) -> Iterator[Any]:
-        with self._idle_lock:
-            conn = self._idle.pop() if self._idle else None
-        if conn is None:
-            conn = self.connect()
-        try:
-            with self.errors():
-                if begin:
-                    conn.execute("BEGIN")
-                yield _Cursor(conn)
-        finally:
-            if conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            with self._idle_lock:
-                if len(self._idle) < 8:
-                    self._idle.append(conn)
-                    conn = None
-            if conn is not None:
-                conn.close()
+        with self._readers.connection() as conn:
+            try:
+                with self.errors():
+                    if begin:
+                        conn.execute("BEGIN")
+                    yield _Cursor(conn)
+            finally:
+                if conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Any]:
@@ -380,7 +368,6 @@ class Sqlite(Engine):
     def close(self) -> None:
         with self._write_lock:
             writer, self._writer = self._writer, None
-        with self._idle_lock:
-            idle, self._idle = self._idle, []
-        for conn in [*idle, *([writer] if writer is not None else [])]:
-            conn.close()
+        self._readers.close()
+        if writer is not None:
+            writer.close()

@@ -1,6 +1,6 @@
 """How records are named, keyed and checked in the store, whatever engine keeps them.
 
-Ids are looked up case-insensitively (``file_name``: the key), a stored
+Ids are looked up case-insensitively (``key_of``: the key), a stored
 document is checked against the key it was read under and refused when a
 newer loopbot wrote it (``parse``), and a snapshot holds the engine's state
 in one of two formats (``engine_state``).
@@ -17,11 +17,11 @@ from typing import Any
 
 import orjson
 
-from .base import CorruptDocumentError, NewerFormatError, is_task_id
+from .base import CorruptDocumentError, NewerFormatError, StoreError, is_task_id
 
 __all__ = [
-    "SAFE_ID", "SNAPSHOT_FORMAT", "FEW_IDS", "file_name", "encode", "parse", "check_name", "number", "run_key",
-    "one_edit", "task_stem", "engine_state",
+    "SAFE_ID", "SNAPSHOT_FORMAT", "FEW_IDS", "key_of", "checked_key", "encode", "parse", "check_name", "number",
+    "run_key", "one_edit", "task_stem", "engine_state",
 ]
 
 SAFE_ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
@@ -32,7 +32,7 @@ FEW_IDS = 2000
 _ID_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789-_."
 
 
-def file_name(doc_id: str) -> str | None:
+def key_of(doc_id: str) -> str | None:
     """The key of an id (lower-cased: lookups ignore case), or None if it is not a safe id."""
     if not isinstance(doc_id, str):
         return None
@@ -40,6 +40,14 @@ def file_name(doc_id: str) -> str | None:
     if not SAFE_ID.fullmatch(name) or ".." in name:
         return None
     return name
+
+
+def checked_key(noun: str, doc_id: str) -> str:
+    """The key of an id, or a StoreError saying what a ``noun`` id may hold."""
+    key = key_of(doc_id)
+    if key is None:
+        raise StoreError(f"invalid {noun} id {doc_id!r}: use letters, digits, '-', '_' or '.' (e.g. triage-17)")
+    return key
 
 
 def task_stem(task_id: str) -> str | None:
@@ -55,7 +63,7 @@ def number(doc_id: str) -> int:
 
 def run_key(run_id: str) -> str:
     """The key a run's reviews point at: its id's key, or a hash if that would be too long."""
-    stem = file_name(run_id)
+    stem = key_of(run_id)
     if stem is not None and len(stem) <= 100:
         return stem
     return "h" + hashlib.sha256(run_id.strip().lower().encode("utf-8", "surrogatepass")).hexdigest()[:32]
@@ -105,7 +113,7 @@ def parse(where: str | os.PathLike[str], raw: bytes | str, supported: int) -> di
     return document
 
 
-def check_name(where: str, key: str, doc_id: Any, name_of: Callable[[str], str | None] = file_name) -> None:
+def check_name(where: str, key: str, doc_id: Any, name_of: Callable[[str], str | None] = key_of) -> None:
     """Refuse a document whose id is not the key it is stored under (it would take the other one's votes)."""
     if not isinstance(doc_id, str) or name_of(doc_id) != key:
         raise CorruptDocumentError(

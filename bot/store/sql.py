@@ -24,6 +24,7 @@ always grants.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -40,8 +41,8 @@ from ..reviews import REVIEW_FORMAT, Review
 from .base import ACTIVE_RUN_STATUSES, NO_CLAIM, RUN_FORMAT, TASK_FORMAT, Claim, CorruptDocumentError, NewerFormatError
 from .base import OutboxTask, Request, RunRecord, StoreError, UnknownRunError, UnknownTaskError
 from .engines import DB_NAME, BUSY_TIMEOUT, DatabaseError, Engine, Postgres, Sqlite, describe_url
-from .records import SNAPSHOT_FORMAT, check_name, encode, engine_state, file_name, number, parse, task_stem
-from .sql_reviews import ReviewTables
+from .records import SNAPSHOT_FORMAT, check_name, checked_key, encode, engine_state, key_of, number, parse, task_stem
+from .sql_reviews import ReviewTables, locked_archived
 from . import sql_schema
 
 __all__ = ["SqlStore", "SqliteStore", "PostgresStore", "DatabaseError", "describe_url", "migrate_database",
@@ -60,16 +61,9 @@ def migrate_database(url: str, schema: str = "loopbot") -> tuple[str, int, int]:
     """(where, version before, version after) of bringing ``schema`` to this loopbot's version."""
     from bot import __version__
 
-    engine = Postgres(url, schema)
-    with engine.errors():
-        import psycopg
+    with contextlib.closing(Postgres(url, schema)) as engine:
+        return (engine.where, *sql_schema.migrate(engine, __version__))
 
-        with psycopg.connect(url, autocommit=True, options=f"-c search_path={schema}", connect_timeout=10) as conn:
-            before, after = sql_schema.migrate(conn, schema, engine.where, __version__)
-    return engine.where, before, after
-
-
-dumps = encode
 
 
 def _ended_run(run: RunRecord) -> bool:
@@ -97,18 +91,8 @@ class SqlStore(ReviewTables):
 
     # -- plumbing -------------------------------------------------------------
 
-    def _read(self) -> Any:
-        return self.engine.read()
-
-    def _tx(self) -> Any:
-        return self.engine.write()
-
-    def _one(self) -> Any:
-        """A cursor for one writing statement (autocommit on PostgreSQL: no BEGIN/COMMIT round trips)."""
-        return self.engine.write_one()
-
     def _decode(self, table: str, key: str, text: str, supported: int, build: Callable[[dict[str, Any]], T],
-                name_of: Callable[[str], str | None] = file_name,
+                name_of: Callable[[str], str | None] = key_of,
                 fill: Callable[[dict[str, Any]], None] | None = None) -> T:
         label = f"{self.where} {table}/{key}"
         document = parse(label, text, supported)
@@ -144,27 +128,20 @@ class SqlStore(ReviewTables):
     def _task(self, row: tuple[Any, ...]) -> OutboxTask:
         return self._decode("outbox", row[0], row[1], TASK_FORMAT, OutboxTask.from_dict, task_stem)
 
-    @staticmethod
-    def _key(noun: str, doc_id: str) -> str:
-        key = file_name(doc_id)
-        if key is None:
-            raise StoreError(f"invalid {noun} id {doc_id!r}: use letters, digits, '-', '_' or '.' (e.g. triage-17)")
-        return key
-
     def _leased(self, table: str, columns: str, condition: str, params: dict[str, Any], order: str = "",
                 limit: int | None = None) -> list[Any]:
         """Rows of ``table`` matching ``condition``; on PostgreSQL only those free, expired or this owner's,
         leased to this owner (``FOR UPDATE SKIP LOCKED``: replicas asking together get different rows)."""
         tail = "" if limit is None else f" LIMIT {int(limit)}"
         if not self.engine.leases:
-            with self._read() as cur:
+            with self.engine.read() as cur:
                 cur.execute(f"SELECT {columns} FROM {table} WHERE {condition}"
                             f"{' ORDER BY ' + order if order else ''}{tail}", params)
                 return list(cur.fetchall())
         params = {**params, "owner": self.owner, "lease": self.lease}
         key = "key" if table == "reviews" else "id"
         returning = ", ".join(f"t.{c.strip()}" for c in columns.split(","))
-        with self._one() as cur:
+        with self.engine.write_one() as cur:
             cur.execute(
                 f"WITH free AS (SELECT {key} FROM {table} WHERE {condition}"
                 " AND (lease_owner IS NULL OR lease_owner = %(owner)s OR lease_until < now())"
@@ -178,7 +155,7 @@ class SqlStore(ReviewTables):
     # -- runs -------------------------------------------------------------
 
     def _unknown_run(self, run_id: str) -> UnknownRunError:
-        if file_name(run_id) is None:
+        if key_of(run_id) is None:
             return UnknownRunError(f"no run {run_id!r}: run ids look like demo-run-3")
         return UnknownRunError(f"no run {run_id!r} in {self.where}; `loopbot status` lists the runs")
 
@@ -193,41 +170,36 @@ class SqlStore(ReviewTables):
             " %(doc)s) ON CONFLICT (key) DO UPDATE SET id = excluded.id, loop = excluded.loop,"
             " status = excluded.status, trigger = excluded.trigger, created_at = excluded.created_at,"
             " num = excluded.num, archived = excluded.archived, doc = excluded.doc",
-            {"key": self._key("run", run.id), "id": run.id, "loop": run.loop, "status": run.status,
+            {"key": checked_key("run", run.id), "id": run.id, "loop": run.loop, "status": run.status,
              "trigger": run.trigger, "created_at": run.created_at, "num": number(run.id),
-             "archived": _ended_run(run), "doc": dumps(run.to_dict())},
+             "archived": _ended_run(run), "doc": encode(run.to_dict())},
         )
 
     def put_run(self, run: RunRecord) -> None:
-        key = self._key("run", run.id)
-        with self._tx() as cur:
-            row = cur.execute("SELECT archived FROM runs WHERE key = %s FOR UPDATE", (key,)).fetchone()
-            self._write_run(cur, run, None if row is None else bool(row[0]))
+        key = checked_key("run", run.id)
+        with self.engine.write() as cur:
+            self._write_run(cur, run, locked_archived(cur, "runs", key))
 
     def put_records(self, runs: list[RunRecord], reviews: list[Review]) -> None:
         """Runs and reviews as they are, all in one transaction (import, upgrade): one commit, not thousands."""
-        with self._tx() as cur:
+        with self.engine.write() as cur:
             for run in runs:
-                row = cur.execute("SELECT archived FROM runs WHERE key = %s FOR UPDATE",
-                                  (self._key("run", run.id),)).fetchone()
-                self._write_run(cur, run, None if row is None else bool(row[0]))
+                self._write_run(cur, run, locked_archived(cur, "runs", checked_key("run", run.id)))
             for review in reviews:
-                row = cur.execute("SELECT archived FROM reviews WHERE key = %s FOR UPDATE",
-                                  (self._key("review", review.id),)).fetchone()
-                self._write_review(cur, review, None if row is None else bool(row[0]))
+                self._write_review(cur, review, locked_archived(cur, "reviews", checked_key("review", review.id)))
 
     def get_run(self, run_id: str) -> RunRecord:
-        key = file_name(run_id)
+        key = key_of(run_id)
         if key is None:
             raise self._unknown_run(run_id)
-        with self._read() as cur:
+        with self.engine.read() as cur:
             row = cur.execute("SELECT key, doc FROM runs WHERE key = %s", (key,)).fetchone()
         if row is None:
             raise self._unknown_run(run_id)
         return self._run(row)
 
     def _runs_where(self, where: str, params: tuple[Any, ...] = (), tail: str = "") -> list[RunRecord]:
-        with self._read() as cur:
+        with self.engine.read() as cur:
             cur.execute(f"SELECT key, doc FROM runs WHERE {where} ORDER BY {ORDER} {tail}", params)
             return self._each(cur.fetchall(), self._run, "runs")
 
@@ -236,10 +208,10 @@ class SqlStore(ReviewTables):
 
     def update_run(self, run_id: str, mutate: Callable[[RunRecord], T]) -> T:
         """Change a run in one transaction; a run that ends is archived by the same write."""
-        key = file_name(run_id)
+        key = key_of(run_id)
         if key is None:
             raise self._unknown_run(run_id)
-        with self._tx() as cur:
+        with self.engine.write() as cur:
             row = cur.execute("SELECT key, doc, archived FROM runs WHERE key = %s FOR UPDATE", (key,)).fetchone()
             if row is None:
                 raise self._unknown_run(run_id)
@@ -247,7 +219,7 @@ class SqlStore(ReviewTables):
             before = run.to_dict()
             result = mutate(run)
             if run.to_dict() != before:
-                if file_name(run.id) != key:
+                if key_of(run.id) != key:
                     raise StoreError(f"run {run_id}: an update may not change its id to {run.id!r}")
                 self._write_run(cur, run, bool(row[2]))
         return result
@@ -256,7 +228,7 @@ class SqlStore(ReviewTables):
         """The ``limit`` latest-created ended runs, oldest first."""
         if limit <= 0:
             return []
-        with self._read() as cur:
+        with self.engine.read() as cur:
             cur.execute('SELECT key, doc FROM runs WHERE archived ORDER BY created_at DESC, num DESC,'
                         ' id COLLATE "C" DESC LIMIT %s', (limit,))
             found = self._each(cur.fetchall(), self._run, "runs")
@@ -270,7 +242,7 @@ class SqlStore(ReviewTables):
         return found[0] if found else None
 
     def run_with_trigger(self, trigger: str) -> RunRecord | None:
-        with self._read() as cur:
+        with self.engine.read() as cur:
             row = cur.execute('SELECT key, doc FROM runs WHERE NOT archived AND trigger = %s'
                               ' ORDER BY created_at DESC, num DESC, id COLLATE "C" DESC LIMIT 1',
                               (trigger,)).fetchone()
@@ -288,30 +260,30 @@ class SqlStore(ReviewTables):
     # -- snapshots ----------------------------------------------------------
 
     def _save_snapshot_bytes(self, run_id: str, data: bytes) -> None:
-        with self._one() as cur:
+        with self.engine.write_one() as cur:
             cur.execute(
                 "INSERT INTO snapshots (run_key, data, saved_at) VALUES (%s, %s, %s)"
                 " ON CONFLICT (run_key) DO UPDATE SET data = excluded.data, saved_at = excluded.saved_at",
-                (self._key("run", run_id), data, self._clock()),
+                (checked_key("run", run_id), data, self._clock()),
             )
 
     def save_snapshot(self, run_id: str, snapshot: dict[str, Any]) -> None:
-        self._key("run", run_id)
+        checked_key("run", run_id)
         self._save_snapshot_bytes(run_id, orjson.dumps({"format": 1, "run_id": run_id, "snapshot": snapshot}))
 
     def save_state(self, run_id: str, state: Any) -> None:
         """The engine's own encoding wrapped in the store's document (NotJSONSerialisableError first)."""
         from loop_engine.serialization import encode_state  # here: status and decide never load a state
 
-        self._key("run", run_id)
+        checked_key("run", run_id)
         engine = encode_state(state)
         head = b'{"format":%d,"run_id":%b,"engine":' % (SNAPSHOT_FORMAT, orjson.dumps(run_id))
         self._save_snapshot_bytes(run_id, head + engine + b"}")
 
     def snapshot_bytes(self, run_id: str) -> bytes | None:
         """The stored snapshot document as it is (for ``loopbot export``)."""
-        key = self._key("run", run_id)
-        with self._read() as cur:
+        key = checked_key("run", run_id)
+        with self.engine.read() as cur:
             row = cur.execute("SELECT data FROM snapshots WHERE run_key = %s", (key,)).fetchone()
         return None if row is None else bytes(row[0])
 
@@ -319,7 +291,7 @@ class SqlStore(ReviewTables):
         data = self.snapshot_bytes(run_id)
         if data is None:
             return None
-        label = f"{self.where} snapshots/{self._key('run', run_id)}"
+        label = f"{self.where} snapshots/{checked_key('run', run_id)}"
         return label, parse(label, data, SNAPSHOT_FORMAT)
 
     def load_snapshot(self, run_id: str) -> dict[str, Any] | None:
@@ -339,7 +311,7 @@ class SqlStore(ReviewTables):
             raise CorruptDocumentError(f"{found[0]}: {err}; restore it or delete the row") from err
 
     def snapshot_ids(self) -> list[str]:
-        with self._read() as cur:
+        with self.engine.read() as cur:
             return [row[0] for row in cur.execute("SELECT run_key FROM snapshots ORDER BY run_key").fetchall()]
 
     def put_snapshot_bytes(self, run_id: str, data: bytes) -> None:
@@ -357,39 +329,36 @@ class SqlStore(ReviewTables):
 
     def next_id(self, prefix: str) -> str:
         """``<prefix>-<n>``, counted in the database: never the same twice, across every process."""
-        key = file_name(prefix)
-        if key is None:
-            raise StoreError(f"invalid counters id {prefix!r}: use letters, digits, '-', '_' or '.' (e.g. triage-17)")
-        with self._one() as cur:
-            return f"{prefix}-{self._next_number(cur, key)}"
+        with self.engine.write_one() as cur:
+            return f"{prefix}-{self._next_number(cur, checked_key('counters', prefix))}"
 
     def counters(self) -> dict[str, int]:
-        with self._read() as cur:
+        with self.engine.read() as cur:
             cur.execute("SELECT prefix, last FROM counters ORDER BY prefix")
             return {prefix: int(last) for prefix, last in cur.fetchall()}
 
     def raise_counter(self, prefix: str, last: int) -> None:
         """Make ``prefix``'s counter at least ``last`` (import: never hand out an id already used)."""
-        with self._one() as cur:
+        with self.engine.write_one() as cur:
             cur.execute("INSERT INTO counters (prefix, last) VALUES (%s, %s) ON CONFLICT (prefix) DO UPDATE SET"
                         " last = CASE WHEN excluded.last > counters.last THEN excluded.last ELSE counters.last END",
-                        (self._key("counters", prefix), last))
+                        (checked_key("counters", prefix), last))
 
     def enqueue_request(self, kind: str, payload: dict[str, Any]) -> str:
-        with self._tx() as cur:
+        with self.engine.write() as cur:
             n = self._next_number(cur, "request")
             request_id = f"request-{n}"
             cur.execute("INSERT INTO inbox (id, num, kind, payload, created_at) VALUES (%s, %s, %s, %s, %s)",
-                        (request_id, n, kind, dumps(payload), self._clock()))
+                        (request_id, n, kind, encode(payload), self._clock()))
         return request_id
 
     def put_request(self, request: Request) -> None:
         """Store a request under its own id (import)."""
-        with self._one() as cur:
+        with self.engine.write_one() as cur:
             cur.execute("INSERT INTO inbox (id, num, kind, payload, created_at) VALUES (%s, %s, %s, %s, %s)"
                         " ON CONFLICT (id) DO NOTHING",
-                        (self._key("request", request.id), number(request.id), request.kind,
-                         dumps(request.payload), request.created_at or self._clock()))
+                        (checked_key("request", request.id), number(request.id), request.kind,
+                         encode(request.payload), request.created_at or self._clock()))
 
     def take_requests(self) -> list[Request]:
         """Pending requests, oldest first (on PostgreSQL: free, expired or this replica's, leased to it)."""
@@ -408,8 +377,8 @@ class SqlStore(ReviewTables):
         return requests
 
     def finish_request(self, request_id: str) -> None:
-        key = self._key("request", request_id)
-        with self._one() as cur:
+        key = checked_key("request", request_id)
+        with self.engine.write_one() as cur:
             cur.execute("DELETE FROM inbox WHERE id = %s", (key,))
 
     # -- outbox -----------------------------------------------------------------
@@ -417,11 +386,11 @@ class SqlStore(ReviewTables):
     @staticmethod
     def _task_columns(task: OutboxTask) -> dict[str, Any]:
         return {"id": task.id, "channel": task.channel, "review_id": task.review_id, "created_at": task.created_at,
-                "ready_at": task.ready_at, "doc": dumps(task.to_dict())}
+                "ready_at": task.ready_at, "doc": encode(task.to_dict())}
 
     def add_task(self, task: OutboxTask) -> bool:
         """Store a new task; False (and no write) if a pending task has this id."""
-        with self._one() as cur:
+        with self.engine.write_one() as cur:
             cur.execute("INSERT INTO outbox (id, channel, review_id, created_at, ready_at, doc)"
                         " VALUES (%(id)s, %(channel)s, %(review_id)s, %(created_at)s, %(ready_at)s, %(doc)s)"
                         " ON CONFLICT (id) DO NOTHING RETURNING id", self._task_columns(task))
@@ -430,7 +399,7 @@ class SqlStore(ReviewTables):
     def get_task(self, task_id: str) -> OutboxTask:
         row = None
         if task_stem(task_id) is not None:
-            with self._read() as cur:
+            with self.engine.read() as cur:
                 row = cur.execute("SELECT id, doc FROM outbox WHERE id = %s", (task_id,)).fetchone()
         if row is None:
             raise UnknownTaskError(f"no pending task {task_id!r} (finished, or never added)")
@@ -446,12 +415,12 @@ class SqlStore(ReviewTables):
         return self._each(rows, self._task, "outbox")
 
     def next_task_at(self, channel: str) -> datetime | None:
-        with self._read() as cur:
+        with self.engine.read() as cur:
             return self.engine.time(cur.execute("SELECT min(ready_at) FROM outbox WHERE channel = %s",
                                                 (channel,)).fetchone()[0])
 
     def pending_tasks(self, review_id: str | None = None) -> list[OutboxTask]:
-        with self._read() as cur:
+        with self.engine.read() as cur:
             cur.execute("SELECT id, doc FROM outbox WHERE %(review)s::text IS NULL OR review_id = %(review)s"
                         ' ORDER BY created_at, id COLLATE "C"', {"review": review_id})
             return self._each(cur.fetchall(), self._task, "outbox")
@@ -465,7 +434,7 @@ class SqlStore(ReviewTables):
         """
         tried = ("(doc::jsonb ->> 'attempts')::int > 0" if self.engine.name == "postgres"
                  else "json_extract(doc, '$.attempts') > 0")
-        with self._read() as cur:
+        with self.engine.read() as cur:
             if limit <= 0:
                 return [], int(cur.execute(f"SELECT count(*) FROM outbox WHERE {tried}").fetchone()[0])
             rows = cur.execute(f"SELECT id, doc, count(*) OVER () FROM outbox WHERE {tried}"
@@ -474,7 +443,7 @@ class SqlStore(ReviewTables):
 
     def update_task(self, task_id: str, mutate: Callable[[OutboxTask], T]) -> T:
         if task_stem(task_id) is not None:
-            with self._tx() as cur:
+            with self.engine.write() as cur:
                 row = cur.execute("SELECT id, doc FROM outbox WHERE id = %s FOR UPDATE", (task_id,)).fetchone()
                 if row is not None:
                     task = self._task(row)
@@ -492,7 +461,7 @@ class SqlStore(ReviewTables):
     def finish_task(self, task_id: str) -> None:
         if task_stem(task_id) is None:
             raise StoreError(f"invalid task id {task_id!r}")
-        with self._one() as cur:
+        with self.engine.write_one() as cur:
             cur.execute("DELETE FROM outbox WHERE id = %s", (task_id,))
 
     # -- deliveries and health ------------------------------------------------
@@ -504,19 +473,19 @@ class SqlStore(ReviewTables):
     def record_delivery(self, key: str, work: list[dict[str, Any]] | None = None) -> bool:
         """True the first time ``key`` is seen (by any process), False after; ``work`` waits with it (see Store)."""
         shown = key.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\\0")
-        with self._one() as cur:
+        with self.engine.write_one() as cur:
             cur.execute("INSERT INTO deliveries (digest, key, at, work) VALUES (%s, %s, %s, %s)"
                         " ON CONFLICT (digest) DO NOTHING RETURNING digest",
                         (self._digest(key), shown, self._clock(), None if work is None else json.dumps(work)))
             return cur.fetchone() is not None
 
     def pending_deliveries(self) -> list[tuple[str, list[dict[str, Any]]]]:
-        with self._read() as cur:
+        with self.engine.read() as cur:
             cur.execute("SELECT key, work FROM deliveries WHERE work IS NOT NULL ORDER BY at, digest")
             return [(key, json.loads(work)) for key, work in cur.fetchall()]
 
     def finish_deliveries(self, keys: Sequence[str], answers: Sequence[OutboxTask] = ()) -> None:
-        with self._tx() as cur:
+        with self.engine.write() as cur:
             for task in answers:
                 cur.execute("INSERT INTO outbox (id, channel, review_id, created_at, ready_at, doc)"
                             " VALUES (%(id)s, %(channel)s, %(review_id)s, %(created_at)s, %(ready_at)s, %(doc)s)"
@@ -527,12 +496,12 @@ class SqlStore(ReviewTables):
 
     def deliveries(self) -> list[tuple[str, str, datetime]]:
         """(digest, key, when) of every delivery whose work is done (export)."""
-        with self._read() as cur:
+        with self.engine.read() as cur:
             cur.execute("SELECT digest, key, at FROM deliveries WHERE work IS NULL ORDER BY digest")
             return [(d, k, self.engine.time(at)) for d, k, at in cur.fetchall()]
 
     def put_delivery(self, digest: str, key: str, at: datetime) -> None:
-        with self._one() as cur:
+        with self.engine.write_one() as cur:
             cur.execute("INSERT INTO deliveries (digest, key, at) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
                         (digest, key, at))
 
@@ -554,7 +523,7 @@ class SqlStore(ReviewTables):
                   ("reviews", "key, doc", bad.format(doc="doc", n=REVIEW_FORMAT),
                    lambda row: self._with_rows(row, "[]", [])),
                   ("outbox", "id, doc", bad.format(doc="doc", n=TASK_FORMAT), self._task)]
-        with self._read() as cur:
+        with self.engine.read() as cur:
             for table, columns, test, decode in checks:
                 self._each(cur.execute(f"SELECT {columns} FROM {table} WHERE {test}").fetchall(), decode, table)
             damaged = cur.execute("SELECT id FROM inbox WHERE NOT json_valid(payload)").fetchall()
@@ -569,14 +538,7 @@ class SqliteStore(SqlStore):
                  busy_timeout: float = BUSY_TIMEOUT, clock: Callable[[], datetime] | None = None) -> None:
         self.root = Path(state_dir)
         super().__init__(Sqlite(self.root / DB_NAME, busy_timeout=busy_timeout), clock=clock)
-        from bot import __version__
-
-        engine = self.engine
-        assert isinstance(engine, Sqlite)
-        if migrate:
-            sql_schema.migrate_sqlite(engine, __version__)
-        elif sql_schema.check_sqlite(engine) < sql_schema.SCHEMA_VERSION:
-            raise StoreError(f"{self.where}: the tables are not there or older; run `loopbot migrate`")
+        sql_schema.prepare(self.engine, migrate)
 
 
 class PostgresStore(SqlStore):
@@ -592,16 +554,5 @@ class PostgresStore(SqlStore):
         if not isinstance(schema, str) or not schema or not schema.replace("_", "a").isalnum() or not schema.islower():
             raise StoreError(f"invalid schema name {schema!r}: use lower-case letters, digits and '_'")
         self.url, self.schema = url, schema
-        engine = Postgres(url, schema)
-        super().__init__(engine, owner=owner, lease=lease, clock=clock)
-        with engine.connection() as conn:
-            if migrate:
-                from bot import __version__
-
-                sql_schema.migrate(conn, schema, self.where, __version__)
-            elif sql_schema.check_schema(conn, self.where) < sql_schema.SCHEMA_VERSION:
-                raise StoreError(f"{self.where}: the tables are not there or older; run `loopbot migrate`")
-
-    def _cur(self) -> Any:
-        """A cursor in autocommit (``bot.leader``'s heartbeats)."""
-        return self.engine.read()
+        super().__init__(Postgres(url, schema), owner=owner, lease=lease, clock=clock)
+        sql_schema.prepare(self.engine, migrate)

@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from .sql import DatabaseError, PostgresStore
+from .records import checked_key
 from .sql_schema import advisory_key
 
 __all__ = ["RunClaim", "claim_run", "session", "try_lock", "liveness_key"]
@@ -22,13 +23,7 @@ log = logging.getLogger(__name__)
 
 def session(store: PostgresStore) -> Any:
     """A connection of its own (autocommit, keepalives): the session that holds an advisory lock."""
-    import psycopg
-
-    return psycopg.connect(
-        store.url, autocommit=True, connect_timeout=10,
-        options=f"-c search_path={store.schema} -c timezone=UTC",
-        keepalives=1, keepalives_idle=5, keepalives_interval=2, keepalives_count=3,
-    )
+    return store.engine.connect(keepalives=1, keepalives_idle=5, keepalives_interval=2, keepalives_count=3)
 
 
 def try_lock(conn: Any, key: int) -> bool:
@@ -74,7 +69,7 @@ class RunClaim:
             return
         with contextlib.suppress(Exception):  # a broken session: the row names a replica that let go anyway
             conn.execute("DELETE FROM run_owners WHERE run_key = %s AND owner = %s",
-                         (self._store._key("run", self.run_id), self._store.owner))
+                         (checked_key("run", self.run_id), self._store.owner))
             conn.execute("SELECT pg_advisory_unlock_all()")  # free at once, not when the closed session ends
         with contextlib.suppress(Exception):  # closing the session releases the lock, even a broken one
             conn.close()
@@ -113,7 +108,7 @@ class RunClaim:
 
 def claim_run(store: PostgresStore, run_id: str) -> RunClaim | None:
     """Claim ``run_id`` for this replica, or None while another session holds it or another living replica owns it."""
-    run_key = store._key("run", run_id)
+    run_key = checked_key("run", run_id)
     try:
         conn = session(store)
     except Exception as err:  # noqa: BLE001 - psycopg's errors, named like the store's

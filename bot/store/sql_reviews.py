@@ -11,7 +11,7 @@ that share reviews cannot deadlock.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
@@ -22,10 +22,10 @@ import orjson
 
 from ..reviews import REVIEW_FORMAT, Cast, Review, VoteResult, cast_votes, next_deadline
 from .engines import DatabaseError
-from .base import HOT_REVIEW_STATUSES, StoreError, UnknownReviewError, posted_at
-from .records import FEW_IDS, encode, file_name, number, one_edit, run_key
+from .base import HOT_REVIEW_STATUSES, StoreError, UnknownReviewError
+from .records import FEW_IDS, checked_key, encode, key_of, number, one_edit, run_key
 
-__all__ = ["ReviewTables", "RUN_COUNTS"]
+__all__ = ["ReviewTables", "RUN_COUNTS", "locked_archived"]
 
 T = TypeVar("T")
 #: (the next vote's seq, votes and delivery keys of the review already stored as rows)
@@ -49,14 +49,38 @@ def _insert(cur: Any, into: str, rows: list[tuple[Any, ...]]) -> None:
         cur.execute(f"INSERT INTO {into} VALUES {values}", [value for row in chunk for value in row])
 
 
+def posted_at(review: Review, channel: str, context: Mapping[str, Any]) -> bool:
+    """Does ``review`` have a post on ``channel`` whose message lives where ``context`` points?"""
+    from adapters.channel import MessageRef  # here: it loads the engine's review types, which status does without
+
+    for raw in review.posts:
+        try:
+            ref = MessageRef.from_dict(raw)
+        except ValueError:  # a damaged post is where no answer belongs
+            continue
+        if ref.channel == channel and ref.matches(context):
+            return True
+    return False
+
+
+def locked_archived(cur: Any, table: str, key: str) -> bool | None:
+    """Whether the row of ``key`` is archived (None: no such row yet), locked for the write to come."""
+    row = cur.execute(f"SELECT archived FROM {table} WHERE key = %s FOR UPDATE", (key,)).fetchone()
+    return None if row is None else bool(row[0])
+
+
+def _chunks(values: list[str]) -> Iterator[tuple[str, list[str]]]:
+    """(``IN`` placeholders, values) per 500 values, within every engine's limit of bound values."""
+    for start in range(0, len(values), 500):
+        chunk = values[start:start + 500]
+        yield ", ".join(["%s"] * len(chunk)), chunk
+
+
 class ReviewTables:
     """Reviews in the ``reviews`` table (mixed into ``SqlStore``, which gives the plumbing)."""
 
     engine: Any
     where: str
-    _read: Callable[[], Any]
-    _tx: Callable[[], Any]
-    _key: Callable[[str, str], str]
     _leased: Callable[..., list[Any]]
     _each: Callable[..., list[Any]]
     _decode: Callable[..., Any]
@@ -67,14 +91,13 @@ class ReviewTables:
         return UnknownReviewError(f"no review {review_id!r}{hint}", close)
 
     def _close_review_ids(self, review_id: str) -> list[str]:
-        with self._read() as cur:
+        with self.engine.read() as cur:
             if cur.execute("SELECT count(*) FROM reviews").fetchone()[0] <= FEW_IDS:
                 return [row[0] for row in cur.execute("SELECT key FROM reviews").fetchall()]
             near = sorted(one_edit(review_id.strip().lower()))
             found: list[str] = []
-            for start in range(0, len(near), 500):  # within every engine's limit of bound values
-                chunk = near[start:start + 500]
-                cur.execute(f"SELECT key FROM reviews WHERE key IN ({', '.join(['%s'] * len(chunk))})", chunk)
+            for marks, chunk in _chunks(near):
+                cur.execute(f"SELECT key FROM reviews WHERE key IN ({marks})", chunk)
                 found += [row[0] for row in cur.fetchall()]
             return found
 
@@ -89,7 +112,7 @@ class ReviewTables:
             )
         document = review.to_dict()
         del document["history"], document["delivery_keys"]
-        key = self._key("review", review.id)
+        key = checked_key("review", review.id)
         cur.execute(
             "INSERT INTO reviews (key, id, run_key, checkpoint_id, status, created_at, num, deadline, archived, doc)"
             " VALUES (%(key)s, %(id)s, %(run_key)s, %(checkpoint_id)s, %(status)s, %(created_at)s, %(num)s,"
@@ -115,17 +138,16 @@ class ReviewTables:
                 [(key, delivery_key) for delivery_key in dict.fromkeys(review.delivery_keys[keys:])])
 
     def put_review(self, review: Review) -> None:
-        key = self._key("review", review.id)
-        with self._tx() as cur:
-            row = cur.execute("SELECT archived FROM reviews WHERE key = %s FOR UPDATE", (key,)).fetchone()
-            self._write_review(cur, review, None if row is None else bool(row[0]))
+        key = checked_key("review", review.id)
+        with self.engine.write() as cur:
+            self._write_review(cur, review, locked_archived(cur, "reviews", key))
 
     def get_review(self, review_id: str, *, history: bool = True) -> Review:
         """The review; ``history=False``: without its history and delivery keys (both empty), read in one
         statement whatever its votes - enough to check a voter before casting."""
-        key = file_name(review_id)
+        key = key_of(review_id)
         if key is not None:
-            with self.engine.snapshot() if history else self._read() as cur:  # one row: no snapshot to keep
+            with self.engine.snapshot() if history else self.engine.read() as cur:  # one row: no snapshot to keep
                 row = cur.execute("SELECT key, doc FROM reviews WHERE key = %s", (key,)).fetchone()
                 if row is not None:
                     return self._histories(cur, [row], strict=True)[0] if history else self._with_rows(row, "[]", [])
@@ -141,10 +163,8 @@ class ReviewTables:
         500 reviews. ``strict``: a damaged row raises instead of being skipped."""
         votes: dict[str, list[Any]] = {}
         keys: dict[str, list[str]] = {}
-        names = [row[0] for row in rows]
-        for start in range(0, len(names), 500):
-            chunk = names[start:start + 500]
-            among = f"review_key IN ({', '.join(['%s'] * len(chunk))})"
+        for marks, chunk in _chunks([row[0] for row in rows]):
+            among = f"review_key IN ({marks})"
             cur.execute(f"SELECT review_key, vote FROM review_votes WHERE {among} ORDER BY review_key, seq", chunk)
             for review_key, vote in cur.fetchall():
                 votes.setdefault(review_key, []).append(vote)
@@ -191,23 +211,23 @@ class ReviewTables:
         stored = (seq, len(review.history), len(review.delivery_keys))
         result = mutate(review)
         if review.to_dict() != before:
-            if file_name(review.id) != key:
+            if key_of(review.id) != key:
                 raise StoreError(f"review {review_id}: an update may not change its id to {review.id!r}")
             self._write_review(cur, review, bool(row[2]), (int(seq), *stored[1:]))
         return result
 
     def update_review(self, review_id: str, mutate: Callable[[Review], T]) -> T:
         """Change a review in one transaction; one that becomes applied or failed is archived by the same write."""
-        key = file_name(review_id)
+        key = key_of(review_id)
         if key is None:
             raise self._unknown_review(review_id)
-        with self._tx() as cur:
+        with self.engine.write() as cur:
             return self._update_in(cur, key, review_id, mutate)
 
     def cast_votes(self, batch: Mapping[str, Sequence[Cast]]) -> dict[str, list[VoteResult] | Exception]:
         """Every review's votes cast in one transaction, each review under its own savepoint (module doc)."""
         results: dict[str, list[VoteResult] | Exception] = {}
-        keyed = sorted((file_name(review_id) or "", review_id) for review_id in batch)
+        keyed = sorted((key_of(review_id) or "", review_id) for review_id in batch)
         for key, review_id in keyed:
             if not key:
                 results[review_id] = self._unknown_review(review_id)
@@ -221,7 +241,7 @@ class ReviewTables:
 
     def _cast_in_one(self, batch: Mapping[str, Sequence[Cast]], todo: list[tuple[str, str]],
                      results: dict[str, list[VoteResult] | Exception]) -> None:
-        with self._tx() as cur:
+        with self.engine.write() as cur:
             for key, review_id in todo:
                 cur.execute("SAVEPOINT one_review")
                 try:
@@ -264,12 +284,10 @@ class ReviewTables:
         order = {row[0]: (self.engine.time(row[2]), row[3], row[4]) for row in rows}
         found: list[Review] = []
         with self.engine.snapshot() as cur:  # leased: read again with their votes, in one snapshot
-            keys = list(order)
-            for start in range(0, len(keys), 500):
-                chunk = keys[start:start + 500]
-                cur.execute(f"SELECT key, doc FROM reviews WHERE key IN ({', '.join(['%s'] * len(chunk))})", chunk)
+            for marks, chunk in _chunks(list(order)):
+                cur.execute(f"SELECT key, doc FROM reviews WHERE key IN ({marks})", chunk)
                 found += self._histories(cur, cur.fetchall())
-        return sorted(found, key=lambda review: order[self._key("review", review.id)])
+        return sorted(found, key=lambda review: order[checked_key("review", review.id)])
 
     def decided_reviews(self) -> list[Review]:
         """Decided reviews to apply (on PostgreSQL leased to this replica, so one replica applies each)."""
@@ -280,14 +298,14 @@ class ReviewTables:
         return self._leased_reviews("deadline <= %(now)s", {"now": now})
 
     def next_deadline(self) -> datetime | None:
-        with self._read() as cur:
+        with self.engine.read() as cur:
             value = cur.execute("SELECT min(deadline) FROM reviews WHERE NOT archived").fetchone()[0]
         found: datetime | None = self.engine.time(value)
         return found
 
     def review_for_run(self, run_id: str, checkpoint_id: str | None = None) -> Review | None:
         """The run's latest review (at ``checkpoint_id`` if given); a damaged row is skipped like a listing's."""
-        with self._read() as cur:
+        with self.engine.read() as cur:
             rows = cur.execute(
                 "SELECT key, doc FROM reviews WHERE run_key = %(run)s"
                 f" AND (%(cp)s::text IS NULL OR checkpoint_id = %(cp)s) ORDER BY {_LATEST}",
@@ -302,7 +320,7 @@ class ReviewTables:
         return None
 
     def counts(self) -> dict[str, Any]:
-        with self._read() as cur:
+        with self.engine.read() as cur:
             cur.execute("SELECT status, count(*) FROM runs WHERE NOT archived GROUP BY status ORDER BY status")
             runs = {status: int(n) for status, n in cur.fetchall()}
             cur.execute("SELECT status, count(*) FROM reviews WHERE NOT archived GROUP BY status")
@@ -322,12 +340,12 @@ class ReviewTables:
         not the runs' documents (at 100,000 ended runs on SQLite, ~12 ms
         instead of ~400 ms).
         """
-        with self._read() as cur:
+        with self.engine.read() as cur:
             cur.execute(RUN_COUNTS)
             return {(loop, status): int(n) for loop, status, n in cur.fetchall()}
 
     def outbox_backlog(self) -> dict[str, int]:
         """Pending outbox tasks by channel (a channel with none is absent), from the channel index."""
-        with self._read() as cur:
+        with self.engine.read() as cur:
             cur.execute("SELECT channel, count(*) FROM outbox GROUP BY channel")
             return {channel: int(n) for channel, n in cur.fetchall()}

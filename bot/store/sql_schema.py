@@ -15,10 +15,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from .base import NewerFormatError
+from .base import NewerFormatError, StoreError
 
-__all__ = ["SCHEMA_VERSION", "MIGRATIONS", "advisory_key", "migrate", "check_schema", "migrate_sqlite",
-           "check_sqlite"]
+__all__ = ["SCHEMA_VERSION", "MIGRATIONS", "advisory_key", "check", "migrate", "prepare"]
 
 #: The schema this loopbot writes and reads; a database at a higher version is refused.
 SCHEMA_VERSION = 6
@@ -158,8 +157,10 @@ def advisory_key(schema: str, purpose: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-_PG_HAS_TABLE = "SELECT to_regclass('loopbot_schema') IS NOT NULL"
-_SQLITE_HAS_TABLE = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'loopbot_schema'"
+_HAS_TABLE = {
+    "postgres": "SELECT to_regclass('loopbot_schema') IS NOT NULL",
+    "sqlite": "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'loopbot_schema'",
+}
 
 
 def _recorded(cur: Any, has_table: str, where: str) -> tuple[int, str] | None:
@@ -190,40 +191,36 @@ def _bring_up(cur: Any, found: tuple[int, str] | None, written_by: str) -> tuple
     return before, SCHEMA_VERSION
 
 
-def check_schema(conn: Any, where: str) -> int:
-    """The PostgreSQL schema's version (0: no tables yet), NewerFormatError when a newer loopbot migrated it."""
-    with conn.cursor() as cur:
-        found = _recorded(cur, _PG_HAS_TABLE, where)
-    return 0 if found is None else found[0]
-
-
-def migrate(conn: Any, schema: str, where: str, written_by: str) -> tuple[int, int]:
-    """Bring ``schema`` to ``SCHEMA_VERSION``: (version before, version after).
-
-    ``conn`` is an autocommit connection whose search_path is ``schema``;
-    the whole migration is one transaction under an advisory lock.
-    """
-    from psycopg import sql
-
-    with conn.transaction(), conn.cursor() as cur:
-        cur.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key(schema, "migrate"),))
-        cur.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
-        return _bring_up(cur, _recorded(cur, _PG_HAS_TABLE, where), written_by)
-
-
-def check_sqlite(engine: Any) -> int:
-    """The schema version of the SQLite file (0: no tables yet), NewerFormatError when a newer loopbot wrote it."""
+def check(engine: Any) -> int:
+    """The tables' schema version (0: none yet); NewerFormatError when a newer loopbot migrated them."""
     with engine.read() as cur:
-        found = _recorded(cur, _SQLITE_HAS_TABLE, engine.where)
+        found = _recorded(cur, _HAS_TABLE[engine.name], engine.where)
     return 0 if found is None else found[0]
 
 
-def migrate_sqlite(engine: Any, written_by: str) -> tuple[int, int]:
-    """Bring the SQLite file to ``SCHEMA_VERSION`` in one write transaction: (version before, version after).
+def migrate(engine: Any, written_by: str) -> tuple[int, int]:
+    """Bring the tables to ``SCHEMA_VERSION`` in one write transaction: (version before, version after).
 
-    Up to date already, nothing is written (a read-only copy can still be read).
+    On PostgreSQL the transaction takes an advisory lock and creates the
+    engine's schema first. On SQLite, up to date already, nothing is written
+    (a read-only copy can still be read).
     """
-    if check_sqlite(engine) == SCHEMA_VERSION:
+    if engine.name == "sqlite" and check(engine) == SCHEMA_VERSION:
         return SCHEMA_VERSION, SCHEMA_VERSION
     with engine.write() as cur:  # asked again under the write lock: another process may have migrated meanwhile
-        return _bring_up(cur, _recorded(cur, _SQLITE_HAS_TABLE, engine.where), written_by)
+        if engine.name == "postgres":
+            from psycopg import sql
+
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key(engine.schema, "migrate"),))
+            cur.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(engine.schema)))
+        return _bring_up(cur, _recorded(cur, _HAS_TABLE[engine.name], engine.where), written_by)
+
+
+def prepare(engine: Any, migrate_tables: bool) -> None:
+    """Migrate the tables on open, or (``migrate_tables=False``) refuse older ones, naming the command to run."""
+    from bot import __version__
+
+    if migrate_tables:
+        migrate(engine, __version__)
+    elif check(engine) < SCHEMA_VERSION:
+        raise StoreError(f"{engine.where}: the tables are not there or older; run `loopbot migrate`")

@@ -218,8 +218,8 @@ def test_a_refused_claim_leaves_no_session_open_and_a_released_one_closes_its_se
 def test_a_claim_on_an_unreachable_database_raises_database_error_naming_the_store(
         url: str, stores: Callable[..., PostgresStore]) -> None:
     a = stores("a")
-    a.url = url.replace("/postgres?", "/no_such_database?")  # the database went away after the store opened
-    assert a.url != url
+    a.engine.url = url.replace("/postgres?", "/no_such_database?")  # the database went away after the store opened
+    assert a.engine.url != url
     with pytest.raises(DatabaseError) as info:
         a.claim_run("demo-run-1")
     assert str(info.value).startswith(f"{a.where}: ") and "no_such_database" in str(info.value)
