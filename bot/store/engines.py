@@ -176,11 +176,6 @@ class Postgres(Engine):
             raise DatabaseError(f"{self.where}: {type(err).__name__}: {str(err).strip()}") from err
 
     @contextlib.contextmanager
-    def connection(self) -> Iterator[Any]:
-        with self.errors(), self._pool.connection() as conn:
-            yield conn
-
-    @contextlib.contextmanager
     def read(self) -> Iterator[Any]:
         with self.errors(), self._pool.connection() as conn, conn.cursor() as cur:
             yield cur
@@ -195,7 +190,7 @@ class Postgres(Engine):
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[Any]:
-        with self.errors(), self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+        with self.write() as cur:
             cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             yield cur
 

@@ -13,17 +13,18 @@ import json
 import os
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from .base import CorruptDocumentError, NewerFormatError, StoreError, is_task_id
 
 __all__ = [
-    "SAFE_ID", "SNAPSHOT_FORMAT", "FEW_IDS", "key_of", "checked_key", "encode", "parse", "check_name", "number",
-    "run_key", "one_edit", "task_stem", "engine_state",
+    "SAFE_ID", "SNAPSHOT_FORMAT", "FEW_IDS", "key_of", "checked_key", "mutate_record", "encode", "parse",
+    "check_name", "number", "run_key", "one_edit", "task_stem", "engine_state",
 ]
 
+T = TypeVar("T")
 SAFE_ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
 #: 1: {"snapshot": <state dict>}; 2: {"engine": <encode_state document>} (the engine's bytes, wrapped).
 SNAPSHOT_FORMAT = 2
@@ -48,6 +49,19 @@ def checked_key(noun: str, doc_id: str) -> str:
     if key is None:
         raise StoreError(f"invalid {noun} id {doc_id!r}: use letters, digits, '-', '_' or '.' (e.g. triage-17)")
     return key
+
+
+def mutate_record(noun: str, record_id: str, key: str, record: Any, mutate: Callable[[Any], T],
+                  write: Callable[[], object], name_of: Callable[[str], str | None] = key_of) -> T:
+    """``mutate(record)``, and ``write()`` if that changed it; a change of its id is refused (the record would
+    leave the row it was read from under another id)."""
+    before = record.to_dict()
+    result = mutate(record)
+    if record.to_dict() != before:
+        if name_of(record.id) != key:
+            raise StoreError(f"{noun} {record_id}: an update may not change its id to {record.id!r}")
+        write()
+    return result
 
 
 def task_stem(task_id: str) -> str | None:

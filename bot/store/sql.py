@@ -41,7 +41,8 @@ from ..reviews import REVIEW_FORMAT, Review
 from .base import ACTIVE_RUN_STATUSES, NO_CLAIM, RUN_FORMAT, TASK_FORMAT, Claim, CorruptDocumentError, NewerFormatError
 from .base import OutboxTask, Request, RunRecord, StoreError, UnknownRunError, UnknownTaskError
 from .engines import DB_NAME, BUSY_TIMEOUT, DatabaseError, Engine, Postgres, Sqlite, describe_url
-from .records import SNAPSHOT_FORMAT, check_name, checked_key, encode, engine_state, key_of, number, parse, task_stem
+from .records import SNAPSHOT_FORMAT, check_name, checked_key, encode, engine_state, key_of, mutate_record
+from .records import number, parse, task_stem
 from .sql_reviews import ReviewTables, locked_archived
 from . import sql_schema
 
@@ -54,6 +55,8 @@ log = logging.getLogger(__name__)
 #: How long work handed to a replica stays its own without it asking again.
 LEASE_SECONDS = 60.0
 ORDER = 'created_at, num, id COLLATE "C"'
+_UPDATE_TASK = ("UPDATE outbox SET channel = %(channel)s, review_id = %(review_id)s, created_at = %(created_at)s,"
+                " ready_at = %(ready_at)s, doc = %(doc)s WHERE id = %(id)s")
 _ACTIVE = "status IN (" + ", ".join(f"'{s}'" for s in ACTIVE_RUN_STATUSES) + ")"
 
 
@@ -216,13 +219,7 @@ class SqlStore(ReviewTables):
             if row is None:
                 raise self._unknown_run(run_id)
             run = self._run(row)
-            before = run.to_dict()
-            result = mutate(run)
-            if run.to_dict() != before:
-                if key_of(run.id) != key:
-                    raise StoreError(f"run {run_id}: an update may not change its id to {run.id!r}")
-                self._write_run(cur, run, bool(row[2]))
-        return result
+            return mutate_record("run", run_id, key, run, mutate, lambda: self._write_run(cur, run, bool(row[2])))
 
     def recent_runs(self, limit: int = 10) -> list[RunRecord]:
         """The ``limit`` latest-created ended runs, oldest first."""
@@ -447,15 +444,8 @@ class SqlStore(ReviewTables):
                 row = cur.execute("SELECT id, doc FROM outbox WHERE id = %s FOR UPDATE", (task_id,)).fetchone()
                 if row is not None:
                     task = self._task(row)
-                    before = task.to_dict()
-                    result = mutate(task)
-                    if task.to_dict() != before:
-                        if task.id != task_id:
-                            raise StoreError(f"task {task_id}: an update may not change its id to {task.id!r}")
-                        cur.execute("UPDATE outbox SET channel = %(channel)s, review_id = %(review_id)s,"
-                                    " created_at = %(created_at)s, ready_at = %(ready_at)s, doc = %(doc)s"
-                                    " WHERE id = %(id)s", self._task_columns(task))
-                    return result
+                    return mutate_record("task", task_id, task_id, task, mutate,
+                                         lambda: cur.execute(_UPDATE_TASK, self._task_columns(task)), task_stem)
         raise UnknownTaskError(f"no pending task {task_id!r} (finished, or never added)")
 
     def finish_task(self, task_id: str) -> None:

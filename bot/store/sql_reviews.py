@@ -23,7 +23,7 @@ import orjson
 from ..reviews import REVIEW_FORMAT, Cast, Review, VoteResult, cast_votes, next_deadline
 from .engines import DatabaseError
 from .base import HOT_REVIEW_STATUSES, StoreError, UnknownReviewError
-from .records import FEW_IDS, checked_key, encode, key_of, number, one_edit, run_key
+from .records import FEW_IDS, checked_key, encode, key_of, mutate_record, number, one_edit, run_key
 
 __all__ = ["ReviewTables", "RUN_COUNTS", "locked_archived"]
 
@@ -207,14 +207,9 @@ class ReviewTables:
             (review,) = self._histories(cur, [row[:2]], strict=True)
         else:
             review = self._with_rows(row, "[]", [k for k, there in zip(wanted, found, strict=True) if there])
-        before = review.to_dict()
-        stored = (seq, len(review.history), len(review.delivery_keys))
-        result = mutate(review)
-        if review.to_dict() != before:
-            if key_of(review.id) != key:
-                raise StoreError(f"review {review_id}: an update may not change its id to {review.id!r}")
-            self._write_review(cur, review, bool(row[2]), (int(seq), *stored[1:]))
-        return result
+        stored = (int(seq), len(review.history), len(review.delivery_keys))
+        return mutate_record("review", review_id, key, review, mutate,
+                             lambda: self._write_review(cur, review, bool(row[2]), stored))
 
     def update_review(self, review_id: str, mutate: Callable[[Review], T]) -> T:
         """Change a review in one transaction; one that becomes applied or failed is archived by the same write."""
