@@ -175,6 +175,26 @@ def test_a_failing_mutation_writes_nothing(store: Store) -> None:
     assert store.get_review("demo-1").status == "open"
 
 
+def test_an_update_that_changes_the_id_is_refused_and_writes_nothing(store: Store) -> None:
+    store.put_run(make_run())
+    store.put_review(make_review())
+    store.add_task(make_task())
+
+    def move(record: Any) -> None:
+        record.status = "decided" if isinstance(record, Review) else "failed"
+        record.id = "demo-9"
+
+    with pytest.raises(StoreError, match="run demo-run-1: an update may not change its id to 'demo-9'"):
+        store.update_run("demo-run-1", move)
+    with pytest.raises(StoreError, match="review demo-1: an update may not change its id to 'demo-9'"):
+        store.update_review("demo-1", move)
+    with pytest.raises(StoreError, match="task demo-1.post.slack-C0123: an update may not change its id"):
+        store.update_task("demo-1.post.slack-C0123", lambda task: setattr(task, "id", "demo-9.post.slack-C0123"))
+    assert store.get_run("demo-run-1").status == "running"
+    assert store.get_review("demo-1").status == "open"
+    assert [task.id for task in store.pending_tasks()] == ["demo-1.post.slack-C0123"]
+
+
 def test_unknown_review_suggests_close_ids(store: Store) -> None:
     store.put_review(make_review("triage-17"))
     with pytest.raises(UnknownReviewError, match='did you mean "triage-17"'):
