@@ -43,7 +43,7 @@ from .base import OutboxTask, Request, RunRecord, StoreError, UnknownRunError, U
 from .engines import DB_NAME, BUSY_TIMEOUT, DatabaseError, Engine, Postgres, Sqlite, describe_url
 from .records import SNAPSHOT_FORMAT, check_name, checked_key, encode, engine_state, key_of, mutate_record
 from .records import number, parse, task_stem
-from .sql_reviews import ReviewTables, locked_archived
+from .sql_reviews import LATEST, ORDER, ReviewTables, locked_archived
 from . import sql_schema
 
 __all__ = ["SqlStore", "SqliteStore", "PostgresStore", "DatabaseError", "describe_url", "migrate_database",
@@ -54,7 +54,6 @@ log = logging.getLogger(__name__)
 
 #: How long work handed to a replica stays its own without it asking again.
 LEASE_SECONDS = 60.0
-ORDER = 'created_at, num, id COLLATE "C"'
 _UPDATE_TASK = ("UPDATE outbox SET channel = %(channel)s, review_id = %(review_id)s, created_at = %(created_at)s,"
                 " ready_at = %(ready_at)s, doc = %(doc)s WHERE id = %(id)s")
 _ACTIVE = "status IN (" + ", ".join(f"'{s}'" for s in ACTIVE_RUN_STATUSES) + ")"
@@ -226,8 +225,7 @@ class SqlStore(ReviewTables):
         if limit <= 0:
             return []
         with self.engine.read() as cur:
-            cur.execute('SELECT key, doc FROM runs WHERE archived ORDER BY created_at DESC, num DESC,'
-                        ' id COLLATE "C" DESC LIMIT %s', (limit,))
+            cur.execute(f"SELECT key, doc FROM runs WHERE archived ORDER BY {LATEST} LIMIT %s", (limit,))
             found = self._each(cur.fetchall(), self._run, "runs")
         return found[::-1]
 
@@ -240,9 +238,8 @@ class SqlStore(ReviewTables):
 
     def run_with_trigger(self, trigger: str) -> RunRecord | None:
         with self.engine.read() as cur:
-            row = cur.execute('SELECT key, doc FROM runs WHERE NOT archived AND trigger = %s'
-                              ' ORDER BY created_at DESC, num DESC, id COLLATE "C" DESC LIMIT 1',
-                              (trigger,)).fetchone()
+            row = cur.execute(f"SELECT key, doc FROM runs WHERE NOT archived AND trigger = %s"
+                              f" ORDER BY {LATEST} LIMIT 1", (trigger,)).fetchone()
         return None if row is None else self._run(row)
 
     def claim_run(self, run_id: str) -> Claim | None:

@@ -25,13 +25,14 @@ from .engines import DatabaseError
 from .base import HOT_REVIEW_STATUSES, StoreError, UnknownReviewError
 from .records import FEW_IDS, checked_key, encode, key_of, mutate_record, number, one_edit, run_key
 
-__all__ = ["ReviewTables", "RUN_COUNTS", "locked_archived"]
+__all__ = ["ReviewTables", "RUN_COUNTS", "ORDER", "LATEST", "locked_archived"]
 
 T = TypeVar("T")
 #: (the next vote's seq, votes and delivery keys of the review already stored as rows)
 _Stored = tuple[int, int, int]
-_ORDER = 'created_at, num, id COLLATE "C"'
-_LATEST = 'created_at DESC, num DESC, id COLLATE "C" DESC'
+#: Runs and reviews in creation order (demo-10 after demo-9), and latest first.
+ORDER = 'created_at, num, id COLLATE "C"'
+LATEST = 'created_at DESC, num DESC, id COLLATE "C" DESC'
 _HOT_COLUMNS = "key, doc, created_at, num, id"
 #: Every run by loop and status; the ``runs_loop_status`` index covers it (schema version 5).
 RUN_COUNTS = "SELECT loop, status, count(*) FROM runs GROUP BY loop, status"
@@ -155,7 +156,7 @@ class ReviewTables:
 
     def _reviews_where(self, where: str, params: tuple[Any, ...] | dict[str, Any] = (), tail: str = "") -> list[Review]:
         with self.engine.snapshot() as cur:
-            cur.execute(f"SELECT key, doc FROM reviews WHERE {where} ORDER BY {_ORDER} {tail}", params)
+            cur.execute(f"SELECT key, doc FROM reviews WHERE {where} ORDER BY {ORDER} {tail}", params)
             return self._histories(cur, cur.fetchall())
 
     def _histories(self, cur: Any, rows: list[Any], *, strict: bool = False) -> list[Review]:
@@ -303,7 +304,7 @@ class ReviewTables:
         with self.engine.read() as cur:
             rows = cur.execute(
                 "SELECT key, doc FROM reviews WHERE run_key = %(run)s"
-                f" AND (%(cp)s::text IS NULL OR checkpoint_id = %(cp)s) ORDER BY {_LATEST}",
+                f" AND (%(cp)s::text IS NULL OR checkpoint_id = %(cp)s) ORDER BY {LATEST}",
                 {"run": run_key(run_id), "cp": checkpoint_id},
             ).fetchall()
         for row in rows:
