@@ -15,6 +15,7 @@ import contextlib
 from bot.patterns import LoopSpec, get_pattern
 from bot.reviews import Review, Vote, cast_vote
 from bot.store import SqliteStore
+from bot.store.engines import DB_NAME, Sqlite
 from bot.runner import result_text
 from bot.loop_catalog import UnknownLoopError
 from loop_engine.checkpoint import HumanDecision
@@ -283,28 +284,35 @@ def test_shutdown_lets_the_running_step_finish_then_the_next_start_goes_on(tmp_p
     assert starts == ["step_1", "step_2", "step_3", "step_4"]  # nothing ran twice
 
 
-class CrashAfterWrite(SqliteStore):
+class _CrashingSqlite(Sqlite):
     """Dies right after its n-th committed write transaction (runs, reviews, snapshots, counters, outbox): kill -9
     then, with everything committed so far on disk and nothing after it."""
 
-    def __init__(self, root: Path, crash_at: int) -> None:
-        super().__init__(root)
+    def __init__(self, path: Path, crash_at: int) -> None:
+        super().__init__(path)
         self.writes = 0
         self.crash_at = crash_at
 
     @contextlib.contextmanager
-    def _committed(self) -> Iterator[Any]:
-        with self.engine.write() as cur:
+    def write(self) -> Iterator[Any]:
+        with super().write() as cur:
             yield cur
         self.writes += 1
         if self.writes == self.crash_at:
             raise Crash(f"killed after write {self.writes}")
 
-    def _tx(self) -> Any:
-        return self._committed()
 
-    def _one(self) -> Any:
-        return self._committed()
+class CrashAfterWrite(SqliteStore):
+    """A store whose engine dies right after its n-th committed write (``_CrashingSqlite``)."""
+
+    def __init__(self, root: Path, crash_at: int) -> None:
+        super().__init__(root)
+        self.engine.close()
+        self.engine = self.crashing = _CrashingSqlite(Path(root) / DB_NAME, crash_at)
+
+    @property
+    def writes(self) -> int:
+        return self.crashing.writes
 
 
 def restart_until_settled(tmp_path: Path) -> Bench:
