@@ -59,8 +59,9 @@ def state_fingerprint(state_dir: Path, skip: Callable[[str], bool] = lambda _nam
 def wait_for(condition: Callable[[], Any], *, timeout: float = 15.0, what: str = "condition") -> Any:
     """Poll ``condition`` until it returns something truthy; fail naming ``what`` at the deadline.
 
-    Between polls it sleeps at least as long as the last poll took: a condition that starts a process
-    (``loopbot status``) then takes at most half a core, leaving the rest to the server it waits on.
+    Between polls it sleeps as long as the last poll took (0.05 to 0.25 s): a condition that starts a process
+    (``loopbot status``) then leaves the cores to the server it waits on, and a state that lasts a second is
+    still seen.
     """
     deadline = time.monotonic() + timeout
     while True:
@@ -71,7 +72,7 @@ def wait_for(condition: Callable[[], Any], *, timeout: float = 15.0, what: str =
         now = time.monotonic()
         if now > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(max(0.05, now - polled))
+        time.sleep(min(max(0.05, now - polled), 0.25))
 
 
 class FakeClock:
