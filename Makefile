@@ -27,8 +27,11 @@ $(DEV_STAMP): pyproject.toml
 run: $(RUN_STAMP)
 	$(VENV)/bin/loopbot serve --config $(CONFIG)
 
+# Two workers (pytest-xdist), each with its own PostgreSQL cluster and temp dirs; a file's tests stay on one
+# worker so a module's browser or server is started once. TEST_WORKERS=0 runs everything in this process.
+TEST_WORKERS ?= 2
 test: $(DEV_STAMP)
-	$(PY) -m pytest -q -m "not soak"
+	$(PY) -m pytest -q -m "not soak" -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check loop_engine adapters bot tests bench examples

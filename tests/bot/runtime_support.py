@@ -57,15 +57,22 @@ def state_fingerprint(state_dir: Path, skip: Callable[[str], bool] = lambda _nam
 
 
 def wait_for(condition: Callable[[], Any], *, timeout: float = 15.0, what: str = "condition") -> Any:
-    """Poll ``condition`` until it returns something truthy; fail naming ``what`` at the deadline."""
+    """Poll ``condition`` until it returns something truthy; fail naming ``what`` at the deadline.
+
+    Between polls it sleeps as long as the last poll took (0.05 to 0.25 s): a condition that starts a process
+    (``loopbot status``) then leaves the cores to the server it waits on, and a state that lasts a second is
+    still seen.
+    """
     deadline = time.monotonic() + timeout
     while True:
+        polled = time.monotonic()
         value = condition()
         if value:
             return value
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
+        time.sleep(min(max(0.05, now - polled), 0.25))
 
 
 class FakeClock:

@@ -64,12 +64,15 @@ def test_the_handlers_are_in_place_only_during_the_run() -> None:
 
 
 class ForegroundRun:
-    """`python -m bot.cli run slow` on a loop of three one-second steps, its output in files."""
+    """`python -m bot.cli run slow` on a loop of three steps, its output in files.
+
+    Each step, once started, holds until ``open_gate()``: a signal lands mid-step however slow the machine.
+    """
 
     def __init__(self, root: Path) -> None:
-        self.trail = root / "trail"
+        self.trail, self.gate = root / "trail", root / "gate"
         loop = {"name": "slow", "factory": "tests.bot.slow_loop:build",
-                "options": {"trail": str(self.trail), "steps": 3, "delay": 1.0}}
+                "options": {"trail": str(self.trail), "steps": 3, "delay": 0, "gate": str(self.gate)}}
         self.config = write_config(root, [loop])
         self.out, self.err = root / "stdout", root / "stderr"
         env = {**os.environ, "PYTHONPATH": str(REPO), "LOOPBOT_USER": "alice"}
@@ -85,6 +88,9 @@ class ForegroundRun:
 
     def wait_for_step(self, marker: str) -> None:
         wait_for(lambda: any(line.startswith(marker) for line in trail_lines(self.trail)), what=marker)
+
+    def open_gate(self) -> None:
+        self.gate.touch()
 
     def finish(self) -> tuple[int, str, str]:
         try:
@@ -107,6 +113,8 @@ def test_a_signal_stops_the_run_after_its_step_saved_and_the_next_run_continues_
 ) -> None:
     foreground.wait_for_step("start step_1")
     foreground.process.send_signal(sig)
+    foreground.wait_for_output("stopping after the current step")
+    foreground.open_gate()  # the step under way ends after the signal was taken
     code, out, err = foreground.finish()
     assert code == 128 + sig  # 130 for Ctrl-C, 143 for SIGTERM
     assert "interrupted: run slow-run-1 is saved after step 1 of 3; `loopbot serve` continues it" in out

@@ -22,10 +22,10 @@ def refusal(path: Path, environ: dict[str, str] | None = None) -> str:
     warm = path.with_name("warm.yaml")  # the models build their validators on first use: not what is timed here
     warm.write_text(f"state_dir: {path.parent / 'state'}\n", encoding="utf-8")
     load_config(warm, {})
-    started = time.perf_counter()
+    started = time.process_time()  # CPU spent, not wall time: other processes on a busy machine do not count
     with pytest.raises(ConfigError) as caught:
         load_config(path, environ or {})
-    assert time.perf_counter() - started < 1.0, "a hostile config must be refused fast"
+    assert time.process_time() - started < 1.0, "a hostile config must be refused fast"
     (line,) = caught.value.errors
     assert line.startswith(f"{path}: ")
     return line

@@ -73,7 +73,7 @@ FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthChe
 
 
 @FUZZ
-@given(loop_text=hostile, voter_text=hostile, rows=st.integers(min_value=0, max_value=400))
+@given(loop_text=hostile, voter_text=hostile, rows=st.integers(min_value=0, max_value=120))
 def test_every_slack_renderer_fits_slacks_limits(loop_text: str, voter_text: str, rows: int) -> None:
     reviewers = {"slack": ("U0AAA", "U0BBB")}
     named = {"U0AAA", "U0BBB"}

@@ -194,6 +194,8 @@ def test_redelivery_and_webhook_plus_poll_count_once_and_bad_requests_record_not
     # body among them): the issue's comment listing fails until the webhook has counted the vote.
     gh.fail("GET", rf"^/repos/{REPOSITORY}/issues/{ISSUE}/comments$", 503, times=10**6)
     held = gh.failures[-1]
+    # one listing refused: the poller asks one request at a time, so none that began before the hold is still out
+    wait_for(lambda: held.times < 10**6, timeout=10, what="a poll of the issue's comments to be held back")
     vote = gh.add_comment(REPOSITORY, ISSUE, "/approve", "alice")
     payload = comment_delivery(vote)
     body = json.dumps(payload).encode()
