@@ -280,7 +280,8 @@ class ReviewStore(Protocol):
 
     def open_reviews_posted_at(self, channel: str, context: Mapping[str, Any]) -> list[Review]:
         """Open reviews with a post on ``channel`` whose message data holds every item of ``context``:
-        where an answer without a review id belongs (a Slack thread, a GitHub issue)."""
+        where an answer without a review id belongs (a Slack thread, a GitHub issue). Without their history
+        and delivery keys, as ``get_review(id, history=False)``: finding costs the same however many votes came."""
         ...
 
     def decided_reviews(self) -> list[Review]: ...

@@ -154,10 +154,14 @@ class ReviewTables:
                     return self._histories(cur, [row], strict=True)[0] if history else self._with_rows(row, "[]", [])
         raise self._unknown_review(review_id)
 
-    def _reviews_where(self, where: str, params: tuple[Any, ...] | dict[str, Any] = (), tail: str = "") -> list[Review]:
-        with self.engine.snapshot() as cur:
+    def _reviews_where(self, where: str, params: tuple[Any, ...] | dict[str, Any] = (), tail: str = "", *,
+                       history: bool = True) -> list[Review]:
+        """The reviews ``where`` holds; ``history=False``: without history and delivery keys, in one query."""
+        with self.engine.snapshot() if history else self.engine.read() as cur:
             cur.execute(f"SELECT key, doc FROM reviews WHERE {where} ORDER BY {ORDER} {tail}", params)
-            return self._histories(cur, cur.fetchall())
+            if history:
+                return self._histories(cur, cur.fetchall())
+            return self._each(cur.fetchall(), lambda row: self._with_rows(row, "[]", []), "reviews")
 
     def _histories(self, cur: Any, rows: list[Any], *, strict: bool = False) -> list[Review]:
         """The reviews of ``rows`` (key, doc) with their histories and delivery keys, read in two queries per
@@ -256,11 +260,11 @@ class ReviewTables:
 
     def open_reviews_posted_at(self, channel: str, context: Mapping[str, Any]) -> list[Review]:
         """The database picks the rows whose posts match (jsonb containment, or SQLite's json_each); the same
-        check as ``posted_at`` confirms each."""
+        check as ``posted_at`` confirms each; without history and keys (the contract's docstring says why)."""
         if self.engine.name == "postgres":
             wanted = json.dumps([{"channel": channel, "data": dict(context)}])
             found = self._reviews_where("NOT archived AND status = 'open' AND (doc::jsonb -> 'posts') @> %s::jsonb",
-                                        (wanted,))
+                                        (wanted,), history=False)
         else:
             tests = ["json_extract(p.value, '$.channel') = %(channel)s"]
             params: dict[str, Any] = {"channel": channel}
@@ -270,7 +274,7 @@ class ReviewTables:
                     params[f"path{n}"], params[f"value{n}"] = f'$.data."{name}"', value
             found = self._reviews_where(
                 "NOT archived AND status = 'open' AND EXISTS (SELECT 1 FROM json_each(reviews.doc, '$.posts') AS p"
-                f" WHERE {' AND '.join(tests)})", params)
+                f" WHERE {' AND '.join(tests)})", params, history=False)
         return [review for review in found if posted_at(review, channel, context)]
 
     def _leased_reviews(self, condition: str, params: dict[str, Any]) -> list[Review]:

@@ -279,6 +279,21 @@ def test_open_reviews_posted_at_find_where_an_answer_without_an_id_belongs(store
     assert store.open_reviews_posted_at("github", {"repository": "octo/other", "issue": 42}) == []
 
 
+def test_a_review_found_where_it_was_posted_comes_without_its_history_or_keys(store: Store) -> None:
+    """The vote path finds the review an answer without an id belongs to on every GitHub comment; reading its
+    whole audit trail each time made the 5,000th answer slower than the 10th (casting reads it again)."""
+    made = make_review("demo-1", required=99)
+    made.posts = [{"channel": "github", "data": {"repository": "octo/ops", "issue": 42}, "target": "github"}]
+    store.put_review(made)
+    votes = [(Vote(f"local:v{n}", HumanDecision.APPROVE, at=T0, delivery_key=f"k{n}"), None) for n in range(30)]
+    store.cast_votes({"demo-1": votes})
+    (found,) = store.open_reviews_posted_at("github", {"repository": "octo/ops", "issue": 42})
+    assert found.id == "demo-1" and len(found.votes) == 30  # the current votes: who may answer, what counts
+    assert list(found.history) == [] and found.delivery_keys == []
+    whole = store.get_review("demo-1")
+    assert len(whole.history) == 30 and len(whole.delivery_keys) == 30
+
+
 def test_a_healthy_store_has_no_problems(store: Store) -> None:
     store.put_review(review("demo-1"))
     assert store.problems() == []
