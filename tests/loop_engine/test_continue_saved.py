@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import pytest
 
-from loop_engine.components import CallableActor
 from loop_engine.review import HumanDecision
-from loop_engine.serialization import state_from_dict, state_to_dict
-from loop_engine.types import ComponentType, ExecutionState, LoopState, LoopStatus
+from loop_engine.types import ExecutionState, LoopStatus
 
 from .loops import RecordingPersistence, make_engine
-from .test_resume import answer, failing_engine, paused_at_failure, round_trip
+from .test_resume import answer, decided_then_killed, failing_engine, paused_at_failure, round_trip
 
 
 async def test_a_pause_still_waiting_for_its_answer_is_answered_from_the_snapshot_without_a_step() -> None:
@@ -48,24 +44,7 @@ async def test_an_answer_is_applied_and_a_finished_run_is_reported_as_it_ended()
 
 async def test_a_decision_saved_but_not_applied_is_applied_once() -> None:
     """The process died right after the decision was saved: no review is pending, the decision is the engine's."""
-    state = await paused_at_failure()
-    snapshots: list[dict[str, Any]] = []
-
-    class Snapshot(RecordingPersistence):
-        def save(self, s: LoopState, trace_id: str | None = None) -> None:
-            snapshots.append(json.loads(json.dumps(state_to_dict(s))))
-
-    class Crash(BaseException):
-        """Stands in for SIGKILL right after the decision was saved."""
-
-    def crash(step: Any, observations: Any, context: Any) -> str:
-        raise Crash()
-
-    engine = failing_engine(persistence=Snapshot())
-    engine.register_component(ComponentType.ACTOR, CallableActor(crash), allow_replace=True)
-    with pytest.raises(Crash):
-        await engine.resume(state, answer(state, HumanDecision.APPROVE, reviewer="carol"))
-    decided = state_from_dict(next(s for s in snapshots if s["decisions"]))
+    decided = await decided_then_killed()
     assert decided.pending_review is None
     result = await failing_engine().continue_saved(decided)
     assert result.status is LoopStatus.COMPLETED and len(decided.decisions) == 1

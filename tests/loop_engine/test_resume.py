@@ -173,7 +173,8 @@ async def test_a_response_to_a_run_that_is_not_waiting_is_refused() -> None:
         await engine.resume(engine.state, response)
 
 
-async def test_decision_is_saved_before_it_is_applied_and_applied_once_on_resume() -> None:
+async def decided_then_killed() -> LoopState:
+    """The snapshot saved with carol's decision when the process died before applying it (no review pending)."""
     state = await paused_at_failure()
     snapshots: list[dict[str, Any]] = []
 
@@ -191,7 +192,11 @@ async def test_decision_is_saved_before_it_is_applied_and_applied_once_on_resume
     engine.register_component(ComponentType.ACTOR, CallableActor(crash), allow_replace=True)
     with pytest.raises(Crash):
         await engine.resume(state, answer(state, HumanDecision.APPROVE, reviewer="carol"))
-    decided = state_from_dict(next(s for s in snapshots if s["decisions"]))
+    return state_from_dict(next(s for s in snapshots if s["decisions"]))
+
+
+async def test_decision_is_saved_before_it_is_applied_and_applied_once_on_resume() -> None:
+    decided = await decided_then_killed()
     assert decided.execution_state is ExecutionState.WAITING_FOR_HUMAN and decided.pending_review is None
     assert [d.reviewer for d in decided.decisions] == ["carol"]
     result = await failing_engine().resume(decided)  # no response: the recorded decision is applied
