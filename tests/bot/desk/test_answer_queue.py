@@ -64,6 +64,16 @@ def votes_on(tmp_path: Path, required: int = 10) -> tuple[CountingStore, VotePat
     return store, VotePath(store, Authorizer({"github": ListMembership("github")}), clock=FakeClock())
 
 
+def restarted_on(tmp_path: Path) -> tuple[SqliteStore, Told, AnswerQueue]:
+    """A next process on the same state dir: its store, what its voters were told, its started queue."""
+    store = SqliteStore(tmp_path / "state")
+    told = Told(store)
+    path = VotePath(store, Authorizer({"github": ListMembership("github")}), clock=FakeClock())
+    answers = AnswerQueue(store, path.handle_many, told)
+    answers.start()
+    return store, told, answers
+
+
 def test_accepted_votes_are_cast_by_the_caster_and_the_delivery_finished(tmp_path: Path) -> None:
     store, path = votes_on(tmp_path)
     told = Told(store)
@@ -202,11 +212,7 @@ def test_kill_9_after_the_answer_and_before_the_votes_loses_none(tmp_path: Path)
             child.kill()
     assert store.get_review("demo-1").votes == []  # answered, not yet cast
 
-    restarted = SqliteStore(tmp_path / "state")
-    told = Told(restarted)
-    path = VotePath(restarted, Authorizer({"github": ListMembership("github")}), clock=FakeClock())
-    answers = AnswerQueue(restarted, path.handle_many, told)
-    answers.start()
+    restarted, told, answers = restarted_on(tmp_path)
     try:
         wait_for(lambda: restarted.pending_deliveries() == [])
         assert not answers.accept("hook:d-0", [vote(0)]), "GitHub's redelivery of an accepted delivery is refused"
@@ -245,7 +251,6 @@ def test_replies_round_trip_through_json() -> None:
         Reply.from_dict({"voter": {}})
 
 
-
 def test_polled_comments_survive_a_crash_between_record_and_cast(tmp_path: Path) -> None:
     """The poller records each comment like a webhook delivery before it moves its cursor; a process that dies
     before casting leaves them to the next start, which the cursor no longer reads them for."""
@@ -265,11 +270,7 @@ def test_polled_comments_survive_a_crash_between_record_and_cast(tmp_path: Path)
         assert Poller(client, cursor, dying.accept, bot_login=fake.bot_login).poll_once([watch]).replies == 2
         assert store.get_review("demo-1").votes == []
 
-        restarted = SqliteStore(tmp_path / "state")
-        told = Told(restarted)
-        path = VotePath(restarted, Authorizer({"github": ListMembership("github")}), clock=FakeClock())
-        answers = AnswerQueue(restarted, path.handle_many, told)
-        answers.start()
+        restarted, told, answers = restarted_on(tmp_path)
         try:
             wait_for(lambda: restarted.pending_deliveries() == [])
             again = Poller(client, cursor, answers.accept, bot_login=fake.bot_login).poll_once([watch])
