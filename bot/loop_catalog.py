@@ -172,10 +172,7 @@ class LoopCatalog:
         None when the loop has no hook or is gone from the config; a hook that
         fails or returns no text is logged and ignored: the run's end is still told.
         """
-        try:
-            summarize = getattr(self._resolve(name).spec, "summarize", None)  # a factory's own spec type may lack it
-        except (UnknownLoopError, LoopBuildError):
-            return None
+        summarize = self._spec_hook(name, "summarize")
         if summarize is None:
             return None
         try:
@@ -188,16 +185,22 @@ class LoopCatalog:
             return None
         return text.strip()
 
+    def _spec_hook(self, name: str, hook: str) -> Callable[..., Any] | None:
+        """The loop's optional ``LoopSpec`` hook, or None: a factory's own spec type may lack it, and a loop gone
+        from the config or that cannot be built has none."""
+        try:
+            found: Callable[..., Any] | None = getattr(self._resolve(name).spec, hook, None)
+        except (UnknownLoopError, LoopBuildError):
+            return None
+        return found
+
     def modification_problem(self, name: str, modifications: dict[str, Any]) -> str | None:
         """Why the loop refuses these MODIFY changes (``LoopSpec.modification_problem``), else None.
 
         Asked when a vote is cast. A loop gone from the config, or that cannot
         be built, refuses nothing here: the run's resume says what is wrong.
         """
-        try:
-            check = getattr(self._resolve(name).spec, "modification_problem", None)
-        except (UnknownLoopError, LoopBuildError):
-            return None
+        check = self._spec_hook(name, "modification_problem")
         if check is None:
             return None
         try:
