@@ -11,14 +11,16 @@ from .lazy import lazy_getattr
 
 if TYPE_CHECKING:  # pragma: no cover - what type checkers and editors see
     from .channel import Channel, ChannelError, MessageRef, ReviewPost
-    from .commands import Command, CommandError, decision_from_word, parse_command, parse_comment
+    from .command_error import CommandError
+    from .commands import Command, decision_from_word, parse_command, parse_comment
     from .local import LocalChannel
 
 #: public name -> the submodule that defines it; loaded on first use (PEP 562), so that importing
 #: one light module (adapters.durations, adapters.suggest) does not load every channel and the engine
 _WHERE = {
     **dict.fromkeys(("Channel", "ChannelError", "MessageRef", "ReviewPost"), "channel"),
-    **dict.fromkeys(("Command", "CommandError", "decision_from_word", "parse_command", "parse_comment"), "commands"),
+    **dict.fromkeys(("Command", "decision_from_word", "parse_command", "parse_comment"), "commands"),
+    "CommandError": "command_error",
     "LocalChannel": "local",
 }
 

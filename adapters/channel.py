@@ -22,7 +22,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from loop_engine.review import ReviewRequest  # not .checkpoint: that loads persistence and the state types
 
-from .commands import Command, CommandError
+from .command_error import CommandError
+from .commands import Command
 
 __all__ = [
     "Answer",

@@ -59,8 +59,9 @@ def _changes(args: argparse.Namespace, decision: HumanDecision, now: datetime) -
     Checked here, before the store is touched, so a bad line is a usage error
     that changes nothing.
     """
-    from adapters.commands import CommandError, modification_problem, parse_assignments
+    from adapters.command_error import CommandError
     from adapters.durations import parse_duration
+    from adapters.modify_changes import modification_problem, parse_assignments
     from loop_engine.review import HumanDecision
 
     changes = parse_assignments(args.assignments)
@@ -108,7 +109,8 @@ def _loop_check(path: Path) -> Callable[[str, dict[str, Any]], str | None] | Non
 
 
 def cmd_decide(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
-    from adapters.commands import CommandError, decision_from_word
+    from adapters.command_error import CommandError
+    from adapters.commands import decision_from_word
     from adapters.suggest import did_you_mean
     from bot.store import ServeLock, UnknownReviewError
     from bot.store.open import open_store

@@ -231,7 +231,7 @@ def _changes_problem(vote: Vote) -> str | None:
     """Why the vote's changes cannot be used by its decision, else None."""
     decision, changes = vote.decision, vote.modifications
     if decision is HumanDecision.MODIFY:
-        from adapters.commands import modification_problem  # here: the command grammar is for votes, not listing
+        from adapters.modify_changes import modification_problem  # here: the grammar is for votes, not listing
 
         return modification_problem(changes)
     allowed = {"until"} if decision is HumanDecision.PAUSE else set()

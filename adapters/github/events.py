@@ -30,7 +30,8 @@ from typing import Any
 from loop_engine.checkpoint import HumanDecision
 
 from ..channel import Identity, Reply
-from ..commands import Command, CommandError, parse_comment
+from ..command_error import CommandError
+from ..commands import Command, parse_comment
 from .identity import BotIdentity
 
 __all__ = [

@@ -52,7 +52,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.channel import Answer, AnswerKind, Identity, Reply
-from adapters.commands import Command, CommandError, parse_command
+from adapters.command_error import CommandError
+from adapters.commands import Command, parse_command
 from adapters.vote_batches import VoteBatches, VotesHandler
 from loop_engine.checkpoint import HumanDecision
 

@@ -12,7 +12,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.commands import Command, CommandError, modification_problem, parse_assignments, parse_command
+from adapters.command_error import CommandError
+from adapters.commands import Command, parse_command
+from adapters.modify_changes import modification_problem, parse_assignments
 from loop_engine.checkpoint import HumanDecision
 
 __all__ = ["MAX_ERROR", "MODAL_CALLBACKS", "ModalContext", "build_modal", "command_from_submission", "FIELD_BLOCK"]

@@ -22,8 +22,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from adapters.channel import Answer, AnswerKind, Identity, MessageRef, Reply
-from adapters.commands import CONTROL_VERBS, HELP_TEXT, CommandError, identity_problem
+from adapters.command_error import CommandError
+from adapters.commands import CONTROL_VERBS, HELP_TEXT
 from adapters.suggest import did_you_mean
+from adapters.vote_values import identity_problem
 
 from bot.reviews import (
     ALREADY_DECIDED,

@@ -6,16 +6,9 @@ from datetime import timedelta
 
 import pytest
 
-from adapters.commands import (
-    HELP_TEXT,
-    Command,
-    CommandError,
-    decision_from_word,
-    modification_problem,
-    parse_assignments,
-    parse_command,
-    parse_comment,
-)
+from adapters.command_error import CommandError
+from adapters.commands import HELP_TEXT, Command, decision_from_word, parse_command, parse_comment
+from adapters.modify_changes import modification_problem, parse_assignments
 from loop_engine.checkpoint import HumanDecision
 
 A, R, T, M, P = (HumanDecision.APPROVE, HumanDecision.REJECT, HumanDecision.RETRY,

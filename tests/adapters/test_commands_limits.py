@@ -9,15 +9,14 @@ from typing import Any
 import orjson
 import pytest
 
-from adapters.commands import (
+from adapters.command_error import CommandError
+from adapters.commands import parse_command
+from adapters.modify_changes import modification_problem, parse_assignments
+from adapters.vote_values import (
     MAX_IDENTITY_LENGTH,
     MAX_VALUE_BYTES,
     MAX_VALUE_DEPTH,
-    CommandError,
     identity_problem,
-    modification_problem,
-    parse_assignments,
-    parse_command,
     value_problem,
 )
 from loop_engine.jsonvalue import check_json

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapters.channel import ReviewPost
-from adapters.commands import CommandError, parse_comment
+from adapters.command_error import CommandError
+from adapters.commands import parse_comment
 from adapters.github import render as github
 from adapters.inert import WORD_JOINER
 from adapters.slack import render as slack

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.commands import modification_problem, parse_assignments
+from adapters.modify_changes import modification_problem, parse_assignments
 
 
 @pytest.mark.parametrize(

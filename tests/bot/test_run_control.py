@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from adapters.channel import AnswerKind, Identity, Reply
-from adapters.commands import Command, CommandError, parse_command, parse_comment
+from adapters.command_error import CommandError
+from adapters.commands import Command, parse_command, parse_comment
 from bot.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
 from bot.desk import Authorizer, ListMembership, People, VotePath
 from bot.desk.control import RunControl

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from adapters.channel import Identity
-from adapters.commands import Command, CommandError
+from adapters.command_error import CommandError
+from adapters.commands import Command
 from adapters.github.identity import BotIdentity, Me
 from adapters.github.events import delivery_key, replies_from_comment, replies_from_event
 from loop_engine.checkpoint import HumanDecision

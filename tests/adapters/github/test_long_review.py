@@ -12,7 +12,8 @@ import dataclasses
 import pytest
 
 from adapters.channel import Target
-from adapters.commands import CommandError, parse_comment
+from adapters.command_error import CommandError
+from adapters.commands import parse_comment
 from adapters.github.channel import GitHubChannel
 from tests.fakes.github_api import FakeGitHub
 

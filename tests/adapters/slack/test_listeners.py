@@ -15,7 +15,8 @@ from slack_sdk.signature import SignatureVerifier
 from starlette.applications import Starlette
 
 from adapters.channel import Answer, AnswerKind, Reply
-from adapters.commands import Command, CommandError
+from adapters.command_error import CommandError
+from adapters.commands import Command
 from adapters.slack.listeners import (
     FOREIGN_MODAL_TEXT,
     NOT_RECORDED_TEXT,

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from adapters.commands import Command, parse_assignments, parse_command, parse_comment
+from adapters.commands import Command, parse_command, parse_comment
+from adapters.modify_changes import parse_assignments
 from bot.patterns import BuildContext, GitHubConnection, LoopSpec
 from bot.patterns.triage import build
 from loop_engine.checkpoint import CheckpointConfig, HumanCheckpoint, HumanDecision, ReviewResponse
