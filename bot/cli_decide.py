@@ -82,7 +82,8 @@ def _changes(args: argparse.Namespace, decision: HumanDecision, now: datetime) -
         if problem is not None:
             raise CommandError(problem)
     else:  # the vote rules refuse these too; said here, they are usage errors (exit 2) like every bad line
-        from bot.reviews import changes_problem, pause_problem
+        from bot.review_pause import pause_problem
+        from bot.reviews import changes_problem
 
         problem = changes_problem(decision, changes) or (
             pause_problem(changes["until"], now) if decision is HumanDecision.PAUSE and "until" in changes else None

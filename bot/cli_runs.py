@@ -33,7 +33,7 @@ def _approve_lines(store: Store, review_id: str, decide_line: str) -> list[str]:
     its own, so the decide line pastes whole.
     """
     from adapters.local import answer_as, answer_lines
-    from bot.reviews import authorize
+    from bot.review_voters import authorize
     from bot.status import where_to_answer
 
     review = store.get_review(review_id)

@@ -26,7 +26,8 @@ from typing import Any
 
 from adapters.durations import format_duration
 from bot.desk.decisions import Decisions
-from bot.reviews import Review, decide_by_timeout, due_actions
+from bot.review_deadlines import decide_by_timeout, due_actions
+from bot.reviews import Review
 from bot.runner import Runner, utcnow
 from bot.store.base import Store
 

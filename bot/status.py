@@ -15,7 +15,8 @@ from adapters.channel import Target
 from adapters.local import answer_as, answer_elsewhere, answer_lines, local_votes_count
 
 from bot.desk.outbox import ESCALATION_PREFIX
-from bot.reviews import Review, authorize
+from bot.review_voters import authorize
+from bot.reviews import Review
 from bot.store.base import OutboxTask, RunRecord
 
 __all__ = ["run_view", "review_view", "render_json", "render_table", "render_page_links", "where_to_answer"]

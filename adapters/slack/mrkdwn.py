@@ -27,7 +27,7 @@ _BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__", re.DOTALL)
 _LINK = re.compile(r"\[([^\[\]\n]{1,300})\]\((https?://[^()\s|]{1,2000})\)")
 #: A user or user-group mention, after escaping.
 _MENTION = re.compile(r"&lt;(@[UW][A-Z0-9]+|!subteam\^S[A-Z0-9]+)&gt;")
-#: The only mentions loopbot writes into an answer (``bot.reviews.authorize``), after escaping: the refused
+#: The only mentions loopbot writes into an answer (``bot.review_voters.authorize``), after escaping: the refused
 #: voter at the start (of a vote's refusal, or run control's: ``bot.desk.control``), and the list of who may
 #: answer at the very end. Anywhere else a mention is a voter's text.
 _REFUSED_VOTER = re.compile(

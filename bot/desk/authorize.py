@@ -1,6 +1,6 @@
 """May this account vote on this review? Per channel, behind one narrow interface.
 
-The pure rules (``bot.reviews.authorize``) know the id lists of each
+The pure rules (``bot.review_voters.authorize``) know the id lists of each
 channel; what needs a channel's API - Slack user groups, GitHub teams and
 permissions - comes in as a ``Membership`` the channel's wiring provides.
 ``people:`` entries named by ``reviewers.people`` admit every account of
@@ -18,7 +18,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from adapters.channel import ChannelError
-from bot.reviews import Reviewers, authorize
+from bot.review_voters import authorize
+from bot.reviews import Reviewers
 
 from .people import People
 

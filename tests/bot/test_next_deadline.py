@@ -13,7 +13,8 @@ from datetime import datetime, timedelta, UTC
 
 import pytest
 
-from bot.reviews import Review, ReviewPolicy, due_actions, next_deadline
+from bot.review_deadlines import due_actions, next_deadline
+from bot.reviews import Review, ReviewPolicy
 
 T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 H = timedelta(hours=1)

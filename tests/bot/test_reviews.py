@@ -6,18 +6,17 @@ from datetime import datetime, timedelta, UTC
 
 import pytest
 
+from bot.review_deadlines import decide_by_timeout, due_actions
+from bot.review_voters import authorize
 from bot.reviews import (
     Outcome,
     Review,
-    Reviewers,
     ReviewPolicy,
     ReviewPolicyError,
+    Reviewers,
     Vote,
-    authorize,
     cast_vote,
     cast_votes,
-    decide_by_timeout,
-    due_actions,
     mark_applied,
     mark_failed,
 )
