@@ -61,7 +61,7 @@ from bench.persistence_bench import big_state  # noqa: E402
 from bot.config import load_config  # noqa: E402
 from bot.desk import Authorizer, Decisions, ListMembership, People, ReviewDesk, VotePath, local_channel  # noqa: E402
 from bot.runner import Runner, utcnow  # noqa: E402
-from bot.reviews import Review  # noqa: E402
+from bot.review_records import Review  # noqa: E402
 from bot.store import SqliteStore, RunRecord  # noqa: E402
 from loop_engine.atomic import atomic_write_bytes  # noqa: E402
 from loop_engine.review import HumanDecision  # noqa: E402

@@ -37,7 +37,7 @@ if os.environ.get("STORE_BENCH_CODE") is None:
     sys.path.insert(0, str(ROOT))
 
 from bench.persistence_bench import big_state  # noqa: E402
-from bot.reviews import Review, ReviewPolicy, Vote  # noqa: E402
+from bot.review_records import Review, ReviewPolicy, Vote  # noqa: E402
 from bot.store import RunRecord  # noqa: E402
 from loop_engine.checkpoint import HumanDecision  # noqa: E402
 

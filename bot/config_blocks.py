@@ -26,7 +26,7 @@ from .config_rules import (
     check_web_secret,
     duration,
 )
-from .reviews import Reviewers, ReviewPolicy
+from .review_records import ReviewPolicy, Reviewers
 
 if TYPE_CHECKING:  # pragma: no cover
     from loop_engine.checkpoint import CheckpointConfig

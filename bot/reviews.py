@@ -14,7 +14,7 @@ outcome wins. A vote carries only changes its decision can use (MODIFY: the
 engine's keys; PAUSE: ``until``), so an outcome never fails when the run
 resumes for a reason the voter could have been told.
 
-The records (``bot.review_records``), who may vote (``bot.review_voters``),
+The records it works on live in ``bot.review_records``; who may vote (``bot.review_voters``),
 how long a pause lasts (``bot.review_pause``) and what falls due when
 (``bot.review_deadlines``) are the neighbouring rules, each in its module.
 """
@@ -30,32 +30,11 @@ from typing import Any
 from loop_engine.review import HumanDecision
 
 from .review_pause import pause_until
-from .review_records import (
-    DEFAULT_PAUSE,
-    REVIEW_FORMAT,
-    TIMEOUT_VOTER,
-    MembershipCheck,
-    Outcome,
-    Review,
-    Reviewers,
-    ReviewPolicy,
-    ReviewPolicyError,
-    Vote,
-)
+from .review_records import TIMEOUT_VOTER, MembershipCheck, Outcome, Review, Vote
 from .review_voters import Authorize, authorize
 
 __all__ = [
-    "REVIEW_FORMAT",
-    "DEFAULT_PAUSE",
-    "TIMEOUT_VOTER",
-    "ReviewPolicyError",
-    "Vote",
-    "Reviewers",
-    "ReviewPolicy",
-    "Outcome",
-    "Review",
     "VoteResult",
-    "MembershipCheck",
     "COUNTED",
     "DECIDED",
     "REFUSED",

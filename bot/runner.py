@@ -30,7 +30,8 @@ from loop_engine.types import LoopResult, LoopState, LoopStatus
 
 from bot.config import BotConfig, ReviewConfig
 from bot.desk.desk import ReviewDesk, outcome_text
-from bot.reviews import Review, Vote, mark_applied, mark_failed
+from bot.review_records import Review, Vote
+from bot.reviews import mark_applied, mark_failed
 from bot.runner_control import ACTIVE_STATUSES, RunControlMixin, explained
 from bot.store.base import NO_CLAIM, Claim, CorruptDocumentError, RunRecord, RunStore, Store, StoreError
 from bot.loop_catalog import LoopBuildError, LoopCatalog, UnknownLoopError

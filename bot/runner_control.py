@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from loop_engine.errors import RunInterrupted
 
-from bot.reviews import Review
+from bot.review_records import Review
 from bot.store.base import Claim, RunRecord, Store
 from bot.loop_catalog import LoopBuildError, UnknownLoopError
 

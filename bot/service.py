@@ -27,7 +27,7 @@ from typing import Any
 from adapters.durations import format_duration
 from bot.desk.decisions import Decisions
 from bot.review_deadlines import decide_by_timeout, due_actions
-from bot.reviews import Review
+from bot.review_records import Review
 from bot.runner import Runner, utcnow
 from bot.store.base import Store
 

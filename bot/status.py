@@ -16,7 +16,7 @@ from adapters.local import answer_as, answer_elsewhere, answer_lines, local_vote
 
 from bot.desk.outbox import ESCALATION_PREFIX
 from bot.review_voters import authorize
-from bot.reviews import Review
+from bot.review_records import Review
 from bot.store.base import OutboxTask, RunRecord
 
 __all__ = ["run_view", "review_view", "render_json", "render_table", "render_page_links", "where_to_answer"]

@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from adapters.channel import ChannelError
 from bot.review_voters import authorize
-from bot.reviews import Reviewers
+from bot.review_records import Reviewers
 
 from .people import People
 

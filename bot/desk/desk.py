@@ -21,7 +21,8 @@ from typing import Any
 from adapters.channel import Answer, Channel, PostOutcome, Reply, ReviewPost, Target
 from loop_engine.review import ReviewRequest  # not .checkpoint: that loads the state types
 
-from bot.reviews import Review, changes_text
+from bot.review_records import Review
+from bot.reviews import changes_text
 from bot.store.base import OutboxTask, Store
 
 from .outbox import ESCALATION_PREFIX, DeliveryThread, Outbox

@@ -29,7 +29,7 @@ from adapters.github.directory import permission_at_least
 from loop_engine.atomic import atomic_write_text
 
 from bot.config_blocks import GitHubConfig
-from bot.reviews import Reviewers
+from bot.review_records import Reviewers
 from bot.store.base import Store
 
 __all__ = ["GitHubKit", "GitHubMembership", "FilePollState"]

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from adapters.channel import Answer, AnswerKind, Channel, ChannelError, MessageRef, ReviewPost, Target
 from adapters.waits import MAX_WAIT, clamp_wait
 
-from bot.reviews import Review
+from bot.review_records import Review
 from bot.store.base import OutboxTask, Store, StoreError, UnknownReviewError
 
 __all__ = ["Outbox", "DeliveryThread", "backoff", "ESCALATION_PREFIX", "MAX_BACKOFF", "IDLE_POLL"]

@@ -22,7 +22,7 @@ from adapters.slack import SlackChannel, SlackClient, SlackDirectory, check_conn
 from adapters.vote_batches import VotesHandler
 
 from bot.config_blocks import SlackConfig
-from bot.reviews import Reviewers
+from bot.review_records import Reviewers
 
 from .authorize import ListMembership
 

@@ -27,14 +27,8 @@ from adapters.commands import CONTROL_VERBS, HELP_TEXT
 from adapters.suggest import did_you_mean
 from adapters.vote_values import identity_problem
 
-from bot.reviews import (
-    ALREADY_DECIDED,
-    DECIDED,
-    DUPLICATE,
-    REFUSED,
-    Review,
-    Vote,
-)
+from bot.review_records import Review, Vote
+from bot.reviews import ALREADY_DECIDED, DECIDED, DUPLICATE, REFUSED
 from bot.store.base import Store, StoreError, UnknownReviewError
 
 from .authorize import Authorizer

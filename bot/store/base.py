@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from ..reviews import Cast, Review, VoteResult
+from ..review_records import Review
+from ..reviews import Cast, VoteResult
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only: listing runs and reviews needs no engine state
     from loop_engine.types import LoopState

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..reviews import Review, Vote
+from ..review_records import Review, Vote
 from .base import OutboxTask, RunRecord, StoreError
 from .sql_transfer import DUMP_FORMAT, load
 

@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from ..reviews import REVIEW_FORMAT, Review
+from ..review_records import REVIEW_FORMAT, Review
 from .base import ACTIVE_RUN_STATUSES, NO_CLAIM, RUN_FORMAT, TASK_FORMAT, Claim, CorruptDocumentError, NewerFormatError
 from .base import OutboxTask, Request, RunRecord, StoreError, UnknownRunError, UnknownTaskError
 from .engines import DB_NAME, BUSY_TIMEOUT, DatabaseError, Engine, Postgres, Sqlite, describe_url

@@ -21,7 +21,8 @@ from adapters.suggest import did_you_mean
 import orjson
 
 from ..review_deadlines import next_deadline
-from ..reviews import REVIEW_FORMAT, Cast, Review, VoteResult, cast_votes
+from ..review_records import REVIEW_FORMAT, Review
+from ..reviews import Cast, VoteResult, cast_votes
 from .engines import DatabaseError
 from .base import HOT_REVIEW_STATUSES, StoreError, UnknownReviewError
 from .records import FEW_IDS, checked_key, encode, key_of, mutate_record, number, one_edit, run_key

@@ -21,7 +21,7 @@ from typing import Any
 
 from loop_engine.atomic import atomic_write_bytes
 
-from ..reviews import Review
+from ..review_records import Review
 from .base import OutboxTask, Request, RunRecord, StoreError
 
 __all__ = ["DUMP_FORMAT", "check_empty", "counted", "dump", "load", "read_dump", "write_dump"]

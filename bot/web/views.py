@@ -28,7 +28,7 @@ from loop_engine.review import ReviewRequest
 from bot.config import BotConfig
 from bot.desk.desk import outcome_text
 from bot.review_deadlines import next_deadline
-from bot.reviews import Review
+from bot.review_records import Review
 from bot.scheduler import build_trigger
 from bot.status import target_views
 from bot.store.base import RunRecord, Store, StoreError

@@ -13,7 +13,7 @@ import pytest
 from bot.config import BotConfig, ConfigError, load_config
 from bot.config_file import CHANNEL_BLOCKS, channel_stand_in, read_config
 from bot.config_memo import load_view
-from bot.reviews import Reviewers
+from bot.review_records import Reviewers
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRETS = {

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, UTC
 import pytest
 
 from bot.review_deadlines import due_actions, next_deadline
-from bot.reviews import Review, ReviewPolicy
+from bot.review_records import Review, ReviewPolicy
 
 T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 H = timedelta(hours=1)

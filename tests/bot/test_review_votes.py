@@ -13,7 +13,8 @@ import pytest
 from bot.desk import outcome_text, review_post
 from bot.review_deadlines import due_actions
 from bot.review_pause import MAX_PAUSE_AHEAD
-from bot.reviews import Review, Reviewers, cast_vote
+from bot.review_records import Review, Reviewers
+from bot.reviews import cast_vote
 from loop_engine.checkpoint import CheckpointTrigger, ReviewRequest
 
 from .test_reviews import DEADLINES, T0, A, H, M, P, RT, make_review, vote

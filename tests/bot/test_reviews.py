@@ -8,18 +8,8 @@ import pytest
 
 from bot.review_deadlines import decide_by_timeout, due_actions
 from bot.review_voters import authorize
-from bot.reviews import (
-    Outcome,
-    Review,
-    ReviewPolicy,
-    ReviewPolicyError,
-    Reviewers,
-    Vote,
-    cast_vote,
-    cast_votes,
-    mark_applied,
-    mark_failed,
-)
+from bot.review_records import Outcome, Review, ReviewPolicy, ReviewPolicyError, Reviewers, Vote
+from bot.reviews import cast_vote, cast_votes, mark_applied, mark_failed
 from loop_engine.checkpoint import HumanDecision
 
 T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)

@@ -13,7 +13,8 @@ from adapters.commands import Command, parse_command, parse_comment
 from bot.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
 from bot.desk import Authorizer, ListMembership, People, VotePath
 from bot.desk.control import RunControl
-from bot.reviews import Vote, cast_vote
+from bot.review_records import Vote
+from bot.reviews import cast_vote
 from bot.runner import RUNS_MARKDOWN
 from bot.service import Service
 from bot.store import SqliteStore, ServeLock

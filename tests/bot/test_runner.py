@@ -13,7 +13,8 @@ import pytest
 import contextlib
 
 from bot.patterns import LoopSpec, get_pattern
-from bot.reviews import Review, Vote, cast_vote
+from bot.review_records import Review, Vote
+from bot.reviews import cast_vote
 from bot.store import SqliteStore
 from bot.store.engines import DB_NAME, Sqlite
 from bot.runner import result_text

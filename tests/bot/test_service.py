@@ -11,7 +11,8 @@ import pytest
 
 from bot.patterns import LoopSpec
 from bot.desk import ReviewDesk, local_channel
-from bot.reviews import Outcome, Review, ReviewPolicy, Vote, cast_vote
+from bot.review_records import Outcome, Review, ReviewPolicy, Vote
+from bot.reviews import cast_vote
 from bot.runner import Runner
 from bot.service import RUN_REQUEST, Service
 from bot.store import SqliteStore

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from adapters.channel import Answer, ChannelError, MessageRef, ReviewPost, Target
-from bot.reviews import Review, ReviewPolicy, Reviewers
+from bot.review_records import Review, ReviewPolicy, Reviewers
 from loop_engine.checkpoint import CheckpointTrigger, ReviewRequest
 
 from ..runtime_support import T0

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from adapters.channel import PostOutcome
 from bot.desk import review_post
-from bot.reviews import Reviewers, cast_vote
+from bot.review_records import Reviewers
+from bot.reviews import cast_vote
 from loop_engine.checkpoint import CheckpointTrigger, ReviewRequest
 
 from ..test_reviews import T0, A, R, make_review, vote

@@ -9,7 +9,7 @@ import pytest
 from adapters.channel import Answer, AnswerKind, Identity, Reply
 from adapters.commands import parse_command
 from bot.desk import Authorizer, Decisions, ListMembership, People, VotePath
-from bot.reviews import Reviewers
+from bot.review_records import Reviewers
 from bot.store import SqliteStore
 from bot.store import CorruptDocumentError
 

@@ -22,7 +22,8 @@ import time
 from datetime import datetime, UTC
 from pathlib import Path
 
-from bot.reviews import Review, ReviewPolicy, Vote, cast_vote
+from bot.review_records import Review, ReviewPolicy, Vote
+from bot.reviews import cast_vote
 from bot.store import SqliteStore, UnknownReviewError
 from loop_engine.checkpoint import HumanDecision
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.reviews import Reviewers, Vote
+from bot.review_records import Reviewers, Vote
 from bot.store import Store
 from bot.store.sql_schema import SCHEMA_VERSION
 from loop_engine.checkpoint import HumanDecision

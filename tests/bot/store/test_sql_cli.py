@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
-from bot.reviews import Vote, cast_vote, mark_applied
+from bot.review_records import Vote
+from bot.reviews import cast_vote, mark_applied
 from bot.store import SqliteStore, Store
 from bot.store.sql import PostgresStore
 from bot.store.sql_schema import SCHEMA_VERSION

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bot.config import load_config
-from bot.reviews import Vote, cast_vote
+from bot.review_records import Vote
+from bot.reviews import cast_vote
 from bot.store import NewerFormatError, StoreError, open_store
 from bot.store.sql import DatabaseError, PostgresStore
 from bot.store.sql_schema import SCHEMA_VERSION

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
-from bot.reviews import Vote
+from bot.review_records import Vote
 from bot.store.engines import (
     DatabaseCorruptError,
     DatabaseLockedError,

@@ -23,7 +23,8 @@ import pytest
 
 import sqlite3
 
-from bot.reviews import Review, ReviewPolicy, Vote, cast_vote
+from bot.review_records import Review, ReviewPolicy, Vote
+from bot.reviews import cast_vote
 from bot.store import (
     CorruptDocumentError,
     NewerFormatError,
@@ -258,7 +259,8 @@ def test_update_review_is_serialised_across_threads(store: Store) -> None:
 CHILD = """
 import sys
 from datetime import datetime, timezone
-from bot.reviews import Vote, cast_vote
+from bot.review_records import Vote
+from bot.reviews import cast_vote
 from loop_engine.checkpoint import HumanDecision
 {open_code}
 tag, n = sys.argv[1], int(sys.argv[2])

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from bot.reviews import Vote
+from bot.review_records import Vote
 from bot.store import CorruptDocumentError, NewerFormatError, Store
 from bot.store.engines import translate
 from loop_engine.checkpoint import HumanDecision
@@ -155,7 +155,7 @@ def test_deliveries_and_tasks_raced_by_processes_are_each_taken_once(store: Stor
 VOTER = """
 import sys
 from datetime import datetime, timezone
-from bot.reviews import Vote
+from bot.review_records import Vote
 from loop_engine.checkpoint import HumanDecision
 {open_code}
 for k in range(int(sys.argv[1]), 10_000):

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bot.review_deadlines import decide_by_timeout
-from bot.reviews import Review, ReviewPolicy, Vote, cast_vote, mark_applied, mark_failed
+from bot.review_records import Review, ReviewPolicy, Vote
+from bot.reviews import cast_vote, mark_applied, mark_failed
 from bot.store import OutboxTask, RunRecord, Store, StoreError, UnknownReviewError, UnknownTaskError
 from loop_engine.checkpoint import CheckpointTrigger, HumanDecision, ReviewRequest
 from loop_engine.proposal import ChangeList, Proposal, Table

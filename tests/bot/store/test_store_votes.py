@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.reviews import Review, Reviewers, Vote, VoteResult, cast_vote
+from bot.review_records import Review, Reviewers, Vote
+from bot.reviews import VoteResult, cast_vote
 from bot.store import Store, UnknownReviewError
 from bot.store.base import NO_CLAIM
 from loop_engine.checkpoint import HumanDecision
@@ -98,7 +99,7 @@ def test_claims(store: Store, impl: Impl) -> None:
 DECIDER = """
 import sys
 from datetime import datetime, timedelta, timezone
-from bot.reviews import Vote
+from bot.review_records import Vote
 from loop_engine.checkpoint import HumanDecision
 {open_code}
 tag, n = sys.argv[1], int(sys.argv[2])
