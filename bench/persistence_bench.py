@@ -27,7 +27,8 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loop_engine.persistence import LoopStatePersistence, PersistenceConfig  # noqa: E402
-from loop_engine.serialization import encode_state, state_from_dict  # noqa: E402
+from loop_engine.deserialization import state_from_dict  # noqa: E402
+from loop_engine.serialization import encode_state  # noqa: E402
 from loop_engine.types import (  # noqa: E402
     Budget,
     Failure,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from loop_engine.serialization import state_from_dict
+from loop_engine.deserialization import state_from_dict
 from loop_engine.types import LoopResult
 
 __all__ = ["result_summary", "saved_progress"]

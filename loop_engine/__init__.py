@@ -73,7 +73,8 @@ if TYPE_CHECKING:  # pragma: no cover - what type checkers and editors see
         RetryHandler,
     )
     from .review import CheckpointTrigger, HumanDecision, ReviewRequest, ReviewResponse
-    from .serialization import SCHEMA_VERSION, state_from_dict, state_to_dict
+    from .deserialization import state_from_dict
+    from .serialization import SCHEMA_VERSION, state_to_dict
     from .state_machine import derive_result_status
     from .types import (
         Budget,
@@ -112,7 +113,8 @@ _SOURCES: dict[str, tuple[str, ...]] = {
     "recovery": ("BackoffHandler", "CircuitBreakHandler", "DefaultRecoveryPolicy", "GracefulDegradationHandler",
         "RecoveryRegistry", "ReplanStepHandler", "RequestHumanHandler", "RetryHandler"),
     "review": ("CheckpointTrigger", "HumanDecision", "ReviewRequest", "ReviewResponse"),
-    "serialization": ("SCHEMA_VERSION", "state_from_dict", "state_to_dict"),
+    "serialization": ("SCHEMA_VERSION", "state_to_dict"),
+    "deserialization": ("state_from_dict",),
     "state_machine": ("derive_result_status",),
     "types": ("Budget", "ComponentType", "Evaluation", "ExecutionState", "Failure", "FailureStatus", "FailureType",
         "LoopContext", "LoopResult", "LoopState", "LoopStatus", "Observation", "Plan", "RecoveryAction",

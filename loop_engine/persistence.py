@@ -33,7 +33,8 @@ from .atomic import atomic_write_bytes, fsync_directory, make_directories
 from .errors import ConfigurationError, CorruptStateError, PersistenceError, SchemaVersionError
 from .jsonvalue import decode_datetime, decode_enum, gc_paused
 from .audit import parse_audit_header, render_state_markdown
-from .serialization import SCHEMA_VERSION, encode_state, state_from_dict
+from .deserialization import state_from_dict
+from .serialization import SCHEMA_VERSION, encode_state
 from .ids import new_trace_id, validate_trace_id
 from .types import ExecutionState, LoopState, LoopStatus
 

@@ -294,7 +294,7 @@ class SqlStore(ReviewTables):
 
     def load_state(self, run_id: str) -> Any:
         from loop_engine.errors import CorruptStateError
-        from loop_engine.serialization import state_from_dict
+        from loop_engine.deserialization import state_from_dict
 
         found = self._snapshot(run_id)
         if found is None:

@@ -20,7 +20,7 @@ from bot.store.engines import DB_NAME, Sqlite
 from bot.runner import result_text
 from bot.loop_catalog import UnknownLoopError
 from loop_engine.checkpoint import HumanDecision
-from loop_engine.serialization import state_from_dict
+from loop_engine.deserialization import state_from_dict
 from loop_engine.types import LoopContext, LoopState
 
 from .runtime_support import T0, Bench, bench, db_execute, demo, wait_for

@@ -21,7 +21,8 @@ from loop_engine.checkpoint import (
     ReviewResponse,
 )
 from loop_engine.errors import CheckpointError, ConfigurationError, NoDecisionHandlerError
-from loop_engine.serialization import state_from_dict, state_to_dict
+from loop_engine.deserialization import state_from_dict
+from loop_engine.serialization import state_to_dict
 from loop_engine.types import Budget, Failure, FailureStatus, LoopContext, LoopState, Plan, Step, StepStatus
 
 T0 = datetime(2026, 8, 4, 16, 51, 32, 180204)

@@ -17,7 +17,8 @@ from loop_engine.config import LoopConfig
 from loop_engine.errors import CorruptStateError
 from loop_engine.persistence import LoopStatePersistence, PersistenceConfig
 from loop_engine.proposal import proposal_from_dict
-from loop_engine.serialization import encode_state, state_from_dict, state_to_dict
+from loop_engine.deserialization import state_from_dict
+from loop_engine.serialization import encode_state, state_to_dict
 from loop_engine.types import ComponentType, LoopContext, LoopState, LoopStatus
 
 T0 = datetime(2026, 8, 4, 16, 51, 32, 180204)

@@ -16,7 +16,8 @@ from loop_engine.config import LoopConfig
 from loop_engine.engine import LoopEngine
 from loop_engine.errors import PlanValidationError
 from loop_engine.review import HumanDecision, ReviewResponse
-from loop_engine.serialization import state_from_dict, state_to_dict
+from loop_engine.deserialization import state_from_dict
+from loop_engine.serialization import state_to_dict
 from loop_engine.state_machine import TRANSITIONS, derive_result_status
 from loop_engine.types import (
     ComponentType,

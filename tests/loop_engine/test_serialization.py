@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from loop_engine.errors import CorruptStateError
 from loop_engine.jsonvalue import NotJSONSerialisableError
 from loop_engine.review import CheckpointTrigger, HumanDecision, ReviewRequest, ReviewResponse
-from loop_engine.serialization import SCHEMA_VERSION, encode_state, state_from_dict, state_to_dict
+from loop_engine.deserialization import state_from_dict
+from loop_engine.serialization import SCHEMA_VERSION, encode_state, state_to_dict
 from loop_engine.types import (
     Budget,
     Evaluation,

@@ -18,7 +18,8 @@ from loop_engine.checkpoint import (
     ReviewResponse,
 )
 from loop_engine.proposal import ChangeList, Table
-from loop_engine.serialization import state_from_dict, state_to_dict
+from loop_engine.deserialization import state_from_dict
+from loop_engine.serialization import state_to_dict
 from loop_engine.types import LoopResult, LoopState, LoopStatus, StepStatus
 
 STEP_IDS = [step_id for step_id, _ in STEPS]

@@ -19,7 +19,8 @@ from bot.patterns.triage.rules import Item, Rules
 from loop_engine.checkpoint import CheckpointConfig, HumanCheckpoint, HumanDecision, ReviewResponse
 from loop_engine.gates.base import GateContext
 from loop_engine.proposal import ChangeList, Table, Text
-from loop_engine.serialization import state_from_dict, state_to_dict
+from loop_engine.deserialization import state_from_dict
+from loop_engine.serialization import state_to_dict
 from loop_engine.types import LoopResult, LoopState, LoopStatus
 from tests.fakes.github_triage import TriageGitHub, days_ago
 

@@ -19,7 +19,8 @@ from adapters.modify_changes import parse_assignments
 from bot.patterns import BuildContext, GitHubConnection, LoopSpec
 from bot.patterns.triage import build
 from loop_engine.checkpoint import CheckpointConfig, HumanCheckpoint, HumanDecision, ReviewResponse
-from loop_engine.serialization import state_from_dict, state_to_dict
+from loop_engine.deserialization import state_from_dict
+from loop_engine.serialization import state_to_dict
 from loop_engine.types import LoopResult, LoopState, LoopStatus
 from tests.fakes.github_triage import TriageGitHub, days_ago
 
