@@ -174,26 +174,34 @@ async def test_a_response_to_a_run_that_is_not_waiting_is_refused() -> None:
         await engine.resume(engine.state, response)
 
 
+class Killed(BaseException):
+    """Stands in for SIGKILL: nothing in the engine may catch it."""
+
+
+class Snapshots(RecordingPersistence):
+    """Keeps each save as the JSON document a store would hold, to be loaded as the next process would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.documents: list[dict[str, Any]] = []
+
+    def save(self, state: LoopState, trace_id: str | None = None) -> None:
+        self.documents.append(json.loads(json.dumps(state_to_dict(state))))
+
+
 async def decided_then_killed() -> LoopState:
     """The snapshot saved with carol's decision when the process died before applying it (no review pending)."""
     state = await paused_at_failure()
-    snapshots: list[dict[str, Any]] = []
-
-    class Snapshot(RecordingPersistence):
-        def save(self, s: LoopState, trace_id: str | None = None) -> None:
-            snapshots.append(json.loads(json.dumps(state_to_dict(s))))
-
-    class Crash(BaseException):
-        """Stands in for SIGKILL right after the decision was saved."""
+    snapshots = Snapshots()
 
     def crash(step: Any, observations: Any, context: Any) -> str:
-        raise Crash()
+        raise Killed()  # right after the decision was saved
 
-    engine = failing_engine(persistence=Snapshot())
+    engine = failing_engine(persistence=snapshots)
     engine.register_component(ComponentType.ACTOR, CallableActor(crash), allow_replace=True)
-    with pytest.raises(Crash):
+    with pytest.raises(Killed):
         await engine.resume(state, answer(state, HumanDecision.APPROVE, reviewer="carol"))
-    return state_from_dict(next(s for s in snapshots if s["decisions"]))
+    return state_from_dict(next(s for s in snapshots.documents if s["decisions"]))
 
 
 async def test_decision_is_saved_before_it_is_applied_and_applied_once_on_resume() -> None:
@@ -205,15 +213,7 @@ async def test_decision_is_saved_before_it_is_applied_and_applied_once_on_resume
 
 
 async def test_resume_without_response_continues_an_interrupted_iteration() -> None:
-    snapshots: list[dict[str, Any]] = []
-
-    class Snapshot(RecordingPersistence):
-        def save(self, s: LoopState, trace_id: str | None = None) -> None:
-            snapshots.append(json.loads(json.dumps(state_to_dict(s))))
-
-    class Killed(BaseException):
-        """Stands in for SIGKILL: nothing in the engine may catch it."""
-
+    snapshots = Snapshots()
     calls: list[str] = []
 
     def act(step: Any, observations: Any, context: Any) -> str:
@@ -222,10 +222,10 @@ async def test_resume_without_response_continues_an_interrupted_iteration() -> N
             raise Killed()
         return "good"
 
-    engine = make_engine(["a", "b", "c"], act=act, persistence=Snapshot())
+    engine = make_engine(["a", "b", "c"], act=act, persistence=snapshots)
     with pytest.raises(Killed):
         await engine.run(LoopContext(goal="g"), trace_id="crash-1")
-    last = state_from_dict(snapshots[-1])
+    last = state_from_dict(snapshots.documents[-1])
     assert last.execution_state is ExecutionState.ACTING
     assert last.current_step is not None and last.current_step.status is StepStatus.IN_PROGRESS
     fresh = make_engine(["a", "b", "c"], act=act)
