@@ -6,7 +6,8 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,9 @@ import pytest
 import bot.desk.answer_queue as answer_queue_module
 from adapters.channel import Answer, AnswerKind, Identity, Reply
 from adapters.commands import parse_command
+from adapters.vote_batches import VotesHandler
 from bot.desk import Authorizer, ListMembership, VotePath
-from bot.desk.answer_queue import AnswerQueue
+from bot.desk.answer_queue import AnswerQueue, Finish
 from bot.reviews import Cast, VoteResult
 from bot.store import SqliteStore
 from bot.store.base import OutboxTask
@@ -64,27 +66,34 @@ def votes_on(tmp_path: Path, required: int = 10) -> tuple[CountingStore, VotePat
     return store, VotePath(store, Authorizer({"github": ListMembership("github")}), clock=FakeClock())
 
 
-def restarted_on(tmp_path: Path) -> tuple[SqliteStore, Told, AnswerQueue]:
-    """A next process on the same state dir: its store, what its voters were told, its started queue."""
+@contextmanager
+def running(store: SqliteStore, cast: VotesHandler, finish: Finish) -> Iterator[AnswerQueue]:
+    """A started queue, stopped when the block ends however it ends, so no caster thread outlives its test."""
+    answers = AnswerQueue(store, cast, finish)
+    answers.start()
+    try:
+        yield answers
+    finally:
+        answers.stop()
+
+
+@contextmanager
+def restarted_on(tmp_path: Path) -> Iterator[tuple[SqliteStore, Told, AnswerQueue]]:
+    """A next process on the same state dir: its store, what its voters were told, its running queue."""
     store = SqliteStore(tmp_path / "state")
     told = Told(store)
     path = VotePath(store, Authorizer({"github": ListMembership("github")}), clock=FakeClock())
-    answers = AnswerQueue(store, path.handle_many, told)
-    answers.start()
-    return store, told, answers
+    with running(store, path.handle_many, told) as answers:
+        yield store, told, answers
 
 
 def test_accepted_votes_are_cast_by_the_caster_and_the_delivery_finished(tmp_path: Path) -> None:
     store, path = votes_on(tmp_path)
     told = Told(store)
-    answers = AnswerQueue(store, path.handle_many, told)
-    answers.start()
-    try:
+    with running(store, path.handle_many, told) as answers:
         assert answers.accept("hook:d-1", [vote(1), vote(2)])
         assert not answers.accept("hook:d-1", [vote(1), vote(2)]), "a redelivery is refused before it is queued"
         wait_for(lambda: store.pending_deliveries() == [])
-    finally:
-        answers.stop()
     assert told.kinds == [AnswerKind.COUNTED, AnswerKind.COUNTED]
     assert sorted(v.voter for v in store.get_review("demo-1").votes) == ["github:user1", "github:user2"]
 
@@ -102,17 +111,13 @@ def test_deliveries_that_wait_together_are_cast_in_one_write_and_finished_in_one
             release.wait(10)
         return path.handle_many(replies)
 
-    answers = AnswerQueue(store, cast, Told(store))
-    answers.start()
-    try:
+    with running(store, cast, Told(store)) as answers:
         assert answers.accept("hook:d-0", [vote(0)])
         assert casting.wait(10)
         for n in range(1, 41):
             assert answers.accept(f"hook:d-{n}", [vote(n)])
         release.set()
         wait_for(lambda: store.pending_deliveries() == [])
-    finally:
-        answers.stop()
     assert batches == [1, 40]
     assert store.casts == [1, 40] and store.finishes == [1, 40], "one write to cast 40 deliveries, one to finish"
     assert len(store.get_review("demo-1").votes) == 41
@@ -128,13 +133,9 @@ def test_a_vote_the_store_could_not_take_is_tried_again(tmp_path: Path, monkeypa
             raise failures.pop()
         return path.handle_many(replies)
 
-    answers = AnswerQueue(store, cast, Told(store))
-    answers.start()
-    try:
+    with running(store, cast, Told(store)) as answers:
         assert answers.accept("hook:d-1", [vote(1)])
         wait_for(lambda: store.pending_deliveries() == [])
-    finally:
-        answers.stop()
     assert [v.voter for v in store.get_review("demo-1").votes] == ["github:user1"]
 
 
@@ -158,25 +159,17 @@ def test_only_the_delivery_whose_review_failed_waits_for_the_retry(tmp_path: Pat
         finished.extend(keys)
         store.finish_deliveries(keys)
 
-    answers = AnswerQueue(store, cast, finish)
-    answers.start()
-    try:
+    with running(store, cast, finish) as answers:
         assert answers.accept("hook:d-1", [vote(1)]) and answers.accept("hook:d-2", [vote(2)])
         wait_for(lambda: store.pending_deliveries() == [])
-    finally:
-        answers.stop()
     assert finished == ["hook:d-1", "hook:d-2"], "d-1 finished at once, d-2 after its retry"
 
 
 def test_a_damaged_vote_is_skipped_and_the_rest_cast(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     store, path = votes_on(tmp_path)
     assert store.record_delivery("hook:d-1", [{"voter": "not a voter"}, vote(2).to_dict()])
-    answers = AnswerQueue(store, path.handle_many, Told(store))
-    answers.start()
-    try:
+    with running(store, path.handle_many, Told(store)):
         wait_for(lambda: store.pending_deliveries() == [])
-    finally:
-        answers.stop()
     assert [v.voter for v in store.get_review("demo-1").votes] == ["github:user2"]
     assert "hook:d-1 holds a damaged vote" in caplog.text
 
@@ -212,12 +205,9 @@ def test_kill_9_after_the_answer_and_before_the_votes_loses_none(tmp_path: Path)
             child.kill()
     assert store.get_review("demo-1").votes == []  # answered, not yet cast
 
-    restarted, told, answers = restarted_on(tmp_path)
-    try:
+    with restarted_on(tmp_path) as (restarted, told, answers):
         wait_for(lambda: restarted.pending_deliveries() == [])
         assert not answers.accept("hook:d-0", [vote(0)]), "GitHub's redelivery of an accepted delivery is refused"
-    finally:
-        answers.stop()
     assert told.kinds == [AnswerKind.COUNTED] * 3
     assert sorted(v.voter for v in restarted.get_review("demo-1").votes) == [f"github:user{n}" for n in range(3)]
 
@@ -228,12 +218,8 @@ def test_a_vote_cast_twice_after_a_crash_counts_once(tmp_path: Path) -> None:
     assert store.record_delivery("hook:d-1", [vote(1).to_dict()])
     assert path.handle(vote(1)).kind is AnswerKind.COUNTED  # the cast that happened before the crash
     told = Told(store)
-    answers = AnswerQueue(store, path.handle_many, told)
-    answers.start()
-    try:
+    with running(store, path.handle_many, told):
         wait_for(lambda: store.pending_deliveries() == [])
-    finally:
-        answers.stop()
     assert told.kinds == [AnswerKind.DUPLICATE]
     assert len(store.get_review("demo-1").history) == 1
 
@@ -270,12 +256,9 @@ def test_polled_comments_survive_a_crash_between_record_and_cast(tmp_path: Path)
         assert Poller(client, cursor, dying.accept, bot_login=fake.bot_login).poll_once([watch]).replies == 2
         assert store.get_review("demo-1").votes == []
 
-        restarted, told, answers = restarted_on(tmp_path)
-        try:
+        with restarted_on(tmp_path) as (restarted, told, answers):
             wait_for(lambda: restarted.pending_deliveries() == [])
             again = Poller(client, cursor, answers.accept, bot_login=fake.bot_login).poll_once([watch])
-        finally:
-            answers.stop()
     assert again.replies == 0, "the cursor had moved: only the record kept these votes"
     assert told.kinds == [AnswerKind.COUNTED, AnswerKind.COUNTED]
     assert {v.delivery_key for v in restarted.get_review("demo-1").votes} == {
