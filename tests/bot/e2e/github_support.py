@@ -19,6 +19,8 @@ from typing import Any
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from adapters.github.webhook import sign
 from bot.review_records import Review
@@ -33,7 +35,7 @@ __all__ = [
     "FIXTURES", "REPOSITORY", "ISSUE", "SECRET", "TARGET", "github_block", "github_loop", "comment_delivery",
     "label_delivery",
     "deliver", "review_comment", "wait_review_comment", "replies_to", "stored_review", "votes_of", "gh",
-    "slack_block", "slash", "SLACK_CHANNEL", "slack",
+    "slack_block", "slash", "SLACK_CHANNEL", "slack", "serve_github", "github_app_key",
 ]
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "github"  # a copy of ../shared/fixtures/github
@@ -125,6 +127,28 @@ def github_block(fake: FakeGitHub, **extra: Any) -> dict[str, Any]:
 def github_loop(*, targets: list[dict[str, Any]] | None = None, **review: Any) -> dict[str, Any]:
     """The demo loop, started at once, posting its review to the fake's issue (``targets`` to change that)."""
     return demo_loop(run_on_start=True, review={"post_to": targets or [TARGET], **review})
+
+
+def github_app_key() -> tuple[rsa.RSAPrivateKey, str]:
+    """A fresh GitHub App private key and its PEM, for ``github_block(..., private_key=pem)``."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    return key, pem
+
+
+def serve_github(ws: Workspace, fake: FakeGitHub, loop: dict[str, Any] | None = None,
+                 **block: Any) -> tuple[Bot, dict[str, Any], dict[str, Any]]:
+    """Serve ``loop`` (the ``github_loop()`` default) with the fake's ``github_block(**block)``.
+
+    Returns the bot, its open review as ``status`` shows it, and the first
+    comment on octo/ops#42 that carries the review's marker - the setup most
+    GitHub tests start from, so each test reads from its first vote on.
+    """
+    ws.write_config([loop or github_loop()], github=github_block(fake, **block))
+    bot = ws.serve()
+    review = ws.wait_open_review()
+    return bot, review, wait_review_comment(fake, review["id"])
 
 
 def review_comment(fake: FakeGitHub, review_id: str) -> dict[str, Any] | None:

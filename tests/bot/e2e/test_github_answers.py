@@ -21,24 +21,16 @@ from .github_support import (
     comment_delivery,
     deliver,
     gh,
-    label_delivery,
-    github_block,
     github_loop,
+    label_delivery,
     replies_to,
+    serve_github,
     votes_of,
     wait_review_comment,
 )
 
 pytestmark = pytest.mark.e2e
 __all__ = ["gh"]  # the fixture, imported for pytest
-
-
-def _serve(ws: Workspace, gh: FakeGitHub, **review: Any) -> tuple[Bot, dict[str, Any]]:
-    ws.write_config([github_loop(**review)], github=github_block(gh))
-    bot = ws.serve()
-    review_status = ws.wait_open_review()
-    wait_review_comment(gh, review_status["id"])
-    return bot, review_status
 
 
 def _comment(bot: Bot, gh: FakeGitHub, body: str, login: str) -> dict[str, Any]:
@@ -55,7 +47,7 @@ def _reply(gh: FakeGitHub, login: str, count: int = 1) -> str:
 
 
 def test_a_voter_with_read_permission_is_refused_and_told_why_and_who_may(ws: Workspace, gh: FakeGitHub) -> None:
-    bot, review = _serve(ws, gh)
+    bot, review, _ = serve_github(ws, gh)
     vote = _comment(bot, gh, "/approve", "mallory")
     said = _reply(gh, "mallory")
     assert "mallory has read permission on octo/ops" in said and "at least write" in said, said
@@ -68,7 +60,7 @@ def test_a_voter_with_read_permission_is_refused_and_told_why_and_who_may(ws: Wo
 
 def test_a_voter_outside_the_named_reviewers_is_told_who_may(ws: Workspace, gh: FakeGitHub) -> None:
     gh.permissions[(REPOSITORY, "carol")] = "admin"
-    bot, review = _serve(ws, gh, reviewers={"github_users": ["alice", "bob"]})
+    bot, review, _ = serve_github(ws, gh, github_loop(reviewers={"github_users": ["alice", "bob"]}))
     _comment(bot, gh, "/approve", "carol")
     said = _reply(gh, "carol")
     assert "carol is not one of this loop's GitHub reviewers (alice, bob)" in said, said
@@ -76,7 +68,7 @@ def test_a_voter_outside_the_named_reviewers_is_told_who_may(ws: Workspace, gh: 
 
 
 def test_reject_by_comment_ends_the_run_with_the_reason(ws: Workspace, gh: FakeGitHub) -> None:
-    bot, review = _serve(ws, gh)
+    bot, review, _ = serve_github(ws, gh)
     _comment(bot, gh, "/reject the labels are wrong", "bob")
     run = ws.wait_run(review["run"], "rejected")
     assert "the labels are wrong" in run["reason"], run
@@ -85,7 +77,7 @@ def test_reject_by_comment_ends_the_run_with_the_reason(ws: Workspace, gh: FakeG
 
 
 def test_retry_then_modify_by_comment_reach_the_run(ws: Workspace, gh: FakeGitHub) -> None:
-    bot, first = _serve(ws, gh)
+    bot, first, _ = serve_github(ws, gh)
     _comment(bot, gh, "/retry", "alice")
 
     def second_review() -> dict[str, Any] | None:
@@ -108,7 +100,7 @@ def test_retry_then_modify_by_comment_reach_the_run(ws: Workspace, gh: FakeGitHu
 def test_github_teams_admit_an_active_member_and_refuse_others(ws: Workspace, gh: FakeGitHub) -> None:
     gh.teams[("octo", "reviewers", "carol")] = "active"
     gh.teams[("octo", "reviewers", "dave")] = "pending"  # an invitation is not a membership
-    bot, review = _serve(ws, gh, reviewers={"github_teams": ["octo/reviewers"]})
+    bot, review, _ = serve_github(ws, gh, github_loop(reviewers={"github_teams": ["octo/reviewers"]}))
 
     _comment(bot, gh, "/approve", "dave")
     said = _reply(gh, "dave")
@@ -123,7 +115,7 @@ def test_github_teams_admit_an_active_member_and_refuse_others(ws: Workspace, gh
 
 def test_pause_by_comment_and_by_label_quiets_the_review_and_a_later_approve_decides(
         ws: Workspace, gh: FakeGitHub) -> None:
-    bot, review = _serve(ws, gh)
+    bot, review, _ = serve_github(ws, gh)
     _comment(bot, gh, "/pause 2h", "alice")
     assert "paused until" in _reply(gh, "alice"), "the voter is told how long"
     stored = ws.review(review["id"])

@@ -11,8 +11,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.fakes.github_api import FakeGitHub
 
@@ -23,10 +21,12 @@ from .github_support import (
     comment_delivery,
     deliver,
     gh,
+    github_app_key,
     github_block,
     github_loop,
     label_delivery,
     replies_to,
+    serve_github,
     stored_review,
     votes_of,
 )
@@ -48,10 +48,8 @@ def _bots_review_comment(gh: FakeGitHub, review_id: str) -> dict[str, Any]:
 
 
 def _serve(ws: Workspace, gh: FakeGitHub, **block: Any) -> tuple[Bot, dict[str, Any]]:
-    ws.write_config([github_loop()], github=github_block(gh, **block))
-    bot = ws.serve()
-    review = ws.wait_open_review()
-    _bots_review_comment(gh, review["id"])
+    bot, review, _ = serve_github(ws, gh, **block)
+    _bots_review_comment(gh, review["id"])  # not just any comment with its marker
     return bot, review
 
 
@@ -70,9 +68,7 @@ def _second_of(iso: str) -> datetime:
 
 
 def _app_block() -> dict[str, Any]:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption()).decode()
+    _, pem = github_app_key()
     return {"token": None, "app_id": 4242, "private_key": pem, "installation_id": 99}
 
 

@@ -32,6 +32,7 @@ from .github_support import (
     label_delivery,
     replies_to,
     review_comment,
+    serve_github,
     slack,
     slack_block,
     slash,
@@ -45,11 +46,8 @@ __all__ = ["gh", "slack"]  # the fixtures, imported for pytest
 
 
 def test_webhook_approve_completes_the_run_and_github_shows_it(ws: Workspace, gh: FakeGitHub) -> None:
-    ws.write_config([github_loop()], github=github_block(gh))
-    bot = ws.serve()
-    review = ws.wait_open_review()
+    bot, review, posted = serve_github(ws, gh)
     rid = review["id"]
-    posted = wait_review_comment(gh, rid)
     assert posted["user"]["login"] == gh.bot_login
     wait_for(lambda: "loopbot:awaiting-review" in gh.labels_of(REPOSITORY, ISSUE), what="the awaiting label")
 
@@ -96,11 +94,8 @@ IGNORED = (
 
 
 def test_polling_only_reads_an_approve_and_ignores_quoted_commands(ws: Workspace, gh: FakeGitHub) -> None:
-    ws.write_config([github_loop()], github=github_block(gh, webhook_secret=None, poll_interval="1s"))
-    bot = ws.serve()
-    review = ws.wait_open_review()
+    bot, review, _ = serve_github(ws, gh, webhook_secret=None, poll_interval="1s")
     rid = review["id"]
-    wait_review_comment(gh, rid)
     assert deliver(bot, "ping", b"{}").status_code == 404  # no secret: no webhook route at all
 
     ignored = gh.add_comment(REPOSITORY, ISSUE, IGNORED, "alice")
@@ -120,11 +115,8 @@ def test_polling_only_reads_an_approve_and_ignores_quoted_commands(ws: Workspace
 
 def test_label_approves_and_commands_in_code_quotes_and_html_comments_are_ignored(
         ws: Workspace, gh: FakeGitHub) -> None:
-    ws.write_config([github_loop()], github=github_block(gh))
-    bot = ws.serve()
-    review = ws.wait_open_review()
+    bot, review, _ = serve_github(ws, gh)
     rid = review["id"]
-    wait_review_comment(gh, rid)
 
     ignored = gh.add_comment(REPOSITORY, ISSUE, IGNORED, "alice")
     answer = deliver(bot, "issue_comment", comment_delivery(ignored))
@@ -180,11 +172,8 @@ def _comment_polls(gh: FakeGitHub) -> int:
 
 def test_redelivery_and_webhook_plus_poll_count_once_and_bad_requests_record_nothing(
         ws: Workspace, gh: FakeGitHub) -> None:
-    ws.write_config([github_loop(approvals_required=2)], github=github_block(gh, poll_interval="1s"))
-    bot = ws.serve()
-    review = ws.wait_open_review()
+    bot, review, _ = serve_github(ws, gh, github_loop(approvals_required=2), poll_interval="1s")
     rid = review["id"]
-    wait_review_comment(gh, rid)
 
     def state() -> dict[str, str]:
         return {k: v for k, v in ws.fingerprint().items() if k != "github-poll.json"}  # the poll cursor moves

@@ -23,8 +23,8 @@ from .github_support import (
     deliver,
     gh,
     github_block,
-    github_loop,
     review_comment,
+    serve_github,
     wait_review_comment,
 )
 
@@ -75,11 +75,8 @@ def test_a_5000_row_proposal_is_read_whole_on_github(ws: Workspace, gh: FakeGitH
 
 
 def test_a_3500_character_reject_reason_shows_the_outcome_and_lands_whole(ws: Workspace, gh: FakeGitHub) -> None:
-    ws.write_config([github_loop()], github=github_block(gh))
-    bot = ws.serve()
-    review = ws.wait_open_review()
+    bot, review, _ = serve_github(ws, gh)
     rid = review["id"]
-    wait_review_comment(gh, rid)
     reason = " ".join(f"word{n}" for n in range(600))[:3500]
     assert len(reason) == 3500
     vote = gh.add_comment(REPOSITORY, ISSUE, f"/reject {reason}", "alice")
@@ -103,11 +100,8 @@ def test_a_3500_character_reject_reason_shows_the_outcome_and_lands_whole(ws: Wo
 
 def test_a_reason_naming_other_decisions_leaves_one_outcome_label_and_a_new_review_clears_it(
         ws: Workspace, gh: FakeGitHub) -> None:
-    ws.write_config([github_loop()], github=github_block(gh))
-    bot = ws.serve()
-    review = ws.wait_open_review()
+    bot, review, _ = serve_github(ws, gh)
     rid = review["id"]
-    wait_review_comment(gh, rid)
     vote = gh.add_comment(REPOSITORY, ISSUE, "/reject not before APPROVE, PAUSE or RETRY from ops", "alice")
     assert deliver(bot, "issue_comment", comment_delivery(vote)).json() == {"votes": 1}
     ws.wait_run(review["run"], "rejected")

@@ -10,8 +10,6 @@ from typing import Any
 
 import jwt
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.fakes.github_api import FakeGitHub
 
@@ -22,9 +20,11 @@ from .github_support import (
     comment_delivery,
     deliver,
     gh,
+    github_app_key,
     github_block,
     github_loop,
     review_comment,
+    serve_github,
     votes_of,
     wait_review_comment,
 )
@@ -94,14 +94,8 @@ def test_a_reminder_and_an_escalation_are_posted_to_github(ws: Workspace, gh: Fa
 
 
 def test_github_app_auth_fetches_an_installation_token_and_uses_it(ws: Workspace, gh: FakeGitHub) -> None:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption()).decode()
-    block = github_block(gh, token=None, app_id=4242, private_key=pem, installation_id=99)
-    ws.write_config([github_loop()], github=block)
-    bot = ws.serve()
-    review = ws.wait_open_review()
-    wait_review_comment(gh, review["id"])
+    key, pem = github_app_key()
+    bot, review, _ = serve_github(ws, gh, token=None, app_id=4242, private_key=pem, installation_id=99)
 
     (exchange, *_) = gh.calls_to("POST", r"^/app/installations/99/access_tokens$")
     scheme, _, token = exchange.headers["authorization"].partition(" ")
@@ -117,10 +111,7 @@ def test_github_app_auth_fetches_an_installation_token_and_uses_it(ws: Workspace
 
 
 def test_a_comment_made_while_serve_was_down_is_found_by_the_first_poll(ws: Workspace, gh: FakeGitHub) -> None:
-    ws.write_config([github_loop()], github=github_block(gh, webhook_secret=None, poll_interval="30s"))
-    first = ws.serve()
-    review = ws.wait_open_review()
-    wait_review_comment(gh, review["id"])
+    first, review, _ = serve_github(ws, gh, webhook_secret=None, poll_interval="30s")
     assert first.terminate() == 0
 
     gh.add_comment(REPOSITORY, ISSUE, "/approve while you were out", "alice")
@@ -132,10 +123,7 @@ def test_a_comment_made_while_serve_was_down_is_found_by_the_first_poll(ws: Work
 def test_a_serve_killed_right_after_commenting_finds_its_own_comment_after_restart(
         ws: Workspace, gh: FakeGitHub) -> None:
     release = gh.stall("POST", rf"^/repos/{REPOSITORY}/issues/{ISSUE}/comments$")  # made, the answer held back
-    ws.write_config([github_loop()], github=github_block(gh))
-    first = ws.serve()
-    review = ws.wait_open_review()
-    posted = wait_review_comment(gh, review["id"])
+    first, review, posted = serve_github(ws, gh)
     first.kill9()
     release.set()
     assert not ws.review(review["id"])["targets"][-1]["delivered"]  # the bot never heard back
