@@ -25,7 +25,7 @@ from tests.fakes.slack_api import FakeSlackApi, signed_headers
 
 from .conftest import Bot, Workspace, demo_loop, wait_for
 
-__all__ = ["CHANNEL", "SECRET", "SlackDesk", "desk", "slack_loop"]
+__all__ = ["CHANNEL", "SECRET", "SlackDesk", "desk", "fake", "slack_loop"]
 
 SECRET = "e2e-signing-secret"
 CHANNEL = "C0AAA"
@@ -72,6 +72,13 @@ class SlackDesk:
     def serve(self) -> Bot:
         self.bot = self.ws.serve()
         return self.bot
+
+    def open(self, loop: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Serve ``loop``; (its open review as status shows it, the review's Slack message)."""
+        self.configure(loop)
+        self.serve()
+        review = self.ws.wait_open_review()
+        return review, self.posted_review(review["id"])
 
     @property
     def url(self) -> str:
@@ -186,8 +193,15 @@ class SlackDesk:
 
 
 @pytest.fixture
+def fake() -> Iterator[FakeSlackApi]:
+    """A fake Slack Web API; a test file that needs user groups defines its own ``fake`` instead."""
+    with FakeSlackApi() as api:
+        yield api
+
+
+@pytest.fixture
 def desk(ws: Workspace, fake: FakeSlackApi) -> Iterator[SlackDesk]:
-    """A SlackDesk on the test's workspace and fake Slack (each test file defines ``fake``); closed after."""
+    """A SlackDesk on the test's workspace and the ``fake`` Slack its test file imports or defines; closed after."""
     slack = SlackDesk(ws, fake)
     try:
         yield slack

@@ -9,14 +9,12 @@ next step boundary (a step that blocks until the test releases it);
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from adapters.slack.channel import EVENT_RUN
 from tests.fakes.github_api import FakeGitHub
-from tests.fakes.slack_api import FakeSlackApi
 
 from ..slow_loop import trail_lines
 from .conftest import Workspace, demo_loop, slow_loop, wait_for
@@ -26,22 +24,14 @@ from .github_support import (
     comment_delivery,
     deliver,
     gh,
-    github_block,
-    github_loop,
     replies_to,
     review_comment,
-    wait_review_comment,
+    serve_github,
 )
-from .slack_support import CHANNEL, SlackDesk, desk
+from .slack_support import CHANNEL, SlackDesk, desk, fake
 
 pytestmark = pytest.mark.e2e
-__all__ = ["desk", "gh"]  # the fixtures, imported for pytest
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeSlackApi]:
-    with FakeSlackApi() as api:
-        yield api
+__all__ = ["desk", "fake", "gh"]  # the fixtures, imported for pytest
 
 
 def _slack_review(users: tuple[str, ...] = ("U0AAA", "U0BBB")) -> dict[str, object]:
@@ -119,10 +109,7 @@ def test_slash_loops_lists_each_loop(desk: SlackDesk) -> None:
 
 
 def test_cancel_comment_on_the_runs_issue_cancels_it(ws: Workspace, gh: FakeGitHub) -> None:
-    ws.write_config([github_loop()], github=github_block(gh))
-    bot = ws.serve()
-    review = ws.wait_open_review()
-    wait_review_comment(gh, review["id"])
+    bot, review, _ = serve_github(ws, gh)
     outsider = gh.add_comment(REPOSITORY, ISSUE, "/cancel mine now", "mallory")
     deliver(bot, "issue_comment", comment_delivery(outsider))
     wait_for(lambda: replies_to(gh, "mallory"), what="an answer to mallory")

@@ -32,13 +32,6 @@ def fake() -> Iterator[FakeSlackApi]:
         yield api
 
 
-def _open(desk: SlackDesk, loop: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    desk.configure(loop)
-    desk.serve()
-    review = desk.ws.wait_open_review()
-    return review, desk.posted_review(review["id"])
-
-
 def _submit_changes(desk: SlackDesk, view: dict[str, Any], changes: str, user: str = "U0AAA") -> Any:
     payload = desk.submission_payload(view, "", user)
     payload["view"]["id"] = "V0MODIFY"  # one modal, submitted again after its errors: Slack keeps its id
@@ -53,7 +46,7 @@ def _context_of(ws: Workspace, run_id: str) -> dict[str, Any]:
 
 # --- the Modify modal ----------------------------------------------------------------------------
 def test_modify_modal_shows_bad_changes_as_errors_and_good_ones_reach_the_run(desk: SlackDesk) -> None:
-    review, message = _open(desk, slack_loop())
+    review, message = desk.open(slack_loop())
     rid = review["id"]
     assert desk.click("loopbot_modify", message, rid).status_code == 200
     view = wait_for(lambda: desk.fake.calls_to("views.open"), timeout=10, what="the modify modal")[0].params["view"]
@@ -114,7 +107,7 @@ def test_pause_button_keeps_the_review_open_and_silences_its_reminders(desk: Sla
 def test_a_user_group_member_may_answer_and_an_outsider_may_not(desk: SlackDesk) -> None:
     loop = slack_loop(approvals=1)
     loop["review"]["reviewers"] = {"slack_groups": ["S0OPS"]}
-    review, _ = _open(desk, loop)
+    review, _ = desk.open(loop)
     refused = desk.slash(f"approve {review['id']}", user="U0OUT").json()["text"]
     assert refused.startswith("vote refused") and "U0OUT" in refused, refused
     assert desk.votes(review["id"]) == []
@@ -132,7 +125,7 @@ def test_without_reviewers_only_the_review_channels_members_may_answer_and_bots_
     desk.fake.members["C0ELSE"] = ["U0OUT"]
     loop = slack_loop(approvals=1)
     del loop["review"]["reviewers"]
-    review, message = _open(desk, loop)
+    review, message = desk.open(loop)
     rid = review["id"]
     refused = desk.slash(f"approve {rid}", user="U0OUT").json()["text"]  # a workspace member, not in #C0AAA
     assert refused.startswith("vote refused") and f"not a member of channel {CHANNEL}" in refused, refused

@@ -11,7 +11,6 @@ run's end).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,28 +19,14 @@ from adapters.slack.channel import EVENT_REVIEW
 from tests.fakes.slack_api import FakeSlackApi, FakeSocketMode
 
 from .conftest import wait_for
-from .slack_support import CHANNEL, SlackDesk, desk, slack_loop
+from .slack_support import CHANNEL, SlackDesk, desk, fake, slack_loop
 
 pytestmark = pytest.mark.e2e
-__all__ = ["desk"]  # the fixture, imported for pytest
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeSlackApi]:
-    with FakeSlackApi() as api:
-        yield api
+__all__ = ["desk", "fake"]  # the fixtures, imported for pytest
 
 
 def _has_buttons(blocks: list[dict[str, Any]]) -> bool:
     return any(block.get("type") == "actions" for block in blocks)
-
-
-def _open(desk: SlackDesk, loop: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Serve ``loop``; (its open review as status shows it, the review's Slack message)."""
-    desk.configure(loop)
-    desk.serve()
-    review = desk.ws.wait_open_review()
-    return review, desk.posted_review(review["id"])
 
 
 def _assert_closed_in_slack(desk: SlackDesk, review: dict[str, Any], message: dict[str, Any], outcome: str,
@@ -69,7 +54,7 @@ def _assert_closed_in_slack(desk: SlackDesk, review: dict[str, Any], message: di
 
 # --- 1. the slash command ------------------------------------------------------------------
 def test_slash_approve_completes_the_run_and_closes_the_review_in_slack(desk: SlackDesk) -> None:
-    review, message = _open(desk, slack_loop())
+    review, message = desk.open(slack_loop())
     parent = desk.parent(review["run"])
     assert "thread_ts" not in desk.fake.calls_to("chat.postMessage")[0].params  # the run's parent, top level
     assert message["thread_ts"] == parent["ts"]
@@ -90,7 +75,7 @@ def test_slash_approve_completes_the_run_and_closes_the_review_in_slack(desk: Sl
 
 # --- 2. buttons, @-mention, the reject modal, Socket Mode -------------------------------------
 def test_approve_button_completes_the_run(desk: SlackDesk) -> None:
-    review, message = _open(desk, slack_loop())
+    review, message = desk.open(slack_loop())
     response = desk.click("loopbot_approve", message, review["id"], user="U0BBB")
     assert response.status_code == 200  # acked first; the answer follows as an ephemeral message
     said = wait_for(lambda: desk.ephemerals("U0BBB"), timeout=10, what="the clicker's answer")
@@ -102,7 +87,7 @@ def test_approve_button_completes_the_run(desk: SlackDesk) -> None:
 
 
 def test_mention_in_the_thread_needs_no_review_id(desk: SlackDesk) -> None:
-    review, message = _open(desk, slack_loop())
+    review, message = desk.open(slack_loop())
     response = desk.mention("<@U0BOT> approve ship it", thread_ts=message["thread_ts"])
     assert response.status_code == 200
     wait_for(lambda: desk.fake.calls_to("reactions.add"), timeout=10, what="a reaction on the counted mention")
@@ -114,7 +99,7 @@ def test_mention_in_the_thread_needs_no_review_id(desk: SlackDesk) -> None:
 
 
 def test_reject_modal_with_a_reason_ends_the_run(desk: SlackDesk) -> None:
-    review, message = _open(desk, slack_loop())
+    review, message = desk.open(slack_loop())
     assert desk.click("loopbot_reject", message, review["id"]).status_code == 200
     opened = wait_for(lambda: desk.fake.calls_to("views.open"), timeout=10, what="the reject modal to open")
     view = opened[0].params["view"]
@@ -150,7 +135,7 @@ def test_socket_mode_takes_a_slash_command(desk: SlackDesk, fake: FakeSlackApi) 
 
 # --- 3. N of M ----------------------------------------------------------------------------------
 def test_two_of_two_slack_users_decide(desk: SlackDesk) -> None:
-    review, message = _open(desk, slack_loop(approvals=2))
+    review, message = desk.open(slack_loop(approvals=2))
     first = desk.slash(f"approve {review['id']}", user="U0AAA").json()["text"]
     assert "1 of 2" in first and desk.ws.run(review["run"])["status"] == "waiting"
     second = desk.click("loopbot_approve", message, review["id"], user="U0BBB")
@@ -163,7 +148,7 @@ def test_two_of_two_slack_users_decide(desk: SlackDesk) -> None:
 
 # --- 4. who may answer, replays, forged and stale requests ----------------------------------------
 def test_refusals_replays_and_bad_signatures_leave_the_votes_alone(desk: SlackDesk) -> None:
-    review, message = _open(desk, slack_loop(approvals=2))
+    review, message = desk.open(slack_loop(approvals=2))
     rid = review["id"]
 
     refused = desk.slash(f"approve {rid}", user="U0CCC").json()["text"]

@@ -10,26 +10,18 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from adapters.slack.channel import EVENT_UPDATE
-from tests.fakes.slack_api import FakeSlackApi
 
 from .big_proposal_loop import row
 from .conftest import wait_for
-from .slack_support import CHANNEL, SlackDesk, desk, slack_loop
+from .slack_support import CHANNEL, SlackDesk, desk, fake, slack_loop
 
 pytestmark = pytest.mark.e2e
-__all__ = ["desk"]  # the fixture, imported for pytest
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeSlackApi]:
-    with FakeSlackApi() as api:
-        yield api
+__all__ = ["desk", "fake"]  # the fixtures, imported for pytest
 
 
 def big_loop(rows: int) -> dict[str, Any]:
