@@ -30,6 +30,7 @@ from tests.fakes.slack_api import BOT_TOKEN, FakeSlackApi, signed_headers
 
 from .conftest import REPO as REPO_ROOT
 from .conftest import Bot, Workspace, demo_loop, wait_for
+from .slack_support import SlackDesk
 
 __all__ = [
     "FIXTURES", "REPOSITORY", "ISSUE", "SECRET", "TARGET", "github_block", "github_loop", "comment_delivery",
@@ -108,11 +109,8 @@ def slack_block(slack: FakeSlackApi) -> dict[str, Any]:
 
 def slash(bot: Bot, slack: FakeSlackApi, text: str, user: str, user_name: str = "someone") -> httpx.Response:
     """``/loopbot <text>`` typed by ``user`` in the review channel, signed as Slack signs it."""
-    body = urlencode({
-        "token": "deprecated", "team_id": "T0TEAM", "team_domain": "test", "channel_id": SLACK_CHANNEL,
-        "channel_name": "ops", "user_id": user, "user_name": user_name, "command": "/loopbot", "text": text,
-        "response_url": slack.response_url, "trigger_id": f"1334.{uuid.uuid4().hex[:8]}", "api_app_id": "A0APP",
-    })
+    fields = SlackDesk.slash_fields(text, user, channel=SLACK_CHANNEL)
+    body = urlencode({**fields, "user_name": user_name, "response_url": slack.response_url})
     return httpx.post(f"http://127.0.0.1:{bot.port}/slack/events", content=body,
                       headers=signed_headers(SLACK_SECRET, body), timeout=10)
 
