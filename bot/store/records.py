@@ -137,24 +137,18 @@ def check_name(where: str, key: str, doc_id: Any, name_of: Callable[[str], str |
 
 
 def engine_state(where: Any, document: dict[str, Any]) -> dict[str, Any]:
-    """The state dict inside a snapshot document of either format, checked like the engine's loader."""
-    from loop_engine.serialization import SCHEMA_VERSION
+    """The state dict inside a snapshot document of either format, checked by the engine's own loader's rule."""
+    from loop_engine.errors import CorruptStateError, SchemaVersionError
+    from loop_engine.persistence import saved_state
 
     if document["format"] == 1:
         snapshot = document.get("snapshot")
         if not isinstance(snapshot, dict):
             raise CorruptDocumentError(f"{where}: damaged snapshot document (no 'snapshot' object)")
         return snapshot
-    engine = document.get("engine")
-    if not isinstance(engine, dict) or not isinstance(engine.get("state"), dict):
-        raise CorruptDocumentError(f"{where}: damaged snapshot document (no engine state)")
-    version = engine.get("schema_version")
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise CorruptDocumentError(f"{where}: engine schema_version {version!r} is not a positive integer")
-    if version > SCHEMA_VERSION:
-        raise NewerFormatError(
-            f"{where}: engine schema_version {version} is newer than this loopbot reads "
-            f"(up to {SCHEMA_VERSION}); upgrade loopbot to use this store"
-        )
-    state: dict[str, Any] = engine["state"]
-    return state
+    try:
+        return saved_state(where, document.get("engine"))
+    except SchemaVersionError as err:
+        raise NewerFormatError(str(err)) from err
+    except CorruptStateError as err:
+        raise CorruptDocumentError(f"damaged snapshot document: {err}") from err

@@ -8,10 +8,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import orjson
 import pytest
 
 from bot.reviews import Review, ReviewPolicy, Vote, cast_vote, decide_by_timeout, mark_applied, mark_failed
-from bot.store import OutboxTask, RunRecord, Store, StoreError, UnknownReviewError, UnknownTaskError
+from bot.store import CorruptDocumentError, NewerFormatError, OutboxTask, RunRecord, Store, StoreError
+from bot.store import UnknownReviewError, UnknownTaskError
 from loop_engine.checkpoint import CheckpointTrigger, HumanDecision, ReviewRequest
 from loop_engine.proposal import ChangeList, Proposal, Table
 from loop_engine.types import LoopState, LoopStatus, Plan, Step
@@ -317,6 +319,28 @@ def test_states_round_trip_and_the_dict_api_reads_them(store: Store) -> None:
     store.save_snapshot("demo-run-2", snapshot)  # the dict API's documents load as states too
     again = store.load_state("demo-run-2")
     assert again is not None and again.current_iteration == 2
+
+
+@pytest.mark.parametrize("engine, refused, why", [
+    ({"schema_version": 2, "state": {}}, NewerFormatError, "schema_version 2"),
+    ({"schema_version": "1", "state": {}}, CorruptDocumentError, "not a positive integer"),
+    ({"schema_version": 1}, CorruptDocumentError, "not a loop state document"),
+])
+def test_a_snapshot_is_checked_by_the_engines_own_rule_and_named_by_its_row(
+    store: Store, tmp_path: Path, engine: dict[str, object], refused: type[Exception], why: str
+) -> None:
+    """The engine's loader and the store refuse the same documents for the same reason (one check, the engine's),
+    each naming where the document is kept."""
+    from loop_engine.persistence import LoopStatePersistence, PersistenceConfig
+
+    path = tmp_path / "engine" / "loop_state_t.json"
+    path.parent.mkdir()
+    path.write_bytes(orjson.dumps(engine))
+    with pytest.raises(ValueError, match=why):
+        LoopStatePersistence(PersistenceConfig(state_dir=path.parent, format="json")).load_path(path)
+    store.put_snapshot_bytes("demo-run-1", orjson.dumps({"format": 2, "run_id": "demo-run-1", "engine": engine}))
+    with pytest.raises(refused, match=f"snapshots/demo-run-1.*{why}"):
+        store.load_state("demo-run-1")
 
 
 def test_a_review_request_with_a_5000_row_proposal_round_trips_through_the_store(store: Store) -> None:
