@@ -20,7 +20,7 @@ from .base import NewerFormatError, StoreError
 __all__ = ["SCHEMA_VERSION", "MIGRATIONS", "advisory_key", "check", "migrate", "prepare"]
 
 #: The schema this loopbot writes and reads; a database at a higher version is refused.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 
@@ -47,6 +47,20 @@ def _keys_and_votes_as_rows(cur: Any) -> None:
         for delivery_key in dict.fromkeys(document.pop("delivery_keys", None) or []):
             cur.execute("INSERT INTO review_keys (review_key, delivery_key) VALUES (%s, %s)", (key, delivery_key))
         cur.execute("UPDATE reviews SET doc = %s WHERE key = %s", (encode(document), key))
+
+
+def _task_attempts_as_column(cur: Any) -> None:
+    """Each pending task's attempts, kept in its document until now, copied to the column (a damaged document
+    is left at 0 for ``problems`` to name)."""
+    import orjson
+
+    for task_id, text in cur.execute("SELECT id, doc FROM outbox").fetchall():
+        try:
+            attempts = orjson.loads(text).get("attempts")
+        except (orjson.JSONDecodeError, AttributeError):
+            continue
+        if isinstance(attempts, int) and attempts > 0:
+            cur.execute("UPDATE outbox SET attempts = %s WHERE id = %s", (attempts, task_id))
 
 
 #: version -> the statements (or steps, given the cursor) that bring the schema from version-1 to version.
@@ -137,6 +151,12 @@ MIGRATIONS: dict[int, list[str | Callable[[Any], None]]] = {
         "CREATE TABLE review_keys (review_key text NOT NULL, delivery_key text NOT NULL,"
         " PRIMARY KEY (review_key, delivery_key))",
         _keys_and_votes_as_rows,
+    ],
+    # the dashboard's failing deliveries come from this index, not from a scan of every pending task's document
+    7: [
+        "ALTER TABLE outbox ADD COLUMN attempts integer NOT NULL DEFAULT 0",
+        _task_attempts_as_column,
+        'CREATE INDEX outbox_failing ON outbox (created_at, id COLLATE "C") WHERE attempts > 0',
     ],
 }
 assert max(MIGRATIONS) == SCHEMA_VERSION
