@@ -60,17 +60,18 @@ def _status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
     from bot.store.lock import ROLE_SERVE, role_of
 
     store = open_store(config)
+    history = bool(args.json)  # the table shows the current votes; only --json prints every vote ever cast
     if args.all:
-        runs, reviews = store.list_runs(archived=True), store.list_reviews(archived=True)
+        runs, reviews = store.list_runs(archived=True), store.list_reviews(archived=True, history=history)
     else:  # the hot set and the latest ended runs: as fast with 10,000 archived documents as with none
         recent = store.recent_runs(RECENT_RUNS)
         runs = sorted([*store.list_runs(), *recent], key=lambda r: r.created_at)
-        reviews = store.list_reviews()
+        reviews = store.list_reviews(history=history)
         hot = {r.id for r in reviews}
         for run in recent:
             if run.review_id and run.review_id not in hot:
                 with contextlib.suppress(StoreError):  # one set aside is listed under problems below
-                    reviews.append(store.get_review(run.review_id))
+                    reviews.append(store.get_review(run.review_id, history=history))
     tasks = store.pending_tasks()
     holder = ServeLock.holder(config.state_dir)
     serving = holder is not None and role_of(holder) == ROLE_SERVE

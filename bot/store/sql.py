@@ -488,8 +488,8 @@ class SqlStore(ReviewTables):
     def problems(self) -> list[str]:
         """'<table>/<key>: why' of every damaged row a listing skipped, for ``status`` and /healthz.
 
-        On SQLite the first call also looks for damaged rows nothing has read yet (once per process: one
-        query, SQLite checks the JSON itself).
+        On SQLite the first call also looks for damaged rows of the hot set nothing has read yet (once per
+        process: one query a table, SQLite checks the JSON itself); an archived one is named when it is read.
         """
         if not self._scanned and self.engine.name == "sqlite":
             self._scanned = True
@@ -499,8 +499,8 @@ class SqlStore(ReviewTables):
     def _scan(self) -> None:
         bad = ("CASE WHEN json_valid({doc}) THEN json_type({doc}, '$.format') IS NOT 'integer'"
                " OR json_extract({doc}, '$.format') > {n} ELSE 1 END")
-        checks = [("runs", "key, doc", bad.format(doc="doc", n=RUN_FORMAT), self._run),
-                  ("reviews", "key, doc", bad.format(doc="doc", n=REVIEW_FORMAT),
+        checks = [("runs", "key, doc", "NOT archived AND " + bad.format(doc="doc", n=RUN_FORMAT), self._run),
+                  ("reviews", "key, doc", "NOT archived AND " + bad.format(doc="doc", n=REVIEW_FORMAT),
                    lambda row: self._with_rows(row, "[]", [])),
                   ("outbox", "id, doc", bad.format(doc="doc", n=TASK_FORMAT), self._task)]
         with self.engine.read() as cur:

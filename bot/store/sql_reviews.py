@@ -189,8 +189,8 @@ class ReviewTables:
 
         return self._decode("reviews", row[0], row[1], REVIEW_FORMAT, Review.from_dict, fill=fill)
 
-    def list_reviews(self, *, archived: bool = False) -> list[Review]:
-        return self._reviews_where("true" if archived else "NOT archived")
+    def list_reviews(self, *, archived: bool = False, history: bool = True) -> list[Review]:
+        return self._reviews_where("true" if archived else "NOT archived", history=history)
 
     def _update_in(self, cur: Any, key: str, review_id: str, mutate: Callable[[Review], T],
                    casting: Sequence[Cast] | None = None) -> T:
@@ -256,7 +256,7 @@ class ReviewTables:
 
     def open_reviews(self, limit: int | None = None) -> list[Review]:
         tail = "" if limit is None else f"LIMIT {max(int(limit), 0)}"
-        return self._reviews_where("NOT archived AND status = 'open'", (), tail)
+        return self._reviews_where("NOT archived AND status = 'open'", (), tail, history=False)
 
     def open_reviews_posted_at(self, channel: str, context: Mapping[str, Any]) -> list[Review]:
         """The database picks the rows whose posts match (jsonb containment, or SQLite's json_each); the same
