@@ -35,15 +35,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-import orjson
 
 from ..reviews import REVIEW_FORMAT, Review
-from .base import ACTIVE_RUN_STATUSES, NO_CLAIM, RUN_FORMAT, TASK_FORMAT, Claim, CorruptDocumentError, NewerFormatError
-from .base import OutboxTask, Request, RunRecord, StoreError, UnknownRunError, UnknownTaskError
+from .base import RUN_FORMAT, TASK_FORMAT, CorruptDocumentError, NewerFormatError, OutboxTask, Request, RunRecord
+from .base import StoreError, UnknownTaskError
 from .engines import DB_NAME, BUSY_TIMEOUT, DatabaseError, Engine, Postgres, Sqlite, describe_url
-from .records import SNAPSHOT_FORMAT, check_name, checked_key, encode, engine_state, key_of, mutate_record
-from .records import number, parse, task_stem
-from .sql_reviews import LATEST, ORDER, ReviewTables, locked_archived
+from .records import check_name, checked_key, encode, key_of, mutate_record, number, parse, task_stem
+from .sql_reviews import ReviewTables, locked_archived
+from .sql_runs import RunTables
 from . import sql_schema
 
 __all__ = ["SqlStore", "SqliteStore", "PostgresStore", "DatabaseError", "describe_url", "migrate_database",
@@ -59,7 +58,6 @@ _ADD_TASK = ("INSERT INTO outbox (id, channel, review_id, created_at, ready_at, 
              " ON CONFLICT (id) DO NOTHING")
 _UPDATE_TASK = ("UPDATE outbox SET channel = %(channel)s, review_id = %(review_id)s, created_at = %(created_at)s,"
                 " ready_at = %(ready_at)s, attempts = %(attempts)s, doc = %(doc)s WHERE id = %(id)s")
-_ACTIVE = "status IN (" + ", ".join(f"'{s}'" for s in ACTIVE_RUN_STATUSES) + ")"
 
 
 def migrate_database(url: str, schema: str = "loopbot") -> tuple[str, int, int]:
@@ -71,11 +69,7 @@ def migrate_database(url: str, schema: str = "loopbot") -> tuple[str, int, int]:
 
 
 
-def _ended_run(run: RunRecord) -> bool:
-    return run.status not in ACTIVE_RUN_STATUSES
-
-
-class SqlStore(ReviewTables):
+class SqlStore(RunTables, ReviewTables):
     """The ``Store`` on an engine; safe to share between threads, processes and (PostgreSQL) replicas."""
 
     def __init__(self, engine: Engine, *, owner: str | None = None, lease: float = LEASE_SECONDS,
@@ -127,9 +121,6 @@ class SqlStore(ReviewTables):
             log.error("%s; skipped until it is repaired, the others go on", err)
         self._damaged[label] = str(err)
 
-    def _run(self, row: tuple[Any, ...]) -> RunRecord:
-        return self._decode("runs", row[0], row[1], RUN_FORMAT, RunRecord.from_dict)
-
     def _task(self, row: tuple[Any, ...]) -> OutboxTask:
         return self._decode("outbox", row[0], row[1], TASK_FORMAT, OutboxTask.from_dict, task_stem)
 
@@ -157,33 +148,7 @@ class SqlStore(ReviewTables):
             )
             return list(cur.fetchall())
 
-    # -- runs -------------------------------------------------------------
-
-    def _unknown_run(self, run_id: str) -> UnknownRunError:
-        if key_of(run_id) is None:
-            return UnknownRunError(f"no run {run_id!r}: run ids look like demo-run-3")
-        return UnknownRunError(f"no run {run_id!r} in {self.where}; `loopbot status` lists the runs")
-
-    def _write_run(self, cur: Any, run: RunRecord, was_archived: bool | None) -> None:
-        if was_archived and not _ended_run(run):
-            raise StoreError(
-                f"run {run.id} has ended and is archived; it cannot become {run.status!r} again - start a new one"
-            )
-        cur.execute(
-            "INSERT INTO runs (key, id, loop, status, trigger, created_at, num, archived, doc)"
-            " VALUES (%(key)s, %(id)s, %(loop)s, %(status)s, %(trigger)s, %(created_at)s, %(num)s, %(archived)s,"
-            " %(doc)s) ON CONFLICT (key) DO UPDATE SET id = excluded.id, loop = excluded.loop,"
-            " status = excluded.status, trigger = excluded.trigger, created_at = excluded.created_at,"
-            " num = excluded.num, archived = excluded.archived, doc = excluded.doc",
-            {"key": checked_key("run", run.id), "id": run.id, "loop": run.loop, "status": run.status,
-             "trigger": run.trigger, "created_at": run.created_at, "num": number(run.id),
-             "archived": _ended_run(run), "doc": encode(run.to_dict())},
-        )
-
-    def put_run(self, run: RunRecord) -> None:
-        key = checked_key("run", run.id)
-        with self.engine.write() as cur:
-            self._write_run(cur, run, locked_archived(cur, "runs", key))
+    # -- runs and reviews together ---------------------------------------------
 
     def put_records(self, runs: list[RunRecord], reviews: list[Review]) -> None:
         """Runs and reviews as they are, all in one transaction (import, upgrade): one commit, not thousands."""
@@ -192,129 +157,6 @@ class SqlStore(ReviewTables):
                 self._write_run(cur, run, locked_archived(cur, "runs", checked_key("run", run.id)))
             for review in reviews:
                 self._write_review(cur, review, locked_archived(cur, "reviews", checked_key("review", review.id)))
-
-    def get_run(self, run_id: str) -> RunRecord:
-        key = key_of(run_id)
-        if key is None:
-            raise self._unknown_run(run_id)
-        with self.engine.read() as cur:
-            row = cur.execute("SELECT key, doc FROM runs WHERE key = %s", (key,)).fetchone()
-        if row is None:
-            raise self._unknown_run(run_id)
-        return self._run(row)
-
-    def _runs_where(self, where: str, params: tuple[Any, ...] = (), tail: str = "") -> list[RunRecord]:
-        with self.engine.read() as cur:
-            cur.execute(f"SELECT key, doc FROM runs WHERE {where} ORDER BY {ORDER} {tail}", params)
-            return self._each(cur.fetchall(), self._run, "runs")
-
-    def list_runs(self, *, archived: bool = False) -> list[RunRecord]:
-        return self._runs_where("true" if archived else "NOT archived")
-
-    def update_run(self, run_id: str, mutate: Callable[[RunRecord], T]) -> T:
-        """Change a run in one transaction; a run that ends is archived by the same write."""
-        key = key_of(run_id)
-        if key is None:
-            raise self._unknown_run(run_id)
-        with self.engine.write() as cur:
-            row = cur.execute("SELECT key, doc, archived FROM runs WHERE key = %s FOR UPDATE", (key,)).fetchone()
-            if row is None:
-                raise self._unknown_run(run_id)
-            run = self._run(row)
-            return mutate_record("run", run_id, key, run, mutate, lambda: self._write_run(cur, run, bool(row[2])))
-
-    def recent_runs(self, limit: int = 10) -> list[RunRecord]:
-        """The ``limit`` latest-created ended runs, oldest first."""
-        if limit <= 0:
-            return []
-        with self.engine.read() as cur:
-            cur.execute(f"SELECT key, doc FROM runs WHERE archived ORDER BY {LATEST} LIMIT %s", (limit,))
-            found = self._each(cur.fetchall(), self._run, "runs")
-        return found[::-1]
-
-    def active_runs(self) -> list[RunRecord]:
-        return self._runs_where(f"NOT archived AND {_ACTIVE}")
-
-    def active_run(self, loop: str) -> RunRecord | None:
-        found = self._runs_where(f"NOT archived AND {_ACTIVE} AND loop = %s", (loop,), "LIMIT 1")
-        return found[0] if found else None
-
-    def run_with_trigger(self, trigger: str) -> RunRecord | None:
-        with self.engine.read() as cur:
-            row = cur.execute(f"SELECT key, doc FROM runs WHERE NOT archived AND trigger = %s"
-                              f" ORDER BY {LATEST} LIMIT 1", (trigger,)).fetchone()
-        return None if row is None else self._run(row)
-
-    def claim_run(self, run_id: str) -> Claim | None:
-        """On PostgreSQL an advisory lock on the run held by a session of its own (``sql_claims.claim_run``);
-        on SQLite always granted: one ``serve`` per state dir, whose runner serialises its threads."""
-        if not self.engine.leases:
-            return NO_CLAIM
-        from .sql_claims import claim_run
-
-        return claim_run(self, run_id)  # type: ignore[arg-type]
-
-    # -- snapshots ----------------------------------------------------------
-
-    def _save_snapshot_bytes(self, run_id: str, data: bytes) -> None:
-        with self.engine.write_one() as cur:
-            cur.execute(
-                "INSERT INTO snapshots (run_key, data, saved_at) VALUES (%s, %s, %s)"
-                " ON CONFLICT (run_key) DO UPDATE SET data = excluded.data, saved_at = excluded.saved_at",
-                (checked_key("run", run_id), data, self._clock()),
-            )
-
-    def save_snapshot(self, run_id: str, snapshot: dict[str, Any]) -> None:
-        checked_key("run", run_id)
-        self._save_snapshot_bytes(run_id, orjson.dumps({"format": 1, "run_id": run_id, "snapshot": snapshot}))
-
-    def save_state(self, run_id: str, state: Any) -> None:
-        """The engine's own encoding wrapped in the store's document (NotJSONSerialisableError first)."""
-        from loop_engine.serialization import encode_state  # here: status and decide never load a state
-
-        checked_key("run", run_id)
-        engine = encode_state(state)
-        head = b'{"format":%d,"run_id":%b,"engine":' % (SNAPSHOT_FORMAT, orjson.dumps(run_id))
-        self._save_snapshot_bytes(run_id, head + engine + b"}")
-
-    def snapshot_bytes(self, run_id: str) -> bytes | None:
-        """The stored snapshot document as it is (for ``loopbot export``)."""
-        key = checked_key("run", run_id)
-        with self.engine.read() as cur:
-            row = cur.execute("SELECT data FROM snapshots WHERE run_key = %s", (key,)).fetchone()
-        return None if row is None else bytes(row[0])
-
-    def _snapshot(self, run_id: str) -> tuple[str, dict[str, Any]] | None:
-        data = self.snapshot_bytes(run_id)
-        if data is None:
-            return None
-        label = f"{self.where} snapshots/{checked_key('run', run_id)}"
-        return label, parse(label, data, SNAPSHOT_FORMAT)
-
-    def load_snapshot(self, run_id: str) -> dict[str, Any] | None:
-        found = self._snapshot(run_id)
-        return None if found is None else engine_state(*found)
-
-    def load_state(self, run_id: str) -> Any:
-        from loop_engine.errors import CorruptStateError
-        from loop_engine.serialization import state_from_dict
-
-        found = self._snapshot(run_id)
-        if found is None:
-            return None
-        try:
-            return state_from_dict(engine_state(*found))
-        except CorruptStateError as err:
-            raise CorruptDocumentError(f"{found[0]}: {err}; restore it or delete the row") from err
-
-    def snapshot_ids(self) -> list[str]:
-        with self.engine.read() as cur:
-            return [row[0] for row in cur.execute("SELECT run_key FROM snapshots ORDER BY run_key").fetchall()]
-
-    def put_snapshot_bytes(self, run_id: str, data: bytes) -> None:
-        """Store a snapshot document as it is (import), after checking it parses."""
-        parse(f"snapshot of {run_id}", data, SNAPSHOT_FORMAT)
-        self._save_snapshot_bytes(run_id, data)
 
     # -- ids and the inbox ----------------------------------------------------
 
@@ -343,19 +185,20 @@ class SqlStore(ReviewTables):
 
     def enqueue_request(self, kind: str, payload: dict[str, Any]) -> str:
         with self.engine.write() as cur:
-            n = self._next_number(cur, "request")
-            request_id = f"request-{n}"
-            cur.execute("INSERT INTO inbox (id, num, kind, payload, created_at) VALUES (%s, %s, %s, %s, %s)",
-                        (request_id, n, kind, encode(payload), self._clock()))
+            request_id = f"request-{self._next_number(cur, 'request')}"
+            self._put_request(cur, Request(request_id, kind, payload))
         return request_id
 
     def put_request(self, request: Request) -> None:
         """Store a request under its own id (import)."""
         with self.engine.write_one() as cur:
-            cur.execute("INSERT INTO inbox (id, num, kind, payload, created_at) VALUES (%s, %s, %s, %s, %s)"
-                        " ON CONFLICT (id) DO NOTHING",
-                        (checked_key("request", request.id), number(request.id), request.kind,
-                         encode(request.payload), request.created_at or self._clock()))
+            self._put_request(cur, request)
+
+    def _put_request(self, cur: Any, request: Request) -> None:
+        row = (checked_key("request", request.id), number(request.id), request.kind, encode(request.payload),
+               request.created_at or self._clock())
+        cur.execute("INSERT INTO inbox (id, num, kind, payload, created_at) VALUES (%s, %s, %s, %s, %s)"
+                    " ON CONFLICT (id) DO NOTHING", row)
 
     def take_requests(self) -> list[Request]:
         """Pending requests, oldest first (on PostgreSQL: free, expired or this replica's, leased to it)."""
