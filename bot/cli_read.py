@@ -55,9 +55,9 @@ def cmd_status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
 def _status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
     from bot.logging import RedactingFilter
     from bot.status import render_json, render_page_links, render_replicas, render_table
-    from bot.store import ServeLock, StoreError
+    from bot.store import StoreError
     from bot.store.open import open_store
-    from bot.store.lock import ROLE_SERVE, role_of
+    from bot.serve_lock import ROLE_SERVE, ServeLock, role_of
 
     store = open_store(config)
     history = bool(args.json)  # the table shows the current votes; only --json prints every vote ever cast
