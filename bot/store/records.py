@@ -21,7 +21,7 @@ from .base import CorruptDocumentError, NewerFormatError, StoreError, is_task_id
 
 __all__ = [
     "SAFE_ID", "SNAPSHOT_FORMAT", "FEW_IDS", "key_of", "checked_key", "mutate_record", "encode", "parse",
-    "check_name", "number", "run_key", "one_edit", "task_stem", "engine_state",
+    "check_name", "number", "run_key", "one_edit", "task_stem", "engine_state", "delivery_digest",
 ]
 
 T = TypeVar("T")
@@ -73,6 +73,11 @@ def number(doc_id: str) -> int:
     """The trailing number of an id ("demo-12" -> 12), so demo-10 sorts after demo-9."""
     _head, sep, tail = doc_id.rpartition("-")
     return int(tail) if sep and tail.isdigit() else 0
+
+
+def delivery_digest(key: str) -> str:
+    """The name a delivery key is kept under (any text, of any length: a webhook's id, a comment's)."""
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def run_key(run_id: str) -> str:

@@ -25,7 +25,6 @@ always grants.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -40,7 +39,7 @@ from ..reviews import REVIEW_FORMAT, Review
 from .base import RUN_FORMAT, TASK_FORMAT, CorruptDocumentError, NewerFormatError, OutboxTask, Request, RunRecord
 from .base import StoreError, UnknownTaskError
 from .engines import DB_NAME, BUSY_TIMEOUT, DatabaseError, Engine, Postgres, Sqlite, describe_url
-from .records import check_name, checked_key, encode, key_of, mutate_record, number, parse, task_stem
+from .records import check_name, checked_key, delivery_digest, encode, key_of, mutate_record, number, parse, task_stem
 from .sql_reviews import ReviewTables, locked_archived
 from .sql_runs import RunTables
 from . import sql_schema
@@ -58,6 +57,10 @@ _ADD_TASK = ("INSERT INTO outbox (id, channel, review_id, created_at, ready_at, 
              " ON CONFLICT (id) DO NOTHING")
 _UPDATE_TASK = ("UPDATE outbox SET channel = %(channel)s, review_id = %(review_id)s, created_at = %(created_at)s,"
                 " ready_at = %(ready_at)s, attempts = %(attempts)s, doc = %(doc)s WHERE id = %(id)s")
+
+
+def _unknown_task(task_id: str) -> UnknownTaskError:
+    return UnknownTaskError(f"no pending task {task_id!r} (finished, or never added)")
 
 
 def migrate_database(url: str, schema: str = "loopbot") -> tuple[str, int, int]:
@@ -235,12 +238,10 @@ class SqlStore(RunTables, ReviewTables):
             return cur.fetchone() is not None
 
     def get_task(self, task_id: str) -> OutboxTask:
-        row = None
-        if task_stem(task_id) is not None:
-            with self.engine.read() as cur:
-                row = cur.execute("SELECT id, doc FROM outbox WHERE id = %s", (task_id,)).fetchone()
+        with self.engine.read() as cur:
+            row = cur.execute("SELECT id, doc FROM outbox WHERE id = %s", (task_id,)).fetchone()
         if row is None:
-            raise UnknownTaskError(f"no pending task {task_id!r} (finished, or never added)")
+            raise _unknown_task(task_id)
         return self._task(row)
 
     def due_tasks(self, channel: str, now: datetime, limit: int = 50) -> list[OutboxTask]:
@@ -274,14 +275,13 @@ class SqlStore(RunTables, ReviewTables):
         return self._each(rows, self._task, "outbox"), int(rows[0][2]) if rows else 0
 
     def update_task(self, task_id: str, mutate: Callable[[OutboxTask], T]) -> T:
-        if task_stem(task_id) is not None:
-            with self.engine.write() as cur:
-                row = cur.execute("SELECT id, doc FROM outbox WHERE id = %s FOR UPDATE", (task_id,)).fetchone()
-                if row is not None:
-                    task = self._task(row)
-                    return mutate_record("task", task_id, task_id, task, mutate,
-                                         lambda: cur.execute(_UPDATE_TASK, self._task_columns(task)), task_stem)
-        raise UnknownTaskError(f"no pending task {task_id!r} (finished, or never added)")
+        with self.engine.write() as cur:
+            row = cur.execute("SELECT id, doc FROM outbox WHERE id = %s FOR UPDATE", (task_id,)).fetchone()
+            if row is None:
+                raise _unknown_task(task_id)
+            task = self._task(row)
+            return mutate_record("task", task_id, task_id, task, mutate,
+                                 lambda: cur.execute(_UPDATE_TASK, self._task_columns(task)), task_stem)
 
     def finish_task(self, task_id: str) -> None:
         if task_stem(task_id) is None:
@@ -291,17 +291,13 @@ class SqlStore(RunTables, ReviewTables):
 
     # -- deliveries and health ------------------------------------------------
 
-    @staticmethod
-    def _digest(key: str) -> str:
-        return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
-
     def record_delivery(self, key: str, work: list[dict[str, Any]] | None = None) -> bool:
         """True the first time ``key`` is seen (by any process), False after; ``work`` waits with it (see Store)."""
         shown = key.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\\0")
         with self.engine.write_one() as cur:
             cur.execute("INSERT INTO deliveries (digest, key, at, work) VALUES (%s, %s, %s, %s)"
                         " ON CONFLICT (digest) DO NOTHING RETURNING digest",
-                        (self._digest(key), shown, self._clock(), None if work is None else json.dumps(work)))
+                        (delivery_digest(key), shown, self._clock(), None if work is None else json.dumps(work)))
             return cur.fetchone() is not None
 
     def pending_deliveries(self) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -315,7 +311,7 @@ class SqlStore(RunTables, ReviewTables):
                 cur.execute(_ADD_TASK, self._task_columns(task))
             for key in keys:
                 cur.execute("UPDATE deliveries SET work = NULL WHERE digest = %s AND work IS NOT NULL",
-                            (self._digest(key),))
+                            (delivery_digest(key),))
 
     def deliveries(self) -> list[tuple[str, str, datetime]]:
         """(digest, key, when) of every delivery whose work is done (export)."""

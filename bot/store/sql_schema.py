@@ -162,15 +162,6 @@ MIGRATIONS: dict[int, list[str | Callable[[Any], None]]] = {
 assert max(MIGRATIONS) == SCHEMA_VERSION
 
 
-def _run(cur: Any, before: int) -> None:
-    for version in range(before + 1, SCHEMA_VERSION + 1):
-        for step in MIGRATIONS[version]:
-            if isinstance(step, str):
-                cur.execute(step)
-            else:
-                step(cur)
-
-
 def advisory_key(schema: str, purpose: str) -> int:
     """A stable 64-bit advisory lock key for ``purpose`` in ``schema`` (bots in other schemas do not collide)."""
     digest = hashlib.sha256(f"loopbot:{schema}:{purpose}".encode()).digest()
@@ -204,7 +195,12 @@ def _bring_up(cur: Any, found: tuple[int, str] | None, written_by: str) -> tuple
                     " written_by text NOT NULL, migrated_at timestamptz NOT NULL)")
         cur.execute("INSERT INTO loopbot_schema VALUES (1, 0, %s, %s)", (written_by, now))
     before = 0 if found is None else found[0]
-    _run(cur, before)
+    for version in range(before + 1, SCHEMA_VERSION + 1):
+        for step in MIGRATIONS[version]:
+            if isinstance(step, str):
+                cur.execute(step)
+            else:
+                step(cur)
     if before != SCHEMA_VERSION:
         cur.execute("UPDATE loopbot_schema SET version = %s, written_by = %s, migrated_at = %s WHERE id = 1",
                     (SCHEMA_VERSION, written_by, now))
