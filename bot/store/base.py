@@ -69,10 +69,10 @@ class UnknownReviewError(StoreError, LookupError):
 
 
 class UnknownTaskError(StoreError, KeyError):
-    """No pending outbox task has this id (it was finished, or never added)."""
+    """No pending outbox task has this id (``args[0]``, as KeyError has it): it was finished, or never added."""
 
-    def __str__(self) -> str:  # KeyError would show the message in quotes
-        return str(self.args[0]) if self.args else ""
+    def __str__(self) -> str:  # KeyError would show the bare id, in quotes
+        return f"no pending task {self.args[0]!r} (finished, or never added)" if self.args else ""
 
 
 class CorruptDocumentError(StoreError, ValueError):
@@ -266,9 +266,8 @@ class ReviewStore(Protocol):
         ...
 
     def open_reviews(self, limit: int | None = None) -> list[Review]:
-        """The oldest ``limit`` open reviews, without their histories and delivery keys: what their readers (the
-        dashboard, /metrics, Slack's status, the GitHub poller) use is the current votes, the policy and the posts,
-        and reading every vote ever cast on thousands of reviews would make them cost what the history costs."""
+        """The oldest ``limit`` open reviews without their histories and delivery keys (their readers use the
+        current votes, the policy and the posts): reading them costs the same however many votes were cast."""
         ...
 
     def open_reviews_posted_at(self, channel: str, context: Mapping[str, Any]) -> list[Review]:

@@ -265,8 +265,7 @@ class Sqlite(Engine):
 
     def connect(self) -> sqlite3.Connection:
         with self.errors():
-            if not self.path.parent.is_dir():
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
                                    check_same_thread=False)
             try:

@@ -59,17 +59,12 @@ _UPDATE_TASK = ("UPDATE outbox SET channel = %(channel)s, review_id = %(review_i
                 " ready_at = %(ready_at)s, attempts = %(attempts)s, doc = %(doc)s WHERE id = %(id)s")
 
 
-def _unknown_task(task_id: str) -> UnknownTaskError:
-    return UnknownTaskError(f"no pending task {task_id!r} (finished, or never added)")
-
-
 def migrate_database(url: str, schema: str = "loopbot") -> tuple[str, int, int]:
     """(where, version before, version after) of bringing ``schema`` to this loopbot's version."""
     from bot import __version__
 
     with contextlib.closing(Postgres(url, schema)) as engine:
         return (engine.where, *sql_schema.migrate(engine, __version__))
-
 
 
 class SqlStore(RunTables, ReviewTables):
@@ -152,6 +147,12 @@ class SqlStore(RunTables, ReviewTables):
             return list(cur.fetchall())
 
     # -- runs and reviews together ---------------------------------------------
+
+    def put_run(self, run: RunRecord) -> None:
+        self.put_records([run], [])
+
+    def put_review(self, review: Review) -> None:
+        self.put_records([], [review])
 
     def put_records(self, runs: list[RunRecord], reviews: list[Review]) -> None:
         """Runs and reviews as they are, all in one transaction (import, upgrade): one commit, not thousands."""
@@ -241,7 +242,7 @@ class SqlStore(RunTables, ReviewTables):
         with self.engine.read() as cur:
             row = cur.execute("SELECT id, doc FROM outbox WHERE id = %s", (task_id,)).fetchone()
         if row is None:
-            raise _unknown_task(task_id)
+            raise UnknownTaskError(task_id)
         return self._task(row)
 
     def due_tasks(self, channel: str, now: datetime, limit: int = 50) -> list[OutboxTask]:
@@ -278,7 +279,7 @@ class SqlStore(RunTables, ReviewTables):
         with self.engine.write() as cur:
             row = cur.execute("SELECT id, doc FROM outbox WHERE id = %s FOR UPDATE", (task_id,)).fetchone()
             if row is None:
-                raise _unknown_task(task_id)
+                raise UnknownTaskError(task_id)
             task = self._task(row)
             return mutate_record("task", task_id, task_id, task, mutate,
                                  lambda: cur.execute(_UPDATE_TASK, self._task_columns(task)), task_stem)
@@ -336,15 +337,15 @@ class SqlStore(RunTables, ReviewTables):
         return [f"{label}: {why}" for label, why in sorted(self._damaged.items())]
 
     def _scan(self) -> None:
-        bad = ("CASE WHEN json_valid({doc}) THEN json_type({doc}, '$.format') IS NOT 'integer'"
-               " OR json_extract({doc}, '$.format') > {n} ELSE 1 END")
-        checks = [("runs", "key, doc", "NOT archived AND " + bad.format(doc="doc", n=RUN_FORMAT), self._run),
-                  ("reviews", "key, doc", "NOT archived AND " + bad.format(doc="doc", n=REVIEW_FORMAT),
-                   lambda row: self._with_rows(row, "[]", [])),
-                  ("outbox", "id, doc", bad.format(doc="doc", n=TASK_FORMAT), self._task)]
+        bad = ("CASE WHEN json_valid(doc) THEN json_type(doc, '$.format') IS NOT 'integer'"
+               " OR json_extract(doc, '$.format') > %s ELSE 1 END")
+        checks = [("runs", "key", "NOT archived AND", RUN_FORMAT, self._run),
+                  ("reviews", "key", "NOT archived AND", REVIEW_FORMAT, lambda row: self._with_rows(row, "[]", [])),
+                  ("outbox", "id", "", TASK_FORMAT, self._task)]
         with self.engine.read() as cur:
-            for table, columns, test, decode in checks:
-                self._each(cur.execute(f"SELECT {columns} FROM {table} WHERE {test}").fetchall(), decode, table)
+            for table, key, hot, supported, decode in checks:
+                self._each(cur.execute(f"SELECT {key}, doc FROM {table} WHERE {hot} {bad}", (supported,)).fetchall(),
+                           decode, table)
             damaged = cur.execute("SELECT id FROM inbox WHERE NOT json_valid(payload)").fetchall()
         if damaged:
             self.take_requests()  # names each one

@@ -28,12 +28,12 @@ from .records import FEW_IDS, checked_key, encode, key_of, mutate_record, number
 __all__ = ["ReviewTables", "ORDER", "LATEST", "locked_archived"]
 
 T = TypeVar("T")
+V = TypeVar("V")
 #: (the next vote's seq, votes and delivery keys of the review already stored as rows)
 _Stored = tuple[int, int, int]
 #: Runs and reviews in creation order (demo-10 after demo-9), and latest first.
 ORDER = 'created_at, num, id COLLATE "C"'
 LATEST = 'created_at DESC, num DESC, id COLLATE "C" DESC'
-_HOT_COLUMNS = "key, doc, created_at, num, id"
 
 
 def _ended(review: Review) -> bool:
@@ -42,8 +42,7 @@ def _ended(review: Review) -> bool:
 
 def _insert(cur: Any, into: str, rows: list[tuple[Any, ...]]) -> None:
     """``rows`` in one statement per 300 (a batch's votes), within every engine's limit of bound values."""
-    for start in range(0, len(rows), 300):
-        chunk = rows[start:start + 300]
+    for _, chunk in _chunks(rows, 300):
         values = ", ".join(["(" + ", ".join(["%s"] * len(chunk[0])) + ")"] * len(chunk))
         cur.execute(f"INSERT INTO {into} VALUES {values}", [value for row in chunk for value in row])
 
@@ -68,10 +67,10 @@ def locked_archived(cur: Any, table: str, key: str) -> bool | None:
     return None if row is None else bool(row[0])
 
 
-def _chunks(values: list[str]) -> Iterator[tuple[str, list[str]]]:
-    """(``IN`` placeholders, values) per 500 values, within every engine's limit of bound values."""
-    for start in range(0, len(values), 500):
-        chunk = values[start:start + 500]
+def _chunks(values: list[V], size: int = 500) -> Iterator[tuple[str, list[V]]]:
+    """(``IN`` placeholders, values) per ``size`` values, within every engine's limit of bound values."""
+    for start in range(0, len(values), size):
+        chunk = values[start:start + size]
         yield ", ".join(["%s"] * len(chunk)), chunk
 
 
@@ -135,11 +134,6 @@ class ReviewTables:
                 [(key, seq + n, encode(vote.to_dict())) for n, vote in enumerate(review.history[votes:])])
         _insert(cur, "review_keys (review_key, delivery_key)",
                 [(key, delivery_key) for delivery_key in dict.fromkeys(review.delivery_keys[keys:])])
-
-    def put_review(self, review: Review) -> None:
-        key = checked_key("review", review.id)
-        with self.engine.write() as cur:
-            self._write_review(cur, review, locked_archived(cur, "reviews", key))
 
     def get_review(self, review_id: str, *, history: bool = True) -> Review:
         """The review; ``history=False``: without its history and delivery keys (both empty), read in one
@@ -278,14 +272,11 @@ class ReviewTables:
     def _leased_reviews(self, condition: str, params: dict[str, Any]) -> list[Review]:
         if not self.engine.leases:  # nothing to lease: the rows and their votes of one moment
             return self._reviews_where("NOT archived AND " + condition, params)
-        rows = self._leased("reviews", _HOT_COLUMNS, "NOT archived AND " + condition, params)
-        order = {row[0]: (self.engine.time(row[2]), row[3], row[4]) for row in rows}
+        keys = [row[0] for row in self._leased("reviews", "key", "NOT archived AND " + condition, params)]
         found: list[Review] = []
-        with self.engine.snapshot() as cur:  # leased: read again with their votes, in one snapshot
-            for marks, chunk in _chunks(list(order)):
-                cur.execute(f"SELECT key, doc FROM reviews WHERE key IN ({marks})", chunk)
-                found += self._histories(cur, cur.fetchall())
-        return sorted(found, key=lambda review: order[checked_key("review", review.id)])
+        for marks, chunk in _chunks(keys):  # leased: read again with their votes
+            found += self._reviews_where(f"key IN ({marks})", tuple(chunk))
+        return sorted(found, key=lambda review: (review.created_at, number(review.id), review.id))  # ORDER
 
     def decided_reviews(self) -> list[Review]:
         """Decided reviews to apply (on PostgreSQL leased to this replica, so one replica applies each)."""

@@ -1,8 +1,4 @@
-"""The store's runs and their snapshots: part of ``SqlStore`` (``sql``), the same statements on both engines.
-
-A run that ends is archived by the write that ends it; a snapshot is the
-engine's own encoding wrapped in the store's document (``records.engine_state``).
-"""
+"""The store's runs and their snapshots: part of ``SqlStore`` (``sql``), the same statements on both engines."""
 
 from __future__ import annotations
 
@@ -37,7 +33,6 @@ class RunTables:
     _clock: Callable[[], datetime]
     _each: Callable[..., list[Any]]
     _decode: Callable[..., Any]
-    put_records: Callable[..., None]
 
     def _run(self, row: tuple[Any, ...]) -> RunRecord:
         return self._decode("runs", row[0], row[1], RUN_FORMAT, RunRecord.from_dict)
@@ -62,9 +57,6 @@ class RunTables:
              "trigger": run.trigger, "created_at": run.created_at, "num": number(run.id),
              "archived": _ended_run(run), "doc": encode(run.to_dict())},
         )
-
-    def put_run(self, run: RunRecord) -> None:
-        self.put_records([run], [])
 
     def get_run(self, run_id: str) -> RunRecord:
         key = key_of(run_id)

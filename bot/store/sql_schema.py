@@ -23,7 +23,6 @@ __all__ = ["SCHEMA_VERSION", "MIGRATIONS", "advisory_key", "check", "migrate", "
 SCHEMA_VERSION = 7
 
 
-
 def _keys_and_votes_as_rows(cur: Any) -> None:
     """Each review's delivery keys, and a history still kept in its document (written before version 4), move
     to rows: casting a vote then reads neither. A document that is not JSON is left for ``problems`` to name."""
@@ -174,14 +173,14 @@ _HAS_TABLE = {
 }
 
 
-def _recorded(cur: Any, has_table: str, where: str) -> tuple[int, str] | None:
+def _recorded(cur: Any, engine: Any) -> tuple[int, str] | None:
     """(version, written_by) as recorded, None before the first migration; NewerFormatError past this loopbot's."""
-    if not cur.execute(has_table).fetchone()[0]:
+    if not cur.execute(_HAS_TABLE[engine.name]).fetchone()[0]:
         return None
     row = cur.execute("SELECT version, written_by FROM loopbot_schema WHERE id = 1").fetchone()
     if row is not None and int(row[0]) > SCHEMA_VERSION:
         raise NewerFormatError(
-            f"{where}: schema version {row[0]} (migrated by loopbot {row[1]}) is newer than this "
+            f"{engine.where}: schema version {row[0]} (migrated by loopbot {row[1]}) is newer than this "
             f"loopbot reads (up to {SCHEMA_VERSION}); upgrade loopbot to use this database"
         )
     return None if row is None else (int(row[0]), str(row[1]))
@@ -210,7 +209,7 @@ def _bring_up(cur: Any, found: tuple[int, str] | None, written_by: str) -> tuple
 def check(engine: Any) -> int:
     """The tables' schema version (0: none yet); NewerFormatError when a newer loopbot migrated them."""
     with engine.read() as cur:
-        found = _recorded(cur, _HAS_TABLE[engine.name], engine.where)
+        found = _recorded(cur, engine)
     return 0 if found is None else found[0]
 
 
@@ -229,7 +228,7 @@ def migrate(engine: Any, written_by: str) -> tuple[int, int]:
 
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key(engine.schema, "migrate"),))
             cur.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(engine.schema)))
-        return _bring_up(cur, _recorded(cur, _HAS_TABLE[engine.name], engine.where), written_by)
+        return _bring_up(cur, _recorded(cur, engine), written_by)
 
 
 def prepare(engine: Any, migrate_tables: bool) -> None:
