@@ -60,13 +60,14 @@ def _status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
     from bot.serve_lock import ROLE_SERVE, ServeLock, role_of
 
     store = open_store(config)
-    history = bool(args.json)  # the table shows the current votes; only --json prints every vote ever cast
+    history = bool(args.json)  # the table shows the current votes (and no proposal); --json prints every vote
     if args.all:
-        runs, reviews = store.list_runs(archived=True), store.list_reviews(archived=True, history=history)
+        runs, reviews = store.list_runs(archived=True), store.list_reviews(archived=True, history=history,
+                                                                           request=False)
     else:  # the hot set and the latest ended runs: as fast with 10,000 archived documents as with none
         recent = store.recent_runs(RECENT_RUNS)
         runs = sorted([*store.list_runs(), *recent], key=lambda r: r.created_at)
-        reviews = store.list_reviews(history=history)
+        reviews = store.list_reviews(history=history, request=False)
         hot = {r.id for r in reviews}
         for run in recent:
             if run.review_id and run.review_id not in hot:

@@ -251,8 +251,8 @@ class ReviewStore(Protocol):
 
     def put_review(self, review: Review) -> None: ...
     def get_review(self, review_id: str, *, history: bool = True) -> Review: ...
-    def list_reviews(self, *, archived: bool = False, history: bool = True) -> list[Review]:
-        """``history=False``: without their histories and delivery keys, as ``get_review(id, history=False)``."""
+    def list_reviews(self, *, archived: bool = False, history: bool = True, request: bool = True) -> list[Review]:
+        """Without histories and delivery keys (``history=False``) or the requests, most of a review (``request``)."""
         ...
     def update_review(self, review_id: str, mutate: Callable[[Review], T]) -> T: ...
 
@@ -266,8 +266,8 @@ class ReviewStore(Protocol):
         ...
 
     def open_reviews(self, limit: int | None = None) -> list[Review]:
-        """The oldest ``limit`` open reviews without their histories and delivery keys (their readers use the
-        current votes, the policy and the posts): reading them costs the same however many votes were cast."""
+        """The oldest ``limit`` open reviews as ``list_reviews(history=False, request=False)`` reads them (their
+        readers use the current votes, the policy and the posts): they cost the same whatever votes or proposal."""
         ...
 
     def open_reviews_posted_at(self, channel: str, context: Mapping[str, Any]) -> list[Review]:

@@ -34,6 +34,8 @@ _Stored = tuple[int, int, int]
 #: Runs and reviews in creation order (demo-10 after demo-9), and latest first.
 ORDER = 'created_at, num, id COLLATE "C"'
 LATEST = 'created_at DESC, num DESC, id COLLATE "C" DESC'
+#: A review's document without its request, on SQLite only (PostgreSQL's jsonb refuses some documents orjson writes).
+_NO_REQUEST = "CASE WHEN json_valid(doc) THEN json_remove(doc, '$.request') ELSE doc END"
 
 
 def _ended(review: Review) -> bool:
@@ -93,11 +95,8 @@ class ReviewTables:
             if cur.execute("SELECT count(*) FROM reviews").fetchone()[0] <= FEW_IDS:
                 return [row[0] for row in cur.execute("SELECT key FROM reviews").fetchall()]
             near = sorted(one_edit(review_id.strip().lower()))
-            found: list[str] = []
-            for marks, chunk in _chunks(near):
-                cur.execute(f"SELECT key FROM reviews WHERE key IN ({marks})", chunk)
-                found += [row[0] for row in cur.fetchall()]
-            return found
+            return [row[0] for marks, chunk in _chunks(near)
+                    for row in cur.execute(f"SELECT key FROM reviews WHERE key IN ({marks})", chunk).fetchall()]
 
     def _write_review(self, cur: Any, review: Review, was_archived: bool | None, stored: _Stored | None = None) -> None:
         """The review's row, and the votes and delivery keys after ``stored`` as rows of their own (None: all of
@@ -147,10 +146,11 @@ class ReviewTables:
         raise self._unknown_review(review_id)
 
     def _reviews_where(self, where: str, params: tuple[Any, ...] | dict[str, Any] = (), tail: str = "", *,
-                       history: bool = True) -> list[Review]:
-        """The reviews ``where`` holds; ``history=False``: without history and delivery keys, in one query."""
+                       history: bool = True, request: bool = True) -> list[Review]:
+        """The reviews ``where`` holds, as ``list_reviews`` says (without history: in one query)."""
+        doc = "doc" if request or self.engine.name != "sqlite" else _NO_REQUEST
         with self.engine.snapshot() if history else self.engine.read() as cur:
-            cur.execute(f"SELECT key, doc FROM reviews WHERE {where} ORDER BY {ORDER} {tail}", params)
+            cur.execute(f"SELECT key, {doc} FROM reviews WHERE {where} ORDER BY {ORDER} {tail}", params)
             if history:
                 return self._histories(cur, cur.fetchall())
             return self._each(cur.fetchall(), lambda row: self._with_rows(row, "[]", []), "reviews")
@@ -181,8 +181,8 @@ class ReviewTables:
 
         return self._decode("reviews", row[0], row[1], REVIEW_FORMAT, Review.from_dict, fill=fill)
 
-    def list_reviews(self, *, archived: bool = False, history: bool = True) -> list[Review]:
-        return self._reviews_where("true" if archived else "NOT archived", history=history)
+    def list_reviews(self, *, archived: bool = False, history: bool = True, request: bool = True) -> list[Review]:
+        return self._reviews_where("true" if archived else "NOT archived", history=history, request=request)
 
     def _update_in(self, cur: Any, key: str, review_id: str, mutate: Callable[[Review], T],
                    casting: Sequence[Cast] | None = None) -> T:
@@ -248,7 +248,7 @@ class ReviewTables:
 
     def open_reviews(self, limit: int | None = None) -> list[Review]:
         tail = "" if limit is None else f"LIMIT {max(int(limit), 0)}"
-        return self._reviews_where("NOT archived AND status = 'open'", (), tail, history=False)
+        return self._reviews_where("NOT archived AND status = 'open'", (), tail, history=False, request=False)
 
     def open_reviews_posted_at(self, channel: str, context: Mapping[str, Any]) -> list[Review]:
         """The database picks the rows whose posts match (jsonb containment, or SQLite's json_each); the same
@@ -288,9 +288,7 @@ class ReviewTables:
 
     def next_deadline(self) -> datetime | None:
         with self.engine.read() as cur:
-            value = cur.execute("SELECT min(deadline) FROM reviews WHERE NOT archived").fetchone()[0]
-        found: datetime | None = self.engine.time(value)
-        return found
+            return self.engine.time(cur.execute("SELECT min(deadline) FROM reviews WHERE NOT archived").fetchone()[0])
 
     def review_for_run(self, run_id: str, checkpoint_id: str | None = None) -> Review | None:
         """The run's latest review (at ``checkpoint_id`` if given); a damaged row is skipped like a listing's."""

@@ -75,6 +75,7 @@ def test_a_damaged_row_is_named_and_listings_go_on_without_it(store: Store, impl
     with pytest.raises(CorruptDocumentError, match=re.escape(f"{store.where} reviews/demo-1: not a valid JSON")):
         store.get_review("demo-1")
     assert [r.id for r in store.list_reviews()] == ["demo-2"]  # one bad row must not stop every tick
+    assert [r.id for r in store.list_reviews(history=False, request=False)] == ["demo-2"]
     assert [line.split(":")[0] for line in store.problems()] == ["reviews/demo-1"]
     copied = json.dumps(make_review("demo-2").to_dict())
     behind_its_back(impl, state, "UPDATE reviews SET doc = %s WHERE key = 'demo-1'", (copied,))

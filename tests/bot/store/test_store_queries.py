@@ -296,18 +296,22 @@ def test_a_review_found_where_it_was_posted_comes_without_its_history_or_keys(st
     assert len(whole.history) == 30 and len(whole.delivery_keys) == 30
 
 
-def test_open_reviews_and_a_listing_without_history_read_the_current_votes_only(store: Store) -> None:
-    """The dashboard, /metrics, Slack's status, the GitHub poller (``open_reviews``) and ``loopbot status``'s
-    table (``list_reviews(history=False)``) use the current votes and the policy: their cost must not grow with
-    every vote ever cast on thousands of reviews."""
-    store.put_review(make_review("demo-1", required=99))
+def test_open_reviews_and_a_listing_without_history_read_the_current_votes_only(store: Store, impl: Impl) -> None:
+    """The dashboard, /metrics, Slack's status, the GitHub poller (``open_reviews``) and ``loopbot status``
+    (``list_reviews(history=False, request=False)``) use the current votes and the policy: their cost must not grow
+    with every vote ever cast on thousands of reviews, nor (on SQLite) with the proposals."""
+    made = make_review("demo-1", required=99)
+    made.request = {"proposal": {"sections": [{"kind": "table", "rows": [["#1", "x" * 100]] * 500}]}}
+    store.put_review(made)
     votes = [(Vote(f"local:v{n % 3}", HumanDecision.APPROVE, at=T0, delivery_key=f"k{n}"), None) for n in range(30)]
     store.cast_votes({"demo-1": votes})
     for found in (*store.open_reviews(), *store.open_reviews(limit=1), *store.list_reviews(history=False)):
         assert found.id == "demo-1" and len(found.votes) == 3 and len(found.approvals) == 3
         assert list(found.history) == [] and found.delivery_keys == []
+    (light,) = store.list_reviews(history=False, request=False)
+    assert light.request == ({} if impl.name == "sqlite" else made.request) and len(light.votes) == 3
     (whole,) = store.list_reviews()
-    assert len(whole.history) == 30 and len(whole.delivery_keys) == 30
+    assert len(whole.history) == 30 and len(whole.delivery_keys) == 30 and whole.request == made.request
 
 
 def test_a_healthy_store_has_no_problems(store: Store) -> None:
