@@ -435,7 +435,7 @@ class RealBot:
         return len(self._store.pending_deliveries())
 
     def _port(self, timeout: float = 30) -> int:
-        from bot.store.lock import ServeLock
+        from bot.serve_lock import ServeLock
 
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -45,7 +45,7 @@ import httpx  # noqa: E402
 import yaml  # noqa: E402
 
 from adapters.slack.listeners import WORKING_TEXT  # noqa: E402
-from bot.store.lock import ServeLock  # noqa: E402
+from bot.serve_lock import ServeLock  # noqa: E402
 from tests.bot.store import pg_cluster  # noqa: E402
 from tests.fakes.slack_api import FakeSlackApi, signed_headers  # noqa: E402
 

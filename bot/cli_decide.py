@@ -113,9 +113,9 @@ def cmd_decide(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
     from adapters.command_error import CommandError
     from adapters.commands import decision_from_word
     from adapters.suggest import did_you_mean
-    from bot.store import ServeLock, UnknownReviewError
+    from bot.store import UnknownReviewError
     from bot.store.open import open_store
-    from bot.store.lock import ROLE_SERVE, role_of
+    from bot.serve_lock import ROLE_SERVE, ServeLock, role_of
     from loop_engine.review import HumanDecision
 
     texts = _decide_texts()

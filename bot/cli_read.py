@@ -55,22 +55,24 @@ def cmd_status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
 def _status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
     from bot.logging import RedactingFilter
     from bot.status import render_json, render_page_links, render_replicas, render_table
-    from bot.store import ServeLock, StoreError
+    from bot.store import StoreError
     from bot.store.open import open_store
-    from bot.store.lock import ROLE_SERVE, role_of
+    from bot.serve_lock import ROLE_SERVE, ServeLock, role_of
 
     store = open_store(config)
+    history = bool(args.json)  # the table shows the current votes (and no proposal); --json prints every vote
     if args.all:
-        runs, reviews = store.list_runs(archived=True), store.list_reviews(archived=True)
+        runs, reviews = store.list_runs(archived=True), store.list_reviews(archived=True, history=history,
+                                                                           request=False)
     else:  # the hot set and the latest ended runs: as fast with 10,000 archived documents as with none
         recent = store.recent_runs(RECENT_RUNS)
         runs = sorted([*store.list_runs(), *recent], key=lambda r: r.created_at)
-        reviews = store.list_reviews()
+        reviews = store.list_reviews(history=history, request=False)
         hot = {r.id for r in reviews}
         for run in recent:
             if run.review_id and run.review_id not in hot:
                 with contextlib.suppress(StoreError):  # one set aside is listed under problems below
-                    reviews.append(store.get_review(run.review_id))
+                    reviews.append(store.get_review(run.review_id, history=history))
     tasks = store.pending_tasks()
     holder = ServeLock.holder(config.state_dir)
     serving = holder is not None and role_of(holder) == ROLE_SERVE

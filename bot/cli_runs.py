@@ -83,9 +83,9 @@ def _run_here(runner: Runner, store: Store, local: LocalChannel, loop: str, path
 
 
 def cmd_run(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
-    from bot.store import AlreadyRunningError, ServeLock
+    from bot.serve_lock import AlreadyRunningError, ServeLock
     from bot.store.open import open_store
-    from bot.store.lock import ROLE_RUN, ROLE_SERVE
+    from bot.serve_lock import ROLE_RUN, ROLE_SERVE
     from bot.loop_catalog import LoopCatalog, UnknownLoopError
 
     catalog = LoopCatalog(config)
@@ -146,8 +146,7 @@ def _foreground(config: BotConfig, path: Path, store: Store | None = None) -> tu
 
 def cmd_apply(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     from bot.foreground import StopOnSignal
-    from bot.store import AlreadyRunningError, ServeLock
-    from bot.store.lock import ROLE_RUN, ROLE_SERVE
+    from bot.serve_lock import ROLE_RUN, ROLE_SERVE, AlreadyRunningError, ServeLock
 
     lock = ServeLock(Path(config.state_dir))
     try:
@@ -174,8 +173,8 @@ def cmd_apply(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
 
 def cmd_cancel(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     from bot.desk import Authorizer, ListMembership, People
-    from bot.store import AlreadyRunningError, ServeLock, UnknownRunError
-    from bot.store.lock import ROLE_RUN, ROLE_SERVE
+    from bot.store import UnknownRunError
+    from bot.serve_lock import ROLE_RUN, ROLE_SERVE, AlreadyRunningError, ServeLock
     from bot.store.open import open_store
     from bot.loop_catalog import LoopCatalog, UnknownLoopError
 

@@ -61,7 +61,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
     from bot.logging import setup_logging
     from bot.server import serve  # uvicorn and the scheduler load only for serve
-    from bot.store import AlreadyRunningError
+    from bot.serve_lock import AlreadyRunningError
 
     setup_logging(secrets=secret_values(config), format=config.logging.format)
     try:

@@ -19,7 +19,7 @@ __all__ = ["cmd_export", "cmd_import", "cmd_migrate"]
 
 
 def cmd_migrate(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
-    from bot.store import ServeLock
+    from bot.serve_lock import ServeLock
     from bot.store.open import open_store, store_url
 
     url = store_url(config)
@@ -30,7 +30,8 @@ def cmd_migrate(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
         where, before, after = migrate_database(url, config.store.schema_name)
         print(f"{where}: schema version {after}" + (" (already)" if before == after else f" (was {before})"))
         return EXIT_OK
-    from bot.store import AlreadyRunningError, legacy, sql_schema
+    from bot.store import legacy, sql_schema
+    from bot.serve_lock import AlreadyRunningError
 
     lock = ServeLock(Path(config.state_dir))
     try:
@@ -60,7 +61,7 @@ def cmd_export(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
 
 
 def cmd_import(args: argparse.Namespace, config: BotConfig, path: Path) -> int:
-    from bot.store import ServeLock
+    from bot.serve_lock import ServeLock
     from bot.store.open import open_store
     from bot.store.sql_transfer import load, read_dump
 

@@ -44,7 +44,7 @@ from bot.runner import Runner, utcnow
 from bot.scheduler import LoopScheduler
 from bot.health import health
 from bot.service import Service
-from bot.store import ServeLock
+from bot.serve_lock import ServeLock
 from bot.store.base import Store
 from bot.store import legacy
 from bot.store.open import open_store, store_url

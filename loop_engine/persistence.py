@@ -42,6 +42,7 @@ __all__ = [
     "PersistenceConfig",
     "LoopStatePersistence",
     "StateNotFoundError",
+    "saved_state",
 ]
 
 _EXTENSIONS = {"json": ".json", "markdown": ".md"}
@@ -208,18 +209,9 @@ class LoopStatePersistence:
                 f"{path}: not a complete JSON state document ({exc}); it may be truncated - "
                 "restore a snapshot from the history directory or delete the file"
             ) from None
-        if not isinstance(document, dict) or "schema_version" not in document or "state" not in document:
-            raise CorruptStateError(f"{path}: not a loop state document (needs 'schema_version' and 'state')")
-        version = document["schema_version"]
-        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise CorruptStateError(f"{path}: schema_version {version!r} is not a positive integer")
-        if version > SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"{path} was written with schema_version {version}, but this loop_engine reads "
-                f"schema_version {SCHEMA_VERSION} and older; upgrade loop_engine to load it"
-            )
+        state = saved_state(path, document)
         try:
-            return state_from_dict(document["state"])
+            return state_from_dict(state)
         except CorruptStateError as exc:
             raise CorruptStateError(f"{path}: {exc}") from None
 
@@ -262,6 +254,29 @@ class LoopStatePersistence:
             removed = True
         self._last_seq.pop(trace_id, None)
         return removed
+
+
+def saved_state(where: object, document: Any) -> dict[str, Any]:
+    """The state dict of a saved document (``{"schema_version": N, "state": {...}}``), its version checked.
+
+    The one check of a saved state's version, for every keeper of these
+    documents (this module's files, a bot's database): CorruptStateError or
+    SchemaVersionError naming ``where``.
+    """
+    if not isinstance(document, dict) or "schema_version" not in document or not isinstance(
+        document.get("state"), dict
+    ):
+        raise CorruptStateError(f"{where}: not a loop state document (needs 'schema_version' and a 'state' object)")
+    version = document["schema_version"]
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise CorruptStateError(f"{where}: schema_version {version!r} is not a positive integer")
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{where} was written with schema_version {version}, but this loop_engine reads "
+            f"schema_version {SCHEMA_VERSION} and older; upgrade loop_engine to load it"
+        )
+    state: dict[str, Any] = document["state"]
+    return state
 
 
 def _state_from_header(path: Path, header: dict[str, Any]) -> LoopState:

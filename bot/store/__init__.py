@@ -6,10 +6,9 @@ from .base import (
     ACTIVE_RUN_STATUSES, HOT_REVIEW_STATUSES, RUN_STATUSES, CorruptDocumentError, NewerFormatError, OutboxTask,
     Request, RunRecord, Store, StoreError, UnknownReviewError, UnknownRunError, UnknownTaskError,
 )
-from .lock import AlreadyRunningError, ServeLock
 from .open import open_store
 from .sql import PostgresStore, SqliteStore  # psycopg itself loads only when a PostgresStore connects
 
-__all__ = ["ACTIVE_RUN_STATUSES", "HOT_REVIEW_STATUSES", "RUN_STATUSES", "AlreadyRunningError",
-    "CorruptDocumentError", "NewerFormatError", "OutboxTask", "PostgresStore", "Request", "RunRecord", "ServeLock",
+__all__ = ["ACTIVE_RUN_STATUSES", "HOT_REVIEW_STATUSES", "RUN_STATUSES",
+    "CorruptDocumentError", "NewerFormatError", "OutboxTask", "PostgresStore", "Request", "RunRecord",
     "SqliteStore", "Store", "StoreError", "UnknownReviewError", "UnknownRunError", "UnknownTaskError", "open_store"]

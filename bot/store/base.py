@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -29,6 +29,7 @@ __all__ = ["RUN_FORMAT", "RUN_STATUSES", "StoreError", "UnknownRunError", "Unkno
     "CounterStore", "RequestStore", "Claim", "NO_CLAIM"]
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 #: Format version written into every stored run record.
 RUN_FORMAT = 1
@@ -69,10 +70,10 @@ class UnknownReviewError(StoreError, LookupError):
 
 
 class UnknownTaskError(StoreError, KeyError):
-    """No pending outbox task has this id (it was finished, or never added)."""
+    """No pending outbox task has this id (``args[0]``, as KeyError has it): it was finished, or never added."""
 
-    def __str__(self) -> str:  # KeyError would show the message in quotes
-        return str(self.args[0]) if self.args else ""
+    def __str__(self) -> str:  # KeyError would show the bare id, in quotes
+        return f"no pending task {self.args[0]!r} (finished, or never added)" if self.args else ""
 
 
 class CorruptDocumentError(StoreError, ValueError):
@@ -92,12 +93,21 @@ def _document(record: Any, version: int) -> dict[str, Any]:
     return document
 
 
-def _check_format(kind: str, data: dict[str, Any], supported: int) -> None:
+def _from_document(cls: type[R], kind: str, data: dict[str, Any], supported: int) -> R:
+    """The record of a document ``_document`` wrote: a field with a default may be absent, times are ISO text."""
     version = data.get("format")
     if not isinstance(version, int) or version > supported:
-        raise ValueError(
-            f"{kind} format {version!r} is not one this loopbot reads (up to {supported}); upgrade loopbot"
-        )
+        raise ValueError(f"{kind} format {version!r} is not one this loopbot reads (up to {supported});"
+                         " upgrade loopbot")
+    values: dict[str, Any] = {}
+    for item in fields(cls):  # type: ignore[arg-type]  # every caller passes a dataclass
+        if item.name not in data and item.default is not MISSING:
+            continue
+        value = data[item.name]
+        if value is not None and "datetime" in str(item.type):
+            value = datetime.fromisoformat(value)
+        values[item.name] = int(value) if item.type == "int" else value
+    return cls(**values)
 
 
 @dataclass
@@ -120,19 +130,7 @@ class RunRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:
-        _check_format("run", data, RUN_FORMAT)
-        return cls(
-            id=data["id"],
-            loop=data["loop"],
-            status=data["status"],
-            created_at=datetime.fromisoformat(data["created_at"]),
-            updated_at=datetime.fromisoformat(data["updated_at"]),
-            trigger=data["trigger"],
-            review_id=data.get("review_id"),
-            iterations=int(data.get("iterations", 0)),
-            reason=data.get("reason"),
-            result=data.get("result"),
-        )
+        return _from_document(cls, "run", data, RUN_FORMAT)
 
 
 @dataclass
@@ -183,21 +181,10 @@ class OutboxTask:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> OutboxTask:
-        _check_format("task", data, TASK_FORMAT)
-        payload = data["payload"]
-        if not isinstance(payload, dict):
-            raise TypeError(f"task payload must be an object, not {type(payload).__name__}")
-        return cls(
-            id=data["id"],
-            channel=data["channel"],
-            action=data["action"],
-            review_id=data.get("review_id"),
-            payload=payload,
-            created_at=datetime.fromisoformat(data["created_at"]),
-            attempts=int(data.get("attempts", 0)),
-            not_before=None if data.get("not_before") is None else datetime.fromisoformat(data["not_before"]),
-            last_error=data.get("last_error"),
-        )
+        task = _from_document(cls, "task", data, TASK_FORMAT)
+        if not isinstance(task.payload, dict):
+            raise TypeError(f"task payload must be an object, not {type(task.payload).__name__}")
+        return task
 
 
 class Claim(Protocol):
@@ -265,7 +252,9 @@ class ReviewStore(Protocol):
 
     def put_review(self, review: Review) -> None: ...
     def get_review(self, review_id: str, *, history: bool = True) -> Review: ...
-    def list_reviews(self, *, archived: bool = False) -> list[Review]: ...
+    def list_reviews(self, *, archived: bool = False, history: bool = True, request: bool = True) -> list[Review]:
+        """Without histories and delivery keys (``history=False``) or the requests, most of a review (``request``)."""
+        ...
     def update_review(self, review_id: str, mutate: Callable[[Review], T]) -> T: ...
 
     def cast_votes(self, batch: Mapping[str, Sequence[Cast]]) -> dict[str, list[VoteResult] | Exception]:
@@ -277,7 +266,10 @@ class ReviewStore(Protocol):
         """
         ...
 
-    def open_reviews(self, limit: int | None = None) -> list[Review]: ...
+    def open_reviews(self, limit: int | None = None) -> list[Review]:
+        """The oldest ``limit`` open reviews as ``list_reviews(history=False, request=False)`` reads them (their
+        readers use the current votes, the policy and the posts): they cost the same whatever votes or proposal."""
+        ...
 
     def open_reviews_posted_at(self, channel: str, context: Mapping[str, Any]) -> list[Review]:
         """Open reviews with a post on ``channel`` whose message data holds every item of ``context``:

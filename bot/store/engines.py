@@ -223,14 +223,11 @@ def sqlite_time(value: datetime) -> str:
     return value.astimezone(UTC).isoformat(timespec="microseconds")
 
 
-def _value(value: Any) -> Any:
-    return sqlite_time(value) if isinstance(value, datetime) else value
-
-
 def _values(params: Any) -> Any:
+    """The values as SQLite keeps them: times as ``sqlite_time`` text."""
     if isinstance(params, dict):
-        return {key: _value(value) for key, value in params.items()}
-    return tuple(_value(value) for value in params)
+        return {key: sqlite_time(v) if isinstance(v, datetime) else v for key, v in params.items()}
+    return tuple(sqlite_time(v) if isinstance(v, datetime) else v for v in params)
 
 
 class _Cursor:
@@ -268,8 +265,7 @@ class Sqlite(Engine):
 
     def connect(self) -> sqlite3.Connection:
         with self.errors():
-            if not self.path.parent.is_dir():
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
                                    check_same_thread=False)
             try:

@@ -20,7 +20,6 @@ returns the one line that says so.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -32,6 +31,7 @@ from typing import Any
 
 from ..review_records import Review, Vote
 from .base import OutboxTask, RunRecord, StoreError
+from .records import delivery_digest
 from .sql_transfer import DUMP_FORMAT, load
 
 __all__ = ["LEGACY_DIRS", "found", "read", "upgrade"]
@@ -104,7 +104,7 @@ def _pending_deliveries(root: Path) -> list[dict[str, Any]]:
         key, work = line.get("key"), line.get("work")
         if not isinstance(key, str) or not isinstance(work, list):
             continue
-        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+        digest = delivery_digest(key)
         if not (root / "deliveries" / digest[:2] / f"{digest}.json").exists():
             pending.setdefault(key, work)
     return [{"key": key, "work": work} for key, work in pending.items()]

@@ -21,7 +21,7 @@ from .base import CorruptDocumentError, NewerFormatError, StoreError, is_task_id
 
 __all__ = [
     "SAFE_ID", "SNAPSHOT_FORMAT", "FEW_IDS", "key_of", "checked_key", "mutate_record", "encode", "parse",
-    "check_name", "number", "run_key", "one_edit", "task_stem", "engine_state",
+    "check_name", "number", "run_key", "one_edit", "task_stem", "engine_state", "delivery_digest",
 ]
 
 T = TypeVar("T")
@@ -73,6 +73,11 @@ def number(doc_id: str) -> int:
     """The trailing number of an id ("demo-12" -> 12), so demo-10 sorts after demo-9."""
     _head, sep, tail = doc_id.rpartition("-")
     return int(tail) if sep and tail.isdigit() else 0
+
+
+def delivery_digest(key: str) -> str:
+    """The name a delivery key is kept under (any text, of any length: a webhook's id, a comment's)."""
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def run_key(run_id: str) -> str:
@@ -137,24 +142,18 @@ def check_name(where: str, key: str, doc_id: Any, name_of: Callable[[str], str |
 
 
 def engine_state(where: Any, document: dict[str, Any]) -> dict[str, Any]:
-    """The state dict inside a snapshot document of either format, checked like the engine's loader."""
-    from loop_engine.serialization import SCHEMA_VERSION
+    """The state dict inside a snapshot document of either format, checked by the engine's own loader's rule."""
+    from loop_engine.errors import CorruptStateError, SchemaVersionError
+    from loop_engine.persistence import saved_state
 
     if document["format"] == 1:
         snapshot = document.get("snapshot")
         if not isinstance(snapshot, dict):
             raise CorruptDocumentError(f"{where}: damaged snapshot document (no 'snapshot' object)")
         return snapshot
-    engine = document.get("engine")
-    if not isinstance(engine, dict) or not isinstance(engine.get("state"), dict):
-        raise CorruptDocumentError(f"{where}: damaged snapshot document (no engine state)")
-    version = engine.get("schema_version")
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise CorruptDocumentError(f"{where}: engine schema_version {version!r} is not a positive integer")
-    if version > SCHEMA_VERSION:
-        raise NewerFormatError(
-            f"{where}: engine schema_version {version} is newer than this loopbot reads "
-            f"(up to {SCHEMA_VERSION}); upgrade loopbot to use this store"
-        )
-    state: dict[str, Any] = engine["state"]
-    return state
+    try:
+        return saved_state(where, document.get("engine"))
+    except SchemaVersionError as err:
+        raise NewerFormatError(str(err)) from err
+    except CorruptStateError as err:
+        raise CorruptDocumentError(f"damaged snapshot document: {err}") from err

@@ -25,7 +25,6 @@ always grants.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -35,15 +34,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-import orjson
 
 from ..review_records import REVIEW_FORMAT, Review
-from .base import ACTIVE_RUN_STATUSES, NO_CLAIM, RUN_FORMAT, TASK_FORMAT, Claim, CorruptDocumentError, NewerFormatError
-from .base import OutboxTask, Request, RunRecord, StoreError, UnknownRunError, UnknownTaskError
+from .base import RUN_FORMAT, TASK_FORMAT, CorruptDocumentError, NewerFormatError, OutboxTask, Request, RunRecord
+from .base import StoreError, UnknownTaskError
 from .engines import DB_NAME, BUSY_TIMEOUT, DatabaseError, Engine, Postgres, Sqlite, describe_url
-from .records import SNAPSHOT_FORMAT, check_name, checked_key, encode, engine_state, key_of, mutate_record
-from .records import number, parse, task_stem
-from .sql_reviews import LATEST, ORDER, ReviewTables, locked_archived
+from .records import check_name, checked_key, delivery_digest, encode, key_of, mutate_record, number, parse, task_stem
+from .sql_reviews import ReviewTables, locked_archived
+from .sql_runs import RunTables
 from . import sql_schema
 
 __all__ = ["SqlStore", "SqliteStore", "PostgresStore", "DatabaseError", "describe_url", "migrate_database",
@@ -54,9 +52,11 @@ log = logging.getLogger(__name__)
 
 #: How long work handed to a replica stays its own without it asking again.
 LEASE_SECONDS = 60.0
+_ADD_TASK = ("INSERT INTO outbox (id, channel, review_id, created_at, ready_at, attempts, doc) VALUES (%(id)s,"
+             " %(channel)s, %(review_id)s, %(created_at)s, %(ready_at)s, %(attempts)s, %(doc)s)"
+             " ON CONFLICT (id) DO NOTHING")
 _UPDATE_TASK = ("UPDATE outbox SET channel = %(channel)s, review_id = %(review_id)s, created_at = %(created_at)s,"
-                " ready_at = %(ready_at)s, doc = %(doc)s WHERE id = %(id)s")
-_ACTIVE = "status IN (" + ", ".join(f"'{s}'" for s in ACTIVE_RUN_STATUSES) + ")"
+                " ready_at = %(ready_at)s, attempts = %(attempts)s, doc = %(doc)s WHERE id = %(id)s")
 
 
 def migrate_database(url: str, schema: str = "loopbot") -> tuple[str, int, int]:
@@ -67,12 +67,7 @@ def migrate_database(url: str, schema: str = "loopbot") -> tuple[str, int, int]:
         return (engine.where, *sql_schema.migrate(engine, __version__))
 
 
-
-def _ended_run(run: RunRecord) -> bool:
-    return run.status not in ACTIVE_RUN_STATUSES
-
-
-class SqlStore(ReviewTables):
+class SqlStore(RunTables, ReviewTables):
     """The ``Store`` on an engine; safe to share between threads, processes and (PostgreSQL) replicas."""
 
     def __init__(self, engine: Engine, *, owner: str | None = None, lease: float = LEASE_SECONDS,
@@ -124,9 +119,6 @@ class SqlStore(ReviewTables):
             log.error("%s; skipped until it is repaired, the others go on", err)
         self._damaged[label] = str(err)
 
-    def _run(self, row: tuple[Any, ...]) -> RunRecord:
-        return self._decode("runs", row[0], row[1], RUN_FORMAT, RunRecord.from_dict)
-
     def _task(self, row: tuple[Any, ...]) -> OutboxTask:
         return self._decode("outbox", row[0], row[1], TASK_FORMAT, OutboxTask.from_dict, task_stem)
 
@@ -154,33 +146,13 @@ class SqlStore(ReviewTables):
             )
             return list(cur.fetchall())
 
-    # -- runs -------------------------------------------------------------
-
-    def _unknown_run(self, run_id: str) -> UnknownRunError:
-        if key_of(run_id) is None:
-            return UnknownRunError(f"no run {run_id!r}: run ids look like demo-run-3")
-        return UnknownRunError(f"no run {run_id!r} in {self.where}; `loopbot status` lists the runs")
-
-    def _write_run(self, cur: Any, run: RunRecord, was_archived: bool | None) -> None:
-        if was_archived and not _ended_run(run):
-            raise StoreError(
-                f"run {run.id} has ended and is archived; it cannot become {run.status!r} again - start a new one"
-            )
-        cur.execute(
-            "INSERT INTO runs (key, id, loop, status, trigger, created_at, num, archived, doc)"
-            " VALUES (%(key)s, %(id)s, %(loop)s, %(status)s, %(trigger)s, %(created_at)s, %(num)s, %(archived)s,"
-            " %(doc)s) ON CONFLICT (key) DO UPDATE SET id = excluded.id, loop = excluded.loop,"
-            " status = excluded.status, trigger = excluded.trigger, created_at = excluded.created_at,"
-            " num = excluded.num, archived = excluded.archived, doc = excluded.doc",
-            {"key": checked_key("run", run.id), "id": run.id, "loop": run.loop, "status": run.status,
-             "trigger": run.trigger, "created_at": run.created_at, "num": number(run.id),
-             "archived": _ended_run(run), "doc": encode(run.to_dict())},
-        )
+    # -- runs and reviews together ---------------------------------------------
 
     def put_run(self, run: RunRecord) -> None:
-        key = checked_key("run", run.id)
-        with self.engine.write() as cur:
-            self._write_run(cur, run, locked_archived(cur, "runs", key))
+        self.put_records([run], [])
+
+    def put_review(self, review: Review) -> None:
+        self.put_records([], [review])
 
     def put_records(self, runs: list[RunRecord], reviews: list[Review]) -> None:
         """Runs and reviews as they are, all in one transaction (import, upgrade): one commit, not thousands."""
@@ -189,129 +161,6 @@ class SqlStore(ReviewTables):
                 self._write_run(cur, run, locked_archived(cur, "runs", checked_key("run", run.id)))
             for review in reviews:
                 self._write_review(cur, review, locked_archived(cur, "reviews", checked_key("review", review.id)))
-
-    def get_run(self, run_id: str) -> RunRecord:
-        key = key_of(run_id)
-        if key is None:
-            raise self._unknown_run(run_id)
-        with self.engine.read() as cur:
-            row = cur.execute("SELECT key, doc FROM runs WHERE key = %s", (key,)).fetchone()
-        if row is None:
-            raise self._unknown_run(run_id)
-        return self._run(row)
-
-    def _runs_where(self, where: str, params: tuple[Any, ...] = (), tail: str = "") -> list[RunRecord]:
-        with self.engine.read() as cur:
-            cur.execute(f"SELECT key, doc FROM runs WHERE {where} ORDER BY {ORDER} {tail}", params)
-            return self._each(cur.fetchall(), self._run, "runs")
-
-    def list_runs(self, *, archived: bool = False) -> list[RunRecord]:
-        return self._runs_where("true" if archived else "NOT archived")
-
-    def update_run(self, run_id: str, mutate: Callable[[RunRecord], T]) -> T:
-        """Change a run in one transaction; a run that ends is archived by the same write."""
-        key = key_of(run_id)
-        if key is None:
-            raise self._unknown_run(run_id)
-        with self.engine.write() as cur:
-            row = cur.execute("SELECT key, doc, archived FROM runs WHERE key = %s FOR UPDATE", (key,)).fetchone()
-            if row is None:
-                raise self._unknown_run(run_id)
-            run = self._run(row)
-            return mutate_record("run", run_id, key, run, mutate, lambda: self._write_run(cur, run, bool(row[2])))
-
-    def recent_runs(self, limit: int = 10) -> list[RunRecord]:
-        """The ``limit`` latest-created ended runs, oldest first."""
-        if limit <= 0:
-            return []
-        with self.engine.read() as cur:
-            cur.execute(f"SELECT key, doc FROM runs WHERE archived ORDER BY {LATEST} LIMIT %s", (limit,))
-            found = self._each(cur.fetchall(), self._run, "runs")
-        return found[::-1]
-
-    def active_runs(self) -> list[RunRecord]:
-        return self._runs_where(f"NOT archived AND {_ACTIVE}")
-
-    def active_run(self, loop: str) -> RunRecord | None:
-        found = self._runs_where(f"NOT archived AND {_ACTIVE} AND loop = %s", (loop,), "LIMIT 1")
-        return found[0] if found else None
-
-    def run_with_trigger(self, trigger: str) -> RunRecord | None:
-        with self.engine.read() as cur:
-            row = cur.execute(f"SELECT key, doc FROM runs WHERE NOT archived AND trigger = %s"
-                              f" ORDER BY {LATEST} LIMIT 1", (trigger,)).fetchone()
-        return None if row is None else self._run(row)
-
-    def claim_run(self, run_id: str) -> Claim | None:
-        """On PostgreSQL an advisory lock on the run held by a session of its own (``sql_claims.claim_run``);
-        on SQLite always granted: one ``serve`` per state dir, whose runner serialises its threads."""
-        if not self.engine.leases:
-            return NO_CLAIM
-        from .sql_claims import claim_run
-
-        return claim_run(self, run_id)  # type: ignore[arg-type]
-
-    # -- snapshots ----------------------------------------------------------
-
-    def _save_snapshot_bytes(self, run_id: str, data: bytes) -> None:
-        with self.engine.write_one() as cur:
-            cur.execute(
-                "INSERT INTO snapshots (run_key, data, saved_at) VALUES (%s, %s, %s)"
-                " ON CONFLICT (run_key) DO UPDATE SET data = excluded.data, saved_at = excluded.saved_at",
-                (checked_key("run", run_id), data, self._clock()),
-            )
-
-    def save_snapshot(self, run_id: str, snapshot: dict[str, Any]) -> None:
-        checked_key("run", run_id)
-        self._save_snapshot_bytes(run_id, orjson.dumps({"format": 1, "run_id": run_id, "snapshot": snapshot}))
-
-    def save_state(self, run_id: str, state: Any) -> None:
-        """The engine's own encoding wrapped in the store's document (NotJSONSerialisableError first)."""
-        from loop_engine.serialization import encode_state  # here: status and decide never load a state
-
-        checked_key("run", run_id)
-        engine = encode_state(state)
-        head = b'{"format":%d,"run_id":%b,"engine":' % (SNAPSHOT_FORMAT, orjson.dumps(run_id))
-        self._save_snapshot_bytes(run_id, head + engine + b"}")
-
-    def snapshot_bytes(self, run_id: str) -> bytes | None:
-        """The stored snapshot document as it is (for ``loopbot export``)."""
-        key = checked_key("run", run_id)
-        with self.engine.read() as cur:
-            row = cur.execute("SELECT data FROM snapshots WHERE run_key = %s", (key,)).fetchone()
-        return None if row is None else bytes(row[0])
-
-    def _snapshot(self, run_id: str) -> tuple[str, dict[str, Any]] | None:
-        data = self.snapshot_bytes(run_id)
-        if data is None:
-            return None
-        label = f"{self.where} snapshots/{checked_key('run', run_id)}"
-        return label, parse(label, data, SNAPSHOT_FORMAT)
-
-    def load_snapshot(self, run_id: str) -> dict[str, Any] | None:
-        found = self._snapshot(run_id)
-        return None if found is None else engine_state(*found)
-
-    def load_state(self, run_id: str) -> Any:
-        from loop_engine.errors import CorruptStateError
-        from loop_engine.deserialization import state_from_dict
-
-        found = self._snapshot(run_id)
-        if found is None:
-            return None
-        try:
-            return state_from_dict(engine_state(*found))
-        except CorruptStateError as err:
-            raise CorruptDocumentError(f"{found[0]}: {err}; restore it or delete the row") from err
-
-    def snapshot_ids(self) -> list[str]:
-        with self.engine.read() as cur:
-            return [row[0] for row in cur.execute("SELECT run_key FROM snapshots ORDER BY run_key").fetchall()]
-
-    def put_snapshot_bytes(self, run_id: str, data: bytes) -> None:
-        """Store a snapshot document as it is (import), after checking it parses."""
-        parse(f"snapshot of {run_id}", data, SNAPSHOT_FORMAT)
-        self._save_snapshot_bytes(run_id, data)
 
     # -- ids and the inbox ----------------------------------------------------
 
@@ -340,19 +189,20 @@ class SqlStore(ReviewTables):
 
     def enqueue_request(self, kind: str, payload: dict[str, Any]) -> str:
         with self.engine.write() as cur:
-            n = self._next_number(cur, "request")
-            request_id = f"request-{n}"
-            cur.execute("INSERT INTO inbox (id, num, kind, payload, created_at) VALUES (%s, %s, %s, %s, %s)",
-                        (request_id, n, kind, encode(payload), self._clock()))
+            request_id = f"request-{self._next_number(cur, 'request')}"
+            self._put_request(cur, Request(request_id, kind, payload))
         return request_id
 
     def put_request(self, request: Request) -> None:
         """Store a request under its own id (import)."""
         with self.engine.write_one() as cur:
-            cur.execute("INSERT INTO inbox (id, num, kind, payload, created_at) VALUES (%s, %s, %s, %s, %s)"
-                        " ON CONFLICT (id) DO NOTHING",
-                        (checked_key("request", request.id), number(request.id), request.kind,
-                         encode(request.payload), request.created_at or self._clock()))
+            self._put_request(cur, request)
+
+    def _put_request(self, cur: Any, request: Request) -> None:
+        row = (checked_key("request", request.id), number(request.id), request.kind, encode(request.payload),
+               request.created_at or self._clock())
+        cur.execute("INSERT INTO inbox (id, num, kind, payload, created_at) VALUES (%s, %s, %s, %s, %s)"
+                    " ON CONFLICT (id) DO NOTHING", row)
 
     def take_requests(self) -> list[Request]:
         """Pending requests, oldest first (on PostgreSQL: free, expired or this replica's, leased to it)."""
@@ -380,23 +230,19 @@ class SqlStore(ReviewTables):
     @staticmethod
     def _task_columns(task: OutboxTask) -> dict[str, Any]:
         return {"id": task.id, "channel": task.channel, "review_id": task.review_id, "created_at": task.created_at,
-                "ready_at": task.ready_at, "doc": encode(task.to_dict())}
+                "ready_at": task.ready_at, "attempts": task.attempts, "doc": encode(task.to_dict())}
 
     def add_task(self, task: OutboxTask) -> bool:
         """Store a new task; False (and no write) if a pending task has this id."""
         with self.engine.write_one() as cur:
-            cur.execute("INSERT INTO outbox (id, channel, review_id, created_at, ready_at, doc)"
-                        " VALUES (%(id)s, %(channel)s, %(review_id)s, %(created_at)s, %(ready_at)s, %(doc)s)"
-                        " ON CONFLICT (id) DO NOTHING RETURNING id", self._task_columns(task))
+            cur.execute(_ADD_TASK + " RETURNING id", self._task_columns(task))
             return cur.fetchone() is not None
 
     def get_task(self, task_id: str) -> OutboxTask:
-        row = None
-        if task_stem(task_id) is not None:
-            with self.engine.read() as cur:
-                row = cur.execute("SELECT id, doc FROM outbox WHERE id = %s", (task_id,)).fetchone()
+        with self.engine.read() as cur:
+            row = cur.execute("SELECT id, doc FROM outbox WHERE id = %s", (task_id,)).fetchone()
         if row is None:
-            raise UnknownTaskError(f"no pending task {task_id!r} (finished, or never added)")
+            raise UnknownTaskError(task_id)
         return self._task(row)
 
     def due_tasks(self, channel: str, now: datetime, limit: int = 50) -> list[OutboxTask]:
@@ -420,30 +266,23 @@ class SqlStore(ReviewTables):
             return self._each(cur.fetchall(), self._task, "outbox")
 
     def failing_tasks(self, limit: int) -> tuple[list[OutboxTask], int]:
-        """The oldest ``limit`` pending tasks that have failed at least once, and how many such tasks there are.
-
-        For the dashboard: the database picks them from the documents in one
-        scan that also counts them, so of a backlog of tasks not tried yet
-        none is decoded here; only the tasks shown are.
-        """
-        tried = ("(doc::jsonb ->> 'attempts')::int > 0" if self.engine.name == "postgres"
-                 else "json_extract(doc, '$.attempts') > 0")
+        """The oldest ``limit`` pending tasks that have failed at least once, and how many such tasks there are:
+        from the ``outbox_failing`` index, so a backlog of tasks not tried yet costs nothing here."""
         with self.engine.read() as cur:
             if limit <= 0:
-                return [], int(cur.execute(f"SELECT count(*) FROM outbox WHERE {tried}").fetchone()[0])
-            rows = cur.execute(f"SELECT id, doc, count(*) OVER () FROM outbox WHERE {tried}"
+                return [], int(cur.execute("SELECT count(*) FROM outbox WHERE attempts > 0").fetchone()[0])
+            rows = cur.execute("SELECT id, doc, count(*) OVER () FROM outbox WHERE attempts > 0"
                                ' ORDER BY created_at, id COLLATE "C" LIMIT %s', (limit,)).fetchall()
         return self._each(rows, self._task, "outbox"), int(rows[0][2]) if rows else 0
 
     def update_task(self, task_id: str, mutate: Callable[[OutboxTask], T]) -> T:
-        if task_stem(task_id) is not None:
-            with self.engine.write() as cur:
-                row = cur.execute("SELECT id, doc FROM outbox WHERE id = %s FOR UPDATE", (task_id,)).fetchone()
-                if row is not None:
-                    task = self._task(row)
-                    return mutate_record("task", task_id, task_id, task, mutate,
-                                         lambda: cur.execute(_UPDATE_TASK, self._task_columns(task)), task_stem)
-        raise UnknownTaskError(f"no pending task {task_id!r} (finished, or never added)")
+        with self.engine.write() as cur:
+            row = cur.execute("SELECT id, doc FROM outbox WHERE id = %s FOR UPDATE", (task_id,)).fetchone()
+            if row is None:
+                raise UnknownTaskError(task_id)
+            task = self._task(row)
+            return mutate_record("task", task_id, task_id, task, mutate,
+                                 lambda: cur.execute(_UPDATE_TASK, self._task_columns(task)), task_stem)
 
     def finish_task(self, task_id: str) -> None:
         if task_stem(task_id) is None:
@@ -453,17 +292,13 @@ class SqlStore(ReviewTables):
 
     # -- deliveries and health ------------------------------------------------
 
-    @staticmethod
-    def _digest(key: str) -> str:
-        return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
-
     def record_delivery(self, key: str, work: list[dict[str, Any]] | None = None) -> bool:
         """True the first time ``key`` is seen (by any process), False after; ``work`` waits with it (see Store)."""
         shown = key.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\\0")
         with self.engine.write_one() as cur:
             cur.execute("INSERT INTO deliveries (digest, key, at, work) VALUES (%s, %s, %s, %s)"
                         " ON CONFLICT (digest) DO NOTHING RETURNING digest",
-                        (self._digest(key), shown, self._clock(), None if work is None else json.dumps(work)))
+                        (delivery_digest(key), shown, self._clock(), None if work is None else json.dumps(work)))
             return cur.fetchone() is not None
 
     def pending_deliveries(self) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -474,12 +309,10 @@ class SqlStore(ReviewTables):
     def finish_deliveries(self, keys: Sequence[str], answers: Sequence[OutboxTask] = ()) -> None:
         with self.engine.write() as cur:
             for task in answers:
-                cur.execute("INSERT INTO outbox (id, channel, review_id, created_at, ready_at, doc)"
-                            " VALUES (%(id)s, %(channel)s, %(review_id)s, %(created_at)s, %(ready_at)s, %(doc)s)"
-                            " ON CONFLICT (id) DO NOTHING", self._task_columns(task))
+                cur.execute(_ADD_TASK, self._task_columns(task))
             for key in keys:
                 cur.execute("UPDATE deliveries SET work = NULL WHERE digest = %s AND work IS NOT NULL",
-                            (self._digest(key),))
+                            (delivery_digest(key),))
 
     def deliveries(self) -> list[tuple[str, str, datetime]]:
         """(digest, key, when) of every delivery whose work is done (export)."""
@@ -495,8 +328,8 @@ class SqlStore(ReviewTables):
     def problems(self) -> list[str]:
         """'<table>/<key>: why' of every damaged row a listing skipped, for ``status`` and /healthz.
 
-        On SQLite the first call also looks for damaged rows nothing has read yet (once per process: one
-        query, SQLite checks the JSON itself).
+        On SQLite the first call also looks for damaged rows of the hot set nothing has read yet (once per
+        process: one query a table, SQLite checks the JSON itself); an archived one is named when it is read.
         """
         if not self._scanned and self.engine.name == "sqlite":
             self._scanned = True
@@ -504,15 +337,15 @@ class SqlStore(ReviewTables):
         return [f"{label}: {why}" for label, why in sorted(self._damaged.items())]
 
     def _scan(self) -> None:
-        bad = ("CASE WHEN json_valid({doc}) THEN json_type({doc}, '$.format') IS NOT 'integer'"
-               " OR json_extract({doc}, '$.format') > {n} ELSE 1 END")
-        checks = [("runs", "key, doc", bad.format(doc="doc", n=RUN_FORMAT), self._run),
-                  ("reviews", "key, doc", bad.format(doc="doc", n=REVIEW_FORMAT),
-                   lambda row: self._with_rows(row, "[]", [])),
-                  ("outbox", "id, doc", bad.format(doc="doc", n=TASK_FORMAT), self._task)]
+        bad = ("CASE WHEN json_valid(doc) THEN json_type(doc, '$.format') IS NOT 'integer'"
+               " OR json_extract(doc, '$.format') > %s ELSE 1 END")
+        checks = [("runs", "key", "NOT archived AND", RUN_FORMAT, self._run),
+                  ("reviews", "key", "NOT archived AND", REVIEW_FORMAT, lambda row: self._with_rows(row, "[]", [])),
+                  ("outbox", "id", "", TASK_FORMAT, self._task)]
         with self.engine.read() as cur:
-            for table, columns, test, decode in checks:
-                self._each(cur.execute(f"SELECT {columns} FROM {table} WHERE {test}").fetchall(), decode, table)
+            for table, key, hot, supported, decode in checks:
+                self._each(cur.execute(f"SELECT {key}, doc FROM {table} WHERE {hot} {bad}", (supported,)).fetchall(),
+                           decode, table)
             damaged = cur.execute("SELECT id FROM inbox WHERE NOT json_valid(payload)").fetchall()
         if damaged:
             self.take_requests()  # names each one

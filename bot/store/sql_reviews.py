@@ -27,17 +27,17 @@ from .engines import DatabaseError
 from .base import HOT_REVIEW_STATUSES, StoreError, UnknownReviewError
 from .records import FEW_IDS, checked_key, encode, key_of, mutate_record, number, one_edit, run_key
 
-__all__ = ["ReviewTables", "RUN_COUNTS", "ORDER", "LATEST", "locked_archived"]
+__all__ = ["ReviewTables", "ORDER", "LATEST", "locked_archived"]
 
 T = TypeVar("T")
+V = TypeVar("V")
 #: (the next vote's seq, votes and delivery keys of the review already stored as rows)
 _Stored = tuple[int, int, int]
 #: Runs and reviews in creation order (demo-10 after demo-9), and latest first.
 ORDER = 'created_at, num, id COLLATE "C"'
 LATEST = 'created_at DESC, num DESC, id COLLATE "C" DESC'
-_HOT_COLUMNS = "key, doc, created_at, num, id"
-#: Every run by loop and status; the ``runs_loop_status`` index covers it (schema version 5).
-RUN_COUNTS = "SELECT loop, status, count(*) FROM runs GROUP BY loop, status"
+#: A review's document without its request, on SQLite only (PostgreSQL's jsonb refuses some documents orjson writes).
+_NO_REQUEST = "CASE WHEN json_valid(doc) THEN json_remove(doc, '$.request') ELSE doc END"
 
 
 def _ended(review: Review) -> bool:
@@ -46,8 +46,7 @@ def _ended(review: Review) -> bool:
 
 def _insert(cur: Any, into: str, rows: list[tuple[Any, ...]]) -> None:
     """``rows`` in one statement per 300 (a batch's votes), within every engine's limit of bound values."""
-    for start in range(0, len(rows), 300):
-        chunk = rows[start:start + 300]
+    for _, chunk in _chunks(rows, 300):
         values = ", ".join(["(" + ", ".join(["%s"] * len(chunk[0])) + ")"] * len(chunk))
         cur.execute(f"INSERT INTO {into} VALUES {values}", [value for row in chunk for value in row])
 
@@ -72,10 +71,10 @@ def locked_archived(cur: Any, table: str, key: str) -> bool | None:
     return None if row is None else bool(row[0])
 
 
-def _chunks(values: list[str]) -> Iterator[tuple[str, list[str]]]:
-    """(``IN`` placeholders, values) per 500 values, within every engine's limit of bound values."""
-    for start in range(0, len(values), 500):
-        chunk = values[start:start + 500]
+def _chunks(values: list[V], size: int = 500) -> Iterator[tuple[str, list[V]]]:
+    """(``IN`` placeholders, values) per ``size`` values, within every engine's limit of bound values."""
+    for start in range(0, len(values), size):
+        chunk = values[start:start + size]
         yield ", ".join(["%s"] * len(chunk)), chunk
 
 
@@ -98,11 +97,8 @@ class ReviewTables:
             if cur.execute("SELECT count(*) FROM reviews").fetchone()[0] <= FEW_IDS:
                 return [row[0] for row in cur.execute("SELECT key FROM reviews").fetchall()]
             near = sorted(one_edit(review_id.strip().lower()))
-            found: list[str] = []
-            for marks, chunk in _chunks(near):
-                cur.execute(f"SELECT key FROM reviews WHERE key IN ({marks})", chunk)
-                found += [row[0] for row in cur.fetchall()]
-            return found
+            return [row[0] for marks, chunk in _chunks(near)
+                    for row in cur.execute(f"SELECT key FROM reviews WHERE key IN ({marks})", chunk).fetchall()]
 
     def _write_review(self, cur: Any, review: Review, was_archived: bool | None, stored: _Stored | None = None) -> None:
         """The review's row, and the votes and delivery keys after ``stored`` as rows of their own (None: all of
@@ -140,11 +136,6 @@ class ReviewTables:
         _insert(cur, "review_keys (review_key, delivery_key)",
                 [(key, delivery_key) for delivery_key in dict.fromkeys(review.delivery_keys[keys:])])
 
-    def put_review(self, review: Review) -> None:
-        key = checked_key("review", review.id)
-        with self.engine.write() as cur:
-            self._write_review(cur, review, locked_archived(cur, "reviews", key))
-
     def get_review(self, review_id: str, *, history: bool = True) -> Review:
         """The review; ``history=False``: without its history and delivery keys (both empty), read in one
         statement whatever its votes - enough to check a voter before casting."""
@@ -157,10 +148,11 @@ class ReviewTables:
         raise self._unknown_review(review_id)
 
     def _reviews_where(self, where: str, params: tuple[Any, ...] | dict[str, Any] = (), tail: str = "", *,
-                       history: bool = True) -> list[Review]:
-        """The reviews ``where`` holds; ``history=False``: without history and delivery keys, in one query."""
+                       history: bool = True, request: bool = True) -> list[Review]:
+        """The reviews ``where`` holds, as ``list_reviews`` says (without history: in one query)."""
+        doc = "doc" if request or self.engine.name != "sqlite" else _NO_REQUEST
         with self.engine.snapshot() if history else self.engine.read() as cur:
-            cur.execute(f"SELECT key, doc FROM reviews WHERE {where} ORDER BY {ORDER} {tail}", params)
+            cur.execute(f"SELECT key, {doc} FROM reviews WHERE {where} ORDER BY {ORDER} {tail}", params)
             if history:
                 return self._histories(cur, cur.fetchall())
             return self._each(cur.fetchall(), lambda row: self._with_rows(row, "[]", []), "reviews")
@@ -191,8 +183,8 @@ class ReviewTables:
 
         return self._decode("reviews", row[0], row[1], REVIEW_FORMAT, Review.from_dict, fill=fill)
 
-    def list_reviews(self, *, archived: bool = False) -> list[Review]:
-        return self._reviews_where("true" if archived else "NOT archived")
+    def list_reviews(self, *, archived: bool = False, history: bool = True, request: bool = True) -> list[Review]:
+        return self._reviews_where("true" if archived else "NOT archived", history=history, request=request)
 
     def _update_in(self, cur: Any, key: str, review_id: str, mutate: Callable[[Review], T],
                    casting: Sequence[Cast] | None = None) -> T:
@@ -258,7 +250,7 @@ class ReviewTables:
 
     def open_reviews(self, limit: int | None = None) -> list[Review]:
         tail = "" if limit is None else f"LIMIT {max(int(limit), 0)}"
-        return self._reviews_where("NOT archived AND status = 'open'", (), tail)
+        return self._reviews_where("NOT archived AND status = 'open'", (), tail, history=False, request=False)
 
     def open_reviews_posted_at(self, channel: str, context: Mapping[str, Any]) -> list[Review]:
         """The database picks the rows whose posts match (jsonb containment, or SQLite's json_each); the same
@@ -282,14 +274,11 @@ class ReviewTables:
     def _leased_reviews(self, condition: str, params: dict[str, Any]) -> list[Review]:
         if not self.engine.leases:  # nothing to lease: the rows and their votes of one moment
             return self._reviews_where("NOT archived AND " + condition, params)
-        rows = self._leased("reviews", _HOT_COLUMNS, "NOT archived AND " + condition, params)
-        order = {row[0]: (self.engine.time(row[2]), row[3], row[4]) for row in rows}
+        keys = [row[0] for row in self._leased("reviews", "key", "NOT archived AND " + condition, params)]
         found: list[Review] = []
-        with self.engine.snapshot() as cur:  # leased: read again with their votes, in one snapshot
-            for marks, chunk in _chunks(list(order)):
-                cur.execute(f"SELECT key, doc FROM reviews WHERE key IN ({marks})", chunk)
-                found += self._histories(cur, cur.fetchall())
-        return sorted(found, key=lambda review: order[checked_key("review", review.id)])
+        for marks, chunk in _chunks(keys):  # leased: read again with their votes
+            found += self._reviews_where(f"key IN ({marks})", tuple(chunk))
+        return sorted(found, key=lambda review: (review.created_at, number(review.id), review.id))  # ORDER
 
     def decided_reviews(self) -> list[Review]:
         """Decided reviews to apply (on PostgreSQL leased to this replica, so one replica applies each)."""
@@ -301,24 +290,18 @@ class ReviewTables:
 
     def next_deadline(self) -> datetime | None:
         with self.engine.read() as cur:
-            value = cur.execute("SELECT min(deadline) FROM reviews WHERE NOT archived").fetchone()[0]
-        found: datetime | None = self.engine.time(value)
-        return found
+            return self.engine.time(cur.execute("SELECT min(deadline) FROM reviews WHERE NOT archived").fetchone()[0])
 
     def review_for_run(self, run_id: str, checkpoint_id: str | None = None) -> Review | None:
         """The run's latest review (at ``checkpoint_id`` if given); a damaged row is skipped like a listing's."""
-        with self.engine.read() as cur:
-            rows = cur.execute(
-                "SELECT key, doc FROM reviews WHERE run_key = %(run)s"
-                f" AND (%(cp)s::text IS NULL OR checkpoint_id = %(cp)s) ORDER BY {LATEST}",
-                {"run": run_key(run_id), "cp": checkpoint_id},
-            ).fetchall()
-        for row in rows:
-            with self.engine.snapshot() as cur:
-                again = cur.execute("SELECT key, doc FROM reviews WHERE key = %s", (row[0],)).fetchone()
-                found = self._histories(cur, [again] if again else [])
-            if found:
-                return found[0]
+        with self.engine.snapshot() as cur:
+            rows = cur.execute("SELECT key, doc FROM reviews WHERE run_key = %(run)s AND (%(cp)s::text IS NULL"
+                               f" OR checkpoint_id = %(cp)s) ORDER BY {LATEST}",
+                               {"run": run_key(run_id), "cp": checkpoint_id}).fetchall()
+            for row in rows:  # the latest that is not damaged, with its votes of the same moment
+                found = self._histories(cur, [row])
+                if found:
+                    return found[0]
         return None
 
     def counts(self) -> dict[str, Any]:
@@ -334,17 +317,6 @@ class ReviewTables:
             "decided_reviews": reviews.get("decided", 0),
             "outbox_pending": pending,
         }
-
-    def run_counts(self) -> dict[tuple[str, str], int]:
-        """Every run, ended (archived) ones too, counted by (loop, status) in one aggregate - no run is read.
-
-        The ``runs_loop_status`` index covers it: the count walks that index,
-        not the runs' documents (at 100,000 ended runs on SQLite, ~12 ms
-        instead of ~400 ms).
-        """
-        with self.engine.read() as cur:
-            cur.execute(RUN_COUNTS)
-            return {(loop, status): int(n) for loop, status, n in cur.fetchall()}
 
     def outbox_backlog(self) -> dict[str, int]:
         """Pending outbox tasks by channel (a channel with none is absent), from the channel index."""

@@ -28,6 +28,7 @@ __all__ = ["DUMP_FORMAT", "check_empty", "counted", "dump", "load", "read_dump",
 
 #: The dump's own format version; a newer one is refused by name.
 DUMP_FORMAT = 1
+_PARTS = ("runs", "reviews", "snapshots", "counters", "requests", "tasks", "pending_deliveries", "deliveries")
 
 
 def counted(data: dict[str, Any]) -> str:
@@ -126,8 +127,7 @@ def read_dump(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(version, int) or version > DUMP_FORMAT:
         raise StoreError(f"{source}: export format {version!r} is not one this loopbot reads (up to "
                          f"{DUMP_FORMAT}); upgrade loopbot")
-    missing = [k for k in ("runs", "reviews", "snapshots", "counters", "requests", "tasks", "pending_deliveries",
-                           "deliveries") if k not in data]
+    missing = [part for part in _PARTS if part not in data]
     if missing:
         raise StoreError(f"{source}: not a complete loopbot export (no {', '.join(missing)})")
     return data

@@ -12,7 +12,8 @@ import pytest
 
 from bot.config import load_config
 from bot.server import Bot, bind_socket
-from bot.store import AlreadyRunningError, ServeLock, SqliteStore
+from bot.store import SqliteStore
+from bot.serve_lock import AlreadyRunningError, ServeLock
 
 from .runtime_support import demo, wait_for, write_config
 

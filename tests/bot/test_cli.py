@@ -15,13 +15,13 @@ import pytest
 
 from bot.cli import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, main
 from bot.cli_common import decide_command
-from bot.store import SqliteStore, ServeLock
+from bot.store import SqliteStore
 from bot.patterns import LoopSpec
 from bot.patterns.demo import build as demo_build
 from bot.store.base import RunRecord
 from loop_engine.engine import LoopEngine
 from loop_engine.types import LoopContext
-from bot.store.lock import ROLE_RUN, ROLE_SERVE
+from bot.serve_lock import ROLE_RUN, ROLE_SERVE, ServeLock
 
 from .runtime_support import T0, demo, state_fingerprint, write_config
 
@@ -455,7 +455,7 @@ def test_a_late_vote_is_told_who_decided(config: Path, capsys: pytest.CaptureFix
 def test_serve_on_a_taken_port_fails_cleanly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import socket
 
-    from bot.store import ServeLock
+    from bot.serve_lock import ServeLock
 
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.store import ServeLock, StoreError
-from bot.store.lock import LOCK_NAME, LockFileError
+from bot.store import StoreError
+from bot.serve_lock import LOCK_NAME, LockFileError, ServeLock
 
 
 def planted_link(tmp_path: Path) -> tuple[Path, Path]:

@@ -17,8 +17,8 @@ from bot.review_records import Vote
 from bot.reviews import cast_vote
 from bot.runner import RUNS_MARKDOWN
 from bot.service import Service
-from bot.store import SqliteStore, ServeLock
-from bot.store.lock import ROLE_SERVE
+from bot.store import SqliteStore
+from bot.serve_lock import ROLE_SERVE, ServeLock
 from loop_engine.checkpoint import HumanDecision
 
 from .runtime_support import T0, Bench, bench, demo, wait_for

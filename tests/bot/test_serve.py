@@ -13,7 +13,7 @@ from bot.config import load_config
 import bot.server as server_module
 from bot.server import HttpServer, serve
 from bot.service import Service
-from bot.store import ServeLock
+from bot.serve_lock import ServeLock
 
 from .runtime_support import demo, write_config
 

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.service import Service
-from bot.store import ServeLock
-from bot.store.lock import LOCK_NAME
+from bot.serve_lock import LOCK_NAME, ServeLock
 
 
 def held(tmp_path: Path) -> tuple[ServeLock, Path]:

@@ -20,7 +20,7 @@ import httpx
 import pytest
 import yaml
 
-from bot.store.lock import ServeLock
+from bot.serve_lock import ServeLock
 
 from ..runtime_support import state_fingerprint, wait_for
 

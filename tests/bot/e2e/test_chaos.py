@@ -37,8 +37,9 @@ def corrupt(state: Path) -> dict[str, str]:
                      " deadline, archived, ?, NULL, NULL FROM reviews WHERE key = 'demo-1'", (json.dumps(newer),))
         conn.execute("INSERT INTO inbox VALUES ('request-50', 50, 'run', '{\"payl', '2026-01-01T00:00:00.000000+00:00',"
                      " NULL, NULL)")
-        conn.execute("INSERT INTO outbox VALUES ('demo-1.post.bogus', 'slack', 'demo-1',"
-                     " '2026-01-01T00:00:00.000000+00:00', '2026-01-01T00:00:00.000000+00:00', '[1, 2,', NULL, NULL)")
+        conn.execute("INSERT INTO outbox (id, channel, review_id, created_at, ready_at, doc) VALUES"
+                     " ('demo-1.post.bogus', 'slack', 'demo-1', '2026-01-01T00:00:00.000000+00:00',"
+                     " '2026-01-01T00:00:00.000000+00:00', '[1, 2,')")
     return {
         "truncated review": "reviews/demo-5",
         "empty run": "runs/demo-run-99",

@@ -1,10 +1,12 @@
-"""Schema 6 on a database schema 5 wrote: delivery keys and any history left in a document move to rows."""
+"""Migrations on databases older versions wrote: schema 6 (delivery keys and any history left in a document move
+to rows) on one schema 5 wrote, schema 7 (the outbox's attempts as an indexed column) on one schema 6 wrote."""
 
 from __future__ import annotations
 
 import json
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,7 +15,7 @@ from bot.store import Store
 from bot.store.sql_schema import SCHEMA_VERSION
 from loop_engine.checkpoint import HumanDecision
 
-from .test_store_contract import IMPLS, T0, Impl, make_review
+from .test_store_contract import IMPLS, T0, Impl, make_review, make_task
 
 
 @pytest.fixture(params=IMPLS, ids=lambda i: i.name)
@@ -23,6 +25,12 @@ def impl(request: pytest.FixtureRequest) -> Impl:
 
 def approve(voter: str, key: str, minute: int) -> Vote:
     return Vote(voter, HumanDecision.APPROVE, at=T0 + timedelta(minutes=minute), delivery_key=key)
+
+
+def _outbox_as_schema_6(cur: Any) -> None:
+    """The outbox as schema 6 kept it: a task's attempts only in its document."""
+    cur.execute("DROP INDEX outbox_failing")
+    cur.execute("ALTER TABLE outbox DROP COLUMN attempts")
 
 
 def _as_schema_5(store: Store) -> dict[str, list[dict[str, object]]]:
@@ -39,6 +47,7 @@ def _as_schema_5(store: Store) -> dict[str, list[dict[str, object]]]:
                 cur.execute("DELETE FROM review_votes WHERE review_key = %s", (key,))
             cur.execute("UPDATE reviews SET doc = %s WHERE key = %s", (json.dumps(document), key))
         cur.execute("DROP TABLE review_keys")
+        _outbox_as_schema_6(cur)
         cur.execute("UPDATE loopbot_schema SET version = 5")
     return histories
 
@@ -56,7 +65,7 @@ def test_a_schema_5_database_keeps_every_vote_and_dedupe_key_on_both_engines(imp
 
     store = impl.open(tmp_path / "state")  # migrated on open
     with store.engine.read() as cur:  # type: ignore[attr-defined]
-        assert cur.execute("SELECT version FROM loopbot_schema").fetchone()[0] == SCHEMA_VERSION == 6
+        assert cur.execute("SELECT version FROM loopbot_schema").fetchone()[0] == SCHEMA_VERSION
         docs = [json.loads(doc) for (doc,) in cur.execute("SELECT doc FROM reviews").fetchall()]
     assert all("delivery_keys" not in doc and "history" not in doc for doc in docs)
     for n in (1, 2):
@@ -68,3 +77,24 @@ def test_a_schema_5_database_keeps_every_vote_and_dedupe_key_on_both_engines(imp
         assert [r.kind for r in results] == ["duplicate", "counted"]  # type: ignore[union-attr]
         assert [v.delivery_key for v in store.get_review(f"demo-{n}").history] == [
             *(f"{n}-k{m}" for m in range(12)), f"{n}-new"]  # appended after the migrated trail
+
+
+def test_a_schema_6_outbox_keeps_its_failing_tasks_found_by_the_index_on_both_engines(impl: Impl, tmp_path: Path
+                                                                                        ) -> None:
+    old = impl.open(tmp_path / "state")
+    for n in range(6):
+        old.add_task(make_task(f"demo-{n}.post.slack-C1", created_at=T0 + timedelta(minutes=n), attempts=n % 3))
+    with old.engine.write() as cur:  # type: ignore[attr-defined]
+        _outbox_as_schema_6(cur)
+        cur.execute("UPDATE loopbot_schema SET version = 6")
+    old.close()  # type: ignore[attr-defined]
+
+    store = impl.open(tmp_path / "state")  # migrated on open
+    failing = [f"demo-{n}.post.slack-C1" for n in (1, 2, 4, 5)]
+    tasks, total = store.failing_tasks(3)
+    assert [t.id for t in tasks] == failing[:3] and total == 4 and [t.attempts for t in tasks] == [1, 2, 1]
+    store.update_task("demo-0.post.slack-C1", lambda t: setattr(t, "attempts", 1))
+    store.update_task("demo-5.post.slack-C1", lambda t: setattr(t, "attempts", 0))
+    assert [t.id for t in store.failing_tasks(10)[0]] == ["demo-0.post.slack-C1", *failing[:3]]
+    with store.engine.read() as cur:  # type: ignore[attr-defined]
+        assert cur.execute("SELECT version FROM loopbot_schema").fetchone()[0] == SCHEMA_VERSION == 7

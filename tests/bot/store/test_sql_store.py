@@ -188,7 +188,7 @@ def test_without_binaries_the_tests_skip_but_fail_under_ci(tmp_path: Path) -> No
 def test_run_counts_can_be_read_from_the_loop_status_index_alone(url: str, schema: str) -> None:
     import psycopg
 
-    from bot.store.sql_reviews import RUN_COUNTS
+    from bot.store.sql_runs import RUN_COUNTS
 
     PostgresStore(url, schema=schema)
     with psycopg.connect(url, autocommit=True, options=f"-c search_path={schema}") as conn:

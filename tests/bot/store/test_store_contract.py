@@ -361,7 +361,7 @@ def test_reading_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_sqlite_counts_runs_from_the_loop_status_index_not_the_run_documents(tmp_path: Path) -> None:
-    from bot.store.sql_reviews import RUN_COUNTS
+    from bot.store.sql_runs import RUN_COUNTS
 
     SqliteStore(tmp_path / "state").close()
     with sqlite3.connect(tmp_path / "state" / "loopbot.db") as conn:

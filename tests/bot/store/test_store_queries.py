@@ -8,12 +8,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import orjson
 import pytest
 
 from bot.review_deadlines import decide_by_timeout
 from bot.review_records import Review, ReviewPolicy, Vote
 from bot.reviews import cast_vote, mark_applied, mark_failed
-from bot.store import OutboxTask, RunRecord, Store, StoreError, UnknownReviewError, UnknownTaskError
+from bot.store import CorruptDocumentError, NewerFormatError, OutboxTask, RunRecord, Store, StoreError
+from bot.store import UnknownReviewError, UnknownTaskError
 from loop_engine.checkpoint import CheckpointTrigger, HumanDecision, ReviewRequest
 from loop_engine.proposal import ChangeList, Proposal, Table
 from loop_engine.types import LoopState, LoopStatus, Plan, Step
@@ -296,6 +298,24 @@ def test_a_review_found_where_it_was_posted_comes_without_its_history_or_keys(st
     assert len(whole.history) == 30 and len(whole.delivery_keys) == 30
 
 
+def test_open_reviews_and_a_listing_without_history_read_the_current_votes_only(store: Store, impl: Impl) -> None:
+    """The dashboard, /metrics, Slack's status, the GitHub poller (``open_reviews``) and ``loopbot status``
+    (``list_reviews(history=False, request=False)``) use the current votes and the policy: their cost must not grow
+    with every vote ever cast on thousands of reviews, nor (on SQLite) with the proposals."""
+    made = make_review("demo-1", required=99)
+    made.request = {"proposal": {"sections": [{"kind": "table", "rows": [["#1", "x" * 100]] * 500}]}}
+    store.put_review(made)
+    votes = [(Vote(f"local:v{n % 3}", HumanDecision.APPROVE, at=T0, delivery_key=f"k{n}"), None) for n in range(30)]
+    store.cast_votes({"demo-1": votes})
+    for found in (*store.open_reviews(), *store.open_reviews(limit=1), *store.list_reviews(history=False)):
+        assert found.id == "demo-1" and len(found.votes) == 3 and len(found.approvals) == 3
+        assert list(found.history) == [] and found.delivery_keys == []
+    (light,) = store.list_reviews(history=False, request=False)
+    assert light.request == ({} if impl.name == "sqlite" else made.request) and len(light.votes) == 3
+    (whole,) = store.list_reviews()
+    assert len(whole.history) == 30 and len(whole.delivery_keys) == 30 and whole.request == made.request
+
+
 def test_a_healthy_store_has_no_problems(store: Store) -> None:
     store.put_review(review("demo-1"))
     assert store.problems() == []
@@ -319,6 +339,28 @@ def test_states_round_trip_and_the_dict_api_reads_them(store: Store) -> None:
     store.save_snapshot("demo-run-2", snapshot)  # the dict API's documents load as states too
     again = store.load_state("demo-run-2")
     assert again is not None and again.current_iteration == 2
+
+
+@pytest.mark.parametrize("engine, refused, why", [
+    ({"schema_version": 2, "state": {}}, NewerFormatError, "schema_version 2"),
+    ({"schema_version": "1", "state": {}}, CorruptDocumentError, "not a positive integer"),
+    ({"schema_version": 1}, CorruptDocumentError, "not a loop state document"),
+])
+def test_a_snapshot_is_checked_by_the_engines_own_rule_and_named_by_its_row(
+    store: Store, tmp_path: Path, engine: dict[str, object], refused: type[Exception], why: str
+) -> None:
+    """The engine's loader and the store refuse the same documents for the same reason (one check, the engine's),
+    each naming where the document is kept."""
+    from loop_engine.persistence import LoopStatePersistence, PersistenceConfig
+
+    path = tmp_path / "engine" / "loop_state_t.json"
+    path.parent.mkdir()
+    path.write_bytes(orjson.dumps(engine))
+    with pytest.raises(ValueError, match=why):
+        LoopStatePersistence(PersistenceConfig(state_dir=path.parent, format="json")).load_path(path)
+    store.put_snapshot_bytes("demo-run-1", orjson.dumps({"format": 2, "run_id": "demo-run-1", "engine": engine}))
+    with pytest.raises(refused, match=f"snapshots/demo-run-1.*{why}"):
+        store.load_state("demo-run-1")
 
 
 def test_a_review_request_with_a_5000_row_proposal_round_trips_through_the_store(store: Store) -> None:

@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from bot.store import AlreadyRunningError, ServeLock
-from bot.store.lock import ROLE_RUN, ROLE_SERVE, role_of
+from bot.serve_lock import ROLE_RUN, ROLE_SERVE, AlreadyRunningError, ServeLock, role_of
 
 ROOT = Path(__file__).resolve().parents[3]
 
 HOLDER = """
 import sys
-from bot.store import ServeLock
+from bot.serve_lock import ServeLock
 ServeLock(sys.argv[1]).acquire(port=8123)
 print("locked", flush=True)
 sys.stdin.read()  # hold until the parent closes stdin or kills us

@@ -1,5 +1,9 @@
 """One ``serve`` per state dir: an exclusive flock on ``state_dir/serve.lock``.
 
+Not part of the store: it holds no data (the database does its own locking);
+it decides which process serves a state dir, which is why the SQLite store
+needs no leases.
+
 The kernel holds the lock exactly as long as the holder's descriptor is open,
 so a holder killed with kill -9 frees it at once: no stale pid files. The
 file's content (pid, role, port, start time) only tells others *who* holds it;
@@ -25,7 +29,7 @@ from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
-from .base import StoreError
+from bot.store.base import StoreError
 
 __all__ = [
     "AlreadyRunningError", "LockFileError", "ServeLock", "LOCK_NAME", "ROLE_SERVE", "ROLE_RUN", "role_of",
