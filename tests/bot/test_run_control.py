@@ -13,7 +13,7 @@ from bot.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
 from bot.desk import Authorizer, ListMembership, People, VotePath
 from bot.desk.control import RunControl
 from bot.reviews import Vote, cast_vote
-from bot.runner import RUNS_MARKDOWN
+from bot.run_report import RUNS_MARKDOWN
 from bot.service import Service
 from bot.store import SqliteStore, ServeLock
 from bot.store.lock import ROLE_SERVE
