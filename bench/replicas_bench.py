@@ -14,10 +14,13 @@ PostgreSQL 15 cluster (tests/bot/store/pg_cluster.py):
   every round is printed, then the medians and the median of the rounds'
   own ratios, which are the verdict (a round's cases share its moment);
 - where the time goes: the CPUs each replica and the PostgreSQL server kept
-  busy (utime + stime per second of voting), and each replica's and the
-  server's cost while idle (the fixed cost of ticks, heartbeats, leases and
-  outbox polling, which three replicas pay three times). On a machine with
-  few cores one replica's share bounds what three can add;
+  busy (utime + stime per second of voting); each replica's and the server's
+  cost while idle (the fixed cost of ticks, heartbeats, leases and outbox
+  polling, which three replicas pay three times); how many votes each write
+  of a review's row carried (PostgreSQL's table statistics); and the
+  replicas' context switches per vote (wake-ups of a thread for a piece of
+  work, preemptions by other processes). On a machine with few cores one
+  replica's share bounds what three can add;
 - leader failover: kill -9 the leader (the replica /healthz names) ``--kills``
   times, time until a surviving replica's /healthz names another leader; the
   killed replica is started again each time (default ``election_interval``, 2 s).
@@ -223,6 +226,23 @@ def _review_writes(schema: str | None, *, settled: bool = False) -> int | None:
     return int(row[0]) if row else 0
 
 
+def _switches(pids: list[int]) -> tuple[int, int]:
+    """(voluntary, involuntary) context switches of every thread of ``pids`` so far: a thread's wake-ups to
+    do a piece of work, and its preemptions by another process wanting the cores."""
+    waits = preempted = 0
+    for pid in pids:
+        for status in Path(f"/proc/{pid}/task").glob("*/status"):
+            try:
+                for line in status.read_text().splitlines():
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        waits += int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches:"):
+                        preempted += int(line.split()[1])
+            except OSError:  # a thread that ended meanwhile
+                continue
+    return waits, preempted
+
+
 def _busy(pids: list[int]) -> float:
     total = 0.0
     for pid in pids:
@@ -244,6 +264,8 @@ class Round:
     postgres: float
     #: votes per write of a review's row (PostgreSQL): how many votes a batch brings to each review it casts on
     per_write: float | None = None
+    #: the replicas' threads' context switches per vote: (waits, preemptions)
+    switches: tuple[float, float] = (0.0, 0.0)
 
     @property
     def busy(self) -> float:
@@ -274,14 +296,16 @@ class Case:
         pids = self._pids()
         server = _postgres_pids() if self.engine == "postgres" else []
         written = _review_writes(self.schema)
+        switched = _switches(pids)
         mine, theirs, started = [_busy([pid]) for pid in pids], _busy(server), time.perf_counter()
         rate, p99, median = asyncio.run(_votes(self.serves, self.reviews, votes, first))
         wall = time.perf_counter() - started
         spent = [(_busy([pid]) - before) / wall for pid, before in zip(pids, mine, strict=True)]
         server_busy = (_busy(server) - theirs) / wall
+        waits, preempted = (now - then for now, then in zip(_switches(pids), switched, strict=True))
         after = _review_writes(self.schema, settled=True)
         per_write = votes / (after - written) if written is not None and after is not None and after > written else None
-        self.rounds.append(Round(rate, p99, median, spent, server_busy, per_write))
+        self.rounds.append(Round(rate, p99, median, spent, server_busy, per_write, (waits / votes, preempted / votes)))
         return self.rounds[-1]
 
     def measure_idle(self, seconds: float) -> None:
@@ -386,10 +410,12 @@ def _report(cases: list[Case], args: argparse.Namespace, idle_postgres: float) -
         rate, busy, server = case.median("rate"), case.median("busy"), case.median("postgres")
         fixed = sum(case.idle)
         batch = statistics.median(row.per_write or 0.0 for row in case.rounds)
+        waits = statistics.median(row.switches[0] for row in case.rounds)
+        preempted = statistics.median(row.switches[1] for row in case.rounds)
         print(f"  {case.label:<28} per vote {busy / rate * 1000:.2f} ms of replica CPU + {server / rate * 1000:.2f} ms "
               f"of PostgreSQL CPU; {batch:.1f} votes per write of a review (its row and document rewritten once per "
-              f"batch); idle, the replicas cost {_cpus(case.idle)} CPU ({fixed / busy:.1%} of their busy CPU under "
-              "votes)")
+              f"batch); {waits:.1f} thread wake-ups and {preempted:.2f} preemptions per vote; idle, the replicas cost "
+              f"{_cpus(case.idle)} CPU ({fixed / busy:.1%} of their busy CPU under votes)")
     print(f"  PostgreSQL idle (every case's replicas beating and polling): {idle_postgres:.3f} CPU")
     missed = []
     if statistics.median(versus_sqlite) < 0.8:
