@@ -321,8 +321,9 @@ class Runner(ApplyOutcomesMixin, RunControlMixin):
         left "running" by a replica that died or stopped; a run another live
         process holds is left to it).
         """
-        for run in self._store.active_runs():
-            if run.id in self._run_threads or (not post and run.status != "running"):
+        # the sweep asks for "running" only: it comes every interval, and the waiting runs are one per open review
+        for run in self._store.active_runs(status=None if post else "running"):
+            if run.id in self._run_threads:
                 continue
             try:
                 self._recover(run)

@@ -229,7 +229,9 @@ class SqlStore(ReviewTables):
             found = self._each(cur.fetchall(), self._run, "runs")
         return found[::-1]
 
-    def active_runs(self) -> list[RunRecord]:
+    def active_runs(self, *, status: str | None = None) -> list[RunRecord]:
+        if status is not None:  # e.g. "running" alone: a waiting run's document is not even read
+            return self._runs_where("NOT archived AND status = %s", (status,))
         return self._runs_where(f"NOT archived AND {_ACTIVE}")
 
     def active_run(self, loop: str) -> RunRecord | None:
