@@ -56,6 +56,7 @@ import yaml  # noqa: E402
 
 from adapters.slack.listeners import WORKING_TEXT  # noqa: E402
 from bot.store.lock import ServeLock  # noqa: E402
+from bench.process_usage import busy, context_switches  # noqa: E402
 from tests.bot.store import pg_cluster  # noqa: E402
 from tests.fakes.slack_api import FakeSlackApi, signed_headers  # noqa: E402
 
@@ -190,12 +191,6 @@ async def _votes(serves: list[Serve], reviews: list[str], count: int, first: int
     return count / wall, latencies[int(len(latencies) * 0.99) - 1] * 1000, statistics.median(latencies) * 1000
 
 
-def _cpu_seconds(pid: int) -> float:
-    """utime + stime of ``pid`` so far (/proc/<pid>/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _postgres_pids() -> list[int]:
     """The PostgreSQL server and its backends (the processes of the cluster's postmaster)."""
     data = pg_cluster._state.get("data")
@@ -224,33 +219,6 @@ def _review_writes(schema: str | None, *, settled: bool = False) -> int | None:
         row = conn.execute("SELECT n_tup_upd FROM pg_stat_user_tables WHERE schemaname = %s AND relname = 'reviews'",
                            (schema,)).fetchone()
     return int(row[0]) if row else 0
-
-
-def _switches(pids: list[int]) -> tuple[int, int]:
-    """(voluntary, involuntary) context switches of every thread of ``pids`` so far: a thread's wake-ups to
-    do a piece of work, and its preemptions by another process wanting the cores."""
-    waits = preempted = 0
-    for pid in pids:
-        for status in Path(f"/proc/{pid}/task").glob("*/status"):
-            try:
-                for line in status.read_text().splitlines():
-                    if line.startswith("voluntary_ctxt_switches:"):
-                        waits += int(line.split()[1])
-                    elif line.startswith("nonvoluntary_ctxt_switches:"):
-                        preempted += int(line.split()[1])
-            except OSError:  # a thread that ended meanwhile
-                continue
-    return waits, preempted
-
-
-def _busy(pids: list[int]) -> float:
-    total = 0.0
-    for pid in pids:
-        try:
-            total += _cpu_seconds(pid)
-        except (OSError, ValueError, IndexError):  # a backend that ended meanwhile
-            continue
-    return total
 
 
 @dataclass(frozen=True)
@@ -296,13 +264,13 @@ class Case:
         pids = self._pids()
         server = _postgres_pids() if self.engine == "postgres" else []
         written = _review_writes(self.schema)
-        switched = _switches(pids)
-        mine, theirs, started = [_busy([pid]) for pid in pids], _busy(server), time.perf_counter()
+        switched = context_switches(pids)
+        mine, theirs, started = [busy([pid]) for pid in pids], busy(server), time.perf_counter()
         rate, p99, median = asyncio.run(_votes(self.serves, self.reviews, votes, first))
         wall = time.perf_counter() - started
-        spent = [(_busy([pid]) - before) / wall for pid, before in zip(pids, mine, strict=True)]
-        server_busy = (_busy(server) - theirs) / wall
-        waits, preempted = (now - then for now, then in zip(_switches(pids), switched, strict=True))
+        spent = [(busy([pid]) - before) / wall for pid, before in zip(pids, mine, strict=True)]
+        server_busy = (busy(server) - theirs) / wall
+        waits, preempted = (now - then for now, then in zip(context_switches(pids), switched, strict=True))
         after = _review_writes(self.schema, settled=True)
         per_write = votes / (after - written) if written is not None and after is not None and after > written else None
         self.rounds.append(Round(rate, p99, median, spent, server_busy, per_write, (waits / votes, preempted / votes)))
@@ -311,10 +279,10 @@ class Case:
     def measure_idle(self, seconds: float) -> None:
         """Each replica's CPUs kept busy per second with nothing to do: its fixed cost."""
         pids = self._pids()
-        before, started = [_busy([pid]) for pid in pids], time.perf_counter()
+        before, started = [busy([pid]) for pid in pids], time.perf_counter()
         time.sleep(seconds)
         wall = time.perf_counter() - started
-        self.idle = [(_busy([pid]) - was) / wall for pid, was in zip(pids, before, strict=True)]
+        self.idle = [(busy([pid]) - was) / wall for pid, was in zip(pids, before, strict=True)]
 
     def median(self, column: str) -> float:
         return statistics.median(getattr(row, column) for row in self.rounds)
@@ -364,9 +332,9 @@ def _leader_pid(serves: list[Serve]) -> int | None:
 def _idle_postgres(seconds: float) -> float:
     """The CPUs the PostgreSQL server kept busy per second while every case was idle."""
     server = _postgres_pids()
-    before, started = _busy(server), time.perf_counter()
+    before, started = busy(server), time.perf_counter()
     time.sleep(seconds)
-    return (_busy(server) - before) / (time.perf_counter() - started)
+    return (busy(server) - before) / (time.perf_counter() - started)
 
 
 def _cpus(values: list[float]) -> str:
