@@ -11,84 +11,33 @@ on it, so a decision already in ``state.decisions`` is never applied again.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
 from datetime import datetime, UTC
-from pathlib import Path
 from typing import Any
 
-from loop_engine.atomic import atomic_write_text
 from loop_engine.checkpoint import HumanDecision, ReviewRequest
 from loop_engine.engine import LoopEngine
 from loop_engine.errors import RunInterrupted
-from loop_engine.markdown import escape_inline
 from loop_engine.types import LoopResult, LoopState, LoopStatus
 
 from bot.config import BotConfig, ReviewConfig
-from bot.desk.desk import ReviewDesk, outcome_text
-from bot.review_records import Review, Vote
-from bot.reviews import mark_applied, mark_failed
+from bot.desk.desk import ReviewDesk
+from bot.review_records import Review
+from bot.run_report import result_text, write_run_markdown
 from bot.runner_control import ACTIVE_STATUSES, RunControlMixin, explained
+from bot.runner_outcomes import ApplyOutcomesMixin
 from bot.store.base import NO_CLAIM, Claim, CorruptDocumentError, RunRecord, RunStore, Store, StoreError
 from bot.loop_catalog import LoopBuildError, LoopCatalog, UnknownLoopError
 from bot.run_summary import result_summary
 from bot.snapshots import ClaimLost, StoppedForShutdown
 
-__all__ = ["Runner", "ACTIVE_STATUSES", "RUNS_MARKDOWN", "active_run", "history_text", "result_text", "utcnow"]
+__all__ = ["Runner", "ACTIVE_STATUSES", "active_run", "utcnow"]
 
 log = logging.getLogger(__name__)
-
-#: The folder of ``state_dir`` where each ended run's audit trail is written as ``<run id>.md``.
-RUNS_MARKDOWN = "runs-md"
-#: How much of a run's output its one-line summary quotes.
-_OUTPUT_SHOWN = 200
-_DONE_STEPS = ("completed", "verified_completed", "skipped")
-
-
-def result_text(result: dict[str, Any] | None) -> str:
-    """A run's result in one line: "4 iterations; 4 of 4 steps done; output: {...}" ("" when there is none).
-
-    The loop's own ``summary`` (``LoopSpec.summarize``, kept in the result at
-    the run's end) is shown in place of its output.
-    """
-    if not result:
-        return ""
-    parts = []
-    if result.get("iterations") is not None:
-        parts.append(f"{result['iterations']} iteration(s)")
-    steps: dict[str, str] = result.get("steps") or {}
-    if steps:
-        done = sum(1 for status in steps.values() if status in _DONE_STEPS)
-        left = ", ".join(f"{step} {status}" for step, status in steps.items() if status not in _DONE_STEPS)
-        parts.append(f"{done} of {len(steps)} steps done" + (f" ({left})" if left else ""))
-    output = result.get("output")
-    summary = result.get("summary")
-    if not isinstance(summary, str) or not summary.strip():
-        summary = output.get("summary") if isinstance(output, dict) else None
-    if isinstance(summary, str) and summary.strip():  # a loop that words its own result
-        parts.append(" ".join(summary.split()))
-    elif output is not None:
-        shown = json.dumps(output, ensure_ascii=False, default=str)
-        parts.append("output: " + (shown if len(shown) <= _OUTPUT_SHOWN else shown[:_OUTPUT_SHOWN] + "..."))
-    return "; ".join(parts)
-
-
-def _vote_line(vote: Vote) -> str:
-    when = vote.at.isoformat(timespec="seconds") if vote.at is not None else "?"
-    changes = f" {json.dumps(vote.modifications, ensure_ascii=False, default=str)}" if vote.modifications else ""
-    note = f" - {vote.feedback}" if vote.feedback else ""
-    return f"{when} {vote.voter} {vote.decision.name.lower()}{changes}{note} (via {vote.source})"
-
-
-def history_text(review: Review) -> str:
-    """Every vote cast on ``review``, in order with its time - pauses and replaced votes too ("" if none)."""
-    if not review.history:
-        return ""
-    return "Votes, as cast:\n" + "\n".join(f"- {_vote_line(vote)}" for vote in review.history)
 
 
 def utcnow() -> datetime:
@@ -100,38 +49,7 @@ def active_run(store: RunStore, loop: str) -> RunRecord | None:
     return store.active_run(loop)
 
 
-def run_markdown(store: Store, run_id: str, checkpoints: Iterable[str] = ()) -> str:
-    """A run's audit trail as markdown: how it ended and why, its result, each review's outcome and votes."""
-    run = store.get_run(run_id)
-    lines = [
-        f"# Run {run.id}",
-        "",
-        f"- **Loop:** {escape_inline(run.loop)}",
-        f"- **Status:** {run.status}" + (f" - {escape_inline(run.reason)}" if run.reason else ""),
-        f"- **Trigger:** {escape_inline(run.trigger)}",
-        f"- **Started:** {run.created_at.isoformat(timespec='seconds')}",
-        f"- **Ended:** {run.updated_at.isoformat(timespec='seconds')}",
-    ]
-    if result := result_text(run.result):
-        lines.append(f"- **Result:** {escape_inline(result)}")
-    reviews: dict[str, Review] = {}
-    for checkpoint in [*checkpoints, None]:  # each decided checkpoint's review, then the last one
-        found = store.review_for_run(run_id, checkpoint)
-        if found is not None:
-            reviews.setdefault(found.id, found)
-    for review in reviews.values():
-        lines += ["", f"## Review {review.id} ({escape_inline(review.checkpoint_id)}): {review.status}", ""]
-        lines.append(f"- **Opened:** {review.created_at.isoformat(timespec='seconds')}")
-        lines.append(f"- **Outcome:** {escape_inline(outcome_text(review))}")
-        if review.error and review.status != "cancelled":  # a cancel's words are its outcome, above
-            lines.append(f"- **Error:** {escape_inline(review.error)}")
-        lines += ["- **Votes, as cast:**", *(f"  - {escape_inline(_vote_line(v))}" for v in review.history)]
-        if not review.history:
-            lines[-1] += " none"
-    return "\n".join(lines) + "\n"
-
-
-class Runner(RunControlMixin):
+class Runner(ApplyOutcomesMixin, RunControlMixin):
     """Starts runs, opens reviews at pauses, applies outcomes, recovers after a restart."""
 
     def __init__(
@@ -361,18 +279,7 @@ class Runner(RunControlMixin):
             if reason and reason.startswith(status):  # "cancelled by ...": said once
                 line = f"Run {run_id} {reason}."
             self._desk.update(review, line + (f" Result: {result}" if result else ""))
-        self._write_run_markdown(run_id, checkpoints)
-
-    def _write_run_markdown(self, run_id: str, checkpoints: Iterable[str] = ()) -> None:
-        """``state_dir/runs-md/<run>.md``: the run's end, result, and each review with its outcome and votes.
-
-        An audit copy: a failure to write it is logged, never fails the run.
-        """
-        path = Path(self._config.state_dir) / RUNS_MARKDOWN / f"{run_id}.md"
-        try:
-            atomic_write_text(path, run_markdown(self._store, run_id, checkpoints))
-        except (OSError, StoreError) as err:
-            log.warning("run %s: could not write its audit file %s: %s", run_id, path, err)
+        write_run_markdown(self._config.state_dir, self._store, run_id, checkpoints)
 
     def _open_review(self, run_id: str, request: ReviewRequest) -> Review:
         """The review for this pause, stored before anyone is told; found again after a crash."""
@@ -405,87 +312,6 @@ class Runner(RunControlMixin):
     def _post(self, review: Review) -> None:
         self._desk.open(review, self._review_config(review.loop).post_to)
 
-    # -- applying outcomes -----------------------------------------------------------
-
-    def apply_decided(self, review_id: str) -> bool:
-        """Resume the run of a decided review in a run thread; False if it is busy or not decided.
-
-        Busy includes claimed by another replica (``Store.claim_run``): the
-        thread reads the review again once it holds the claim, so of a vote
-        applied at once here and another replica's tick applying the same
-        review, one applies it and the other finds it applied.
-        """
-        review = self._store.get_review(review_id)
-        if review.status != "decided":
-            return False
-        with self._lock:
-            if self._stopping or review.run_id in self._run_threads:
-                return False
-            return self._spawn(review.run_id, lambda: self.apply_outcome(review.id))
-
-    def apply_outcome(self, review_id: str) -> None:
-        """Resume the run of a decided review in this thread (apply_decided runs it in a run thread)."""
-        review = self._store.get_review(review_id)
-        if review.status != "decided" or review.outcome is None:
-            return
-        run = self._store.get_run(review.run_id)
-        try:
-            loaded = self._store.load_state(run.id)
-            if loaded is None:
-                raise ValueError(f"run {run.id} has no snapshot to resume review {review.id} from")
-            state = loaded
-        except (CorruptDocumentError, ValueError) as err:  # CorruptStateError and SchemaVersionError are ValueErrors
-            # Retrying cannot mend a damaged snapshot: the outcome fails once, saying which file.
-            self._outcome_refused(review, run.id, err)
-            return
-        response = None
-        pending = state.pending_review
-        already = any(d.checkpoint_id == review.checkpoint_id for d in state.decisions)
-        if pending is not None and pending.checkpoint_id == review.checkpoint_id and not already:
-            response = review.outcome.to_response(review.checkpoint_id)
-        log.info("applying review %s to run %s: %s", review.id, run.id, outcome_text(review))
-        try:
-            # Built before the run is marked running: a loop gone from the config, or one whose
-            # factory now fails, refuses the outcome once instead of leaving it decided for every tick.
-            engine = self._engine(run)
-            self._store.update_run(run.id, lambda r: self._finish(r, "running", None))
-            result, final = asyncio.run(engine.continue_saved(state, response)), engine.state
-        except (RunInterrupted, StoreError):
-            raise  # shutdown, or a store to retry later: the review stays decided
-        except Exception as err:  # refused (e.g. a change it cannot make) or crashed: either way, once
-            self._outcome_refused(review, run.id, err)
-            return
-        if history := history_text(review):  # the audit trail: every vote, pauses included, with its time
-            self._desk.update(review, history)
-        self._desk.update(review, outcome_text(review))
-        self._store.update_review(review.id, lambda r: mark_applied(r, now=self._clock()))
-        self._settle(run.id, result, final)
-
-    def _outcome_refused(self, review: Review, run_id: str, err: Exception) -> None:
-        """Fail the run, then the review, once: a decided review left as it is would be retried every tick.
-
-        In that order, so a crash between the two leaves a decided review
-        that the next tick refuses again, never a failed review on a live run.
-        """
-        outcome = review.outcome
-        assert outcome is not None
-        who = "its timeout default" if outcome.timed_out else outcome.by
-        reason = (
-            f"review {review.id}'s {outcome.decision.name.lower()} could not be applied: {err}"
-            f" (voted by {who} at {outcome.decided_at.isoformat(timespec='seconds')})"
-        )
-        log.error("run %s failed: %s", run_id, reason, exc_info=None if explained(err) else err)
-        self._store.update_run(run_id, lambda r: self._finish(r, "failed", reason))
-        def fail(stored: Review) -> Review:
-            mark_failed(stored, reason)
-            return stored
-
-        failed = self._store.update_review(review.id, fail)
-        if history := history_text(failed):
-            self._desk.update(failed, history)
-        self._desk.update(failed, f"Failed: {reason}")
-        self._write_run_markdown(run_id, [review.checkpoint_id])
-
     # -- restart -------------------------------------------------------------------
 
     def recover(self, *, post: bool = True) -> None:
@@ -495,8 +321,9 @@ class Runner(RunControlMixin):
         left "running" by a replica that died or stopped; a run another live
         process holds is left to it).
         """
-        for run in self._store.active_runs():
-            if run.id in self._run_threads or (not post and run.status != "running"):
+        # the sweep asks for "running" only: it comes every interval, and the waiting runs are one per open review
+        for run in self._store.active_runs(status=None if post else "running"):
+            if run.id in self._run_threads:
                 continue
             try:
                 self._recover(run)

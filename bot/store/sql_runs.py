@@ -93,7 +93,9 @@ class RunTables:
         """The ``limit`` latest-created ended runs, oldest first."""
         return self._runs_where("archived", (), f"LIMIT {int(limit)}", LATEST)[::-1] if limit > 0 else []
 
-    def active_runs(self) -> list[RunRecord]:
+    def active_runs(self, *, status: str | None = None) -> list[RunRecord]:
+        if status is not None:  # e.g. "running" alone: a waiting run's document is not even read
+            return self._runs_where("NOT archived AND status = %s", (status,))
         return self._runs_where(f"NOT archived AND {_ACTIVE}")
 
     def active_run(self, loop: str) -> RunRecord | None:

@@ -283,6 +283,31 @@ def test_with_the_real_runner_the_leader_continues_a_run_a_dead_replica_left_but
         runner.shutdown(5)
 
 
+def test_the_leaders_sweep_reads_only_runs_left_running_not_every_waiting_runs_document(
+        config: BotConfig, url: str, schema: str, stores: Callable[[str], PostgresStore]) -> None:
+    """The sweep comes every election interval on an idle bot: a cost per waiting run (one per open review)
+    would grow with the stored documents. A waiting run's document it read would be listed by problems()."""
+    import psycopg
+
+    store = stores("leader")
+    channel = RecordingChannel()
+    clock = FakeClock()
+    runner = Runner(config, store, ReviewDesk(store, {"local": channel}, clock=clock, inline=True), clock=clock)
+    store.put_run(RunRecord(id="demo-run-1", loop="demo", status="running", created_at=T0, updated_at=T0,
+                            trigger="schedule"))  # left by a replica that died
+    store.put_run(RunRecord(id="demo-run-2", loop="demo", status="waiting", created_at=T0, updated_at=T0,
+                            trigger="schedule", review_id="demo-7"))
+    with psycopg.connect(url, autocommit=True) as conn:  # a document nothing but a read of it would notice
+        conn.execute(f"UPDATE {schema}.runs SET doc = '{{damaged' WHERE id = 'demo-run-2'")
+    try:
+        runner.recover(post=False)
+        assert runner.join(10)
+        assert store.get_run("demo-run-1").status == "waiting"  # continued up to its review
+        assert store.problems() == []  # the waiting run's document was not read
+    finally:
+        runner.shutdown(5)
+
+
 def _slow_runners(tmp_path: Path, *stores: PostgresStore) -> tuple[Path, list[Runner]]:
     """A two-step slow loop (0.75 s a step, each leaving a trail line) and one Runner per replica's store."""
     trail = tmp_path / "trail"

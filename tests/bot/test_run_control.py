@@ -15,7 +15,7 @@ from bot.desk import Authorizer, ListMembership, People, VotePath
 from bot.desk.control import RunControl
 from bot.review_records import Vote
 from bot.reviews import cast_vote
-from bot.runner import RUNS_MARKDOWN
+from bot.run_report import RUNS_MARKDOWN
 from bot.service import Service
 from bot.store import SqliteStore
 from bot.serve_lock import ROLE_SERVE, ServeLock

@@ -17,7 +17,7 @@ from bot.review_records import Review, Vote
 from bot.reviews import cast_vote
 from bot.store import SqliteStore
 from bot.store.engines import DB_NAME, Sqlite
-from bot.runner import result_text
+from bot.run_report import result_text
 from bot.loop_catalog import UnknownLoopError
 from loop_engine.checkpoint import HumanDecision
 from loop_engine.deserialization import state_from_dict
@@ -441,7 +441,7 @@ def test_a_stopped_foreground_run_stays_running_with_its_snapshot_for_serve(tmp_
 def test_every_vote_pauses_included_reaches_the_review_the_json_and_the_runs_markdown(tmp_path: Path) -> None:
     from datetime import timedelta
 
-    from bot.runner import RUNS_MARKDOWN
+    from bot.run_report import RUNS_MARKDOWN
     from bot.status import review_view
 
     b, run_id, review_id = paused(tmp_path, review={"approvals_required": 2})
@@ -477,7 +477,7 @@ def test_every_vote_pauses_included_reaches_the_review_the_json_and_the_runs_mar
 
 
 def test_a_failed_run_writes_why_to_its_markdown(tmp_path: Path) -> None:
-    from bot.runner import RUNS_MARKDOWN
+    from bot.run_report import RUNS_MARKDOWN
 
     b, run_id, review_id = paused(tmp_path)
     vote(b, review_id, HumanDecision.REJECT, feedback="wrong labels")

@@ -140,6 +140,7 @@ def test_ended_runs_are_archived_and_recent_runs_lists_the_latest(store: Store) 
     assert ids(store.recent_runs()) == [f"demo-run-{n}" for n in range(3, 13)]
     assert store.recent_runs(0) == []
     assert ids(store.active_runs()) == ["other-run-1", "demo-run-13", "demo-run-14"]
+    assert ids(store.active_runs(status="running")) == ["demo-run-13", "demo-run-14"]
     active = store.active_run("demo")
     assert active is not None and active.id == "demo-run-13"
     assert store.active_run("nope") is None
