@@ -93,7 +93,7 @@ class Channels:
         """``POST /slack/events`` and ``POST /github/webhook`` for the channels that take requests over HTTP."""
         routes: list[BaseRoute] = []
         if self.slack is not None:
-            routes += self.slack.routes(votes.handle_many)
+            routes += self.slack.routes(votes)
         if self.github is not None:
             routes += self.github.routes(self._github_answers(votes, desk).accept)
         return routes
@@ -101,7 +101,7 @@ class Channels:
     def start(self, votes: VotePath, desk: ReviewDesk) -> None:
         """Socket Mode, GitHub polling and GitHub's answer queue (votes accepted before a restart first)."""
         if self.slack is not None:
-            self.slack.start(votes.handle_many)
+            self.slack.start(votes)
         if self.github is not None:
             from .github_wiring import open_review_watches
 
