@@ -3,8 +3,9 @@
 ``Channels`` builds each configured channel's kit once (its posting
 channel, its membership check, its listeners) and joins them to the desk:
 the outbox posts through them, and every answer they take in enters the one
-vote path by ``VotePath.handle_many``: Slack's in batches of the requests
-that arrived together (answered in the acknowledgement), GitHub's - webhook
+vote path: Slack's through its two stages (``VoteBatches``: each request's
+voter checked on its own, the votes checked meanwhile cast together,
+answered in the acknowledgement), GitHub's by ``VotePath.handle_many`` - webhook
 deliveries and polled comments alike - recorded first in the one
 ``AnswerQueue`` and cast from it in batches (answered through the outbox).
 Importing this module loads no Slack or GitHub library; a kit's module
