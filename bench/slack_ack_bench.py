@@ -24,6 +24,12 @@ within one run.
 running ``loopbot serve``: ``--target http://127.0.0.1:8000/slack/events
 --secret $SLACK_SIGNING_SECRET --review triage-17``.
 
+Each line also gives the server's CPU per acknowledgement (user + system
+seconds of its process over the load, from /proc; absent elsewhere): on
+2 cores the sender takes one, so a server that needs twice bare Bolt's CPU
+per ack gets about half its acks/s, and this figure moves far less with
+the machine's load than acks/s do.
+
 The last lines hold the issue's targets against the medians over the
 rounds (a busy moment of the machine moves single rounds a lot).
 

@@ -26,6 +26,7 @@ class Gate:
 
     def __init__(self, held: int = 1) -> None:
         self.batches: list[list[str]] = []
+        self.threads: set[int] = set()
         self.started = threading.Semaphore(0)
         self.release = threading.Event()
         self._held = held
@@ -34,6 +35,7 @@ class Gate:
     def __call__(self, replies: Sequence[Reply]) -> list[Answer | Exception]:
         with self._lock:
             self.batches.append([r.voter.id for r in replies])
+            self.threads.add(threading.get_ident())
             hold = len(self.batches) <= self._held
         self.started.release()
         if hold:
@@ -56,6 +58,7 @@ async def test_a_lone_reply_goes_at_once_and_those_that_come_meanwhile_go_togeth
     gate.release.set()
     answers = await asyncio.gather(first, *rest)
     assert gate.batches == [["U0"], ["U1", "U2", "U3", "U4", "U5"]]
+    assert len(gate.threads) == 1  # a cast under way starts no second worker: more threads only cost CPU
     assert [a.text for a in answers] == [f"counted U{n}" for n in range(6)]  # each reply gets its own answer
 
 
