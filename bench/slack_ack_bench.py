@@ -24,6 +24,12 @@ within one run.
 running ``loopbot serve``: ``--target http://127.0.0.1:8000/slack/events
 --secret $SLACK_SIGNING_SECRET --review triage-17``.
 
+Each line also gives the server's CPU per acknowledgement (user + system
+seconds of its process over the load, from /proc; absent elsewhere): on
+2 cores the sender takes one, so a server that needs twice bare Bolt's CPU
+per ack gets about half its acks/s, and this figure moves far less with
+the machine's load than acks/s do.
+
 The last lines hold the issue's targets against the medians over the
 rounds (a busy moment of the machine moves single rounds a lot).
 
@@ -237,16 +243,29 @@ async def _load(url: str, secret: str, senders: int, requests: int, reviews: lis
     return load
 
 
+def _cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (Linux's /proc), or None where it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except (OSError, TypeError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _measure(name: str, url: str, secret: str, senders: int, requests: int, reviews: list[str],
-             response_url: str, offset: int) -> tuple[str, set[str], Figures]:
+             response_url: str, offset: int, pid: int | None = None) -> tuple[str, set[str], Figures]:
     warm = asyncio.run(_load(url, secret, senders, 2, reviews, response_url, offset))  # auth.test, imports, conns
+    cpu_before = _cpu_seconds(pid)
     load = asyncio.run(_load(url, secret, senders, requests, reviews, response_url, offset + 3))
+    cpu_after = _cpu_seconds(pid)
     ordered = sorted(load.latencies)
     figures = Figures(len(ordered) / load.wall, ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
                       ordered[-1] * 1000, load.failures, load.counted / load.wall)
+    cpu = ("" if cpu_before is None or cpu_after is None
+           else f"  cpu {(cpu_after - cpu_before) * 1e6 / max(1, len(ordered)):>5.0f} us/ack")
     line = (f"{name:<8} {len(ordered):>6} acks  {figures.per_s:>8.0f} acks/s  {figures.counted_per_s:>6.0f} counted/s  "
             f"p50 {statistics.median(ordered) * 1000:>6.1f} ms  p99 {figures.p99:>6.1f} ms  "
-            f"max {figures.worst:>7.1f} ms  non-200 {load.failures}  working-acks {load.working}  ({url})")
+            f"max {figures.worst:>7.1f} ms  non-200 {load.failures}  working-acks {load.working}{cpu}  ({url})")
     return line, warm.acked | load.acked, figures
 
 
@@ -332,12 +351,14 @@ def main() -> None:
     with FakeSlackApi() as slack, tempfile.TemporaryDirectory() as tmp:
         try:
             urls: dict[str, str] = {}
+            pids: dict[str, int | None] = {}
             reviews: dict[str, list[str]] = {}
             for kind in kinds:
                 if kind == "serve":
                     serve = LoopbotServe(Path(tmp), slack.base_url, args.reviews, args.senders)
                     reviews[kind] = serve.start(args.reviews)
                     urls[kind] = f"http://127.0.0.1:{serve.port}/slack/events"
+                    pids[kind] = serve.proc.pid if serve.proc else None
                     print(f"serve: loopbot serve (pid {serve.proc.pid if serve.proc else '?'}) with "
                           f"{len(reviews[kind])} open reviews")
                     continue
@@ -348,6 +369,7 @@ def main() -> None:
                      "--api-base-url", slack.base_url, "--record-dir", tmp], env=env))
                 _wait_listening(port)
                 urls[kind] = f"http://127.0.0.1:{port}/slack/events"
+                pids[kind] = children[-1].pid
                 reviews[kind] = ["triage-17"]
             acked: dict[str, set[str]] = {kind: set() for kind in urls}
             measured: dict[str, list[Figures]] = {}
@@ -355,7 +377,7 @@ def main() -> None:
             for _round in range(args.rounds):  # interleaved, so a busy moment of the machine hits all
                 for kind, url in urls.items():
                     line, keys, figures = _measure(kind, url, SECRET, args.senders, args.requests, reviews[kind],
-                                                   slack.response_url, offset)
+                                                   slack.response_url, offset, pids[kind])
                     acked[kind] |= keys
                     measured.setdefault(kind, []).append(figures)
                     print(line)

@@ -3,8 +3,8 @@
 Four ways in, one way on: the slash command (``/loopbot approve triage-17``,
 also ``status`` and ``help``), the review's buttons, the Reject / Modify
 modals, and ``@loopbot approve`` in a review's thread. Each becomes a
-``Reply`` handed to the bot's handler (sync: it runs on a thread of the event loop's pool, in
-batches of the replies that arrived together, see ``VoteBatches``); the
+``Reply`` handed to the bot's handler (sync: it runs on threads of the event loop's pool, each
+reply checked on its own and the votes checked meanwhile cast together, see ``VoteBatches``); the
 ``Answer`` it returns goes back to the sender as an ephemeral message. This
 module never decides anything.
 
@@ -54,7 +54,7 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from adapters.channel import Answer, AnswerKind, Identity, Reply
 from adapters.command_error import CommandError
 from adapters.commands import Command, parse_command
-from adapters.vote_batches import VoteBatches, VotesHandler
+from adapters.vote_batches import VoteBatches, VoteStages, VotesHandler
 from loop_engine.checkpoint import HumanDecision
 
 from .client import DEFAULT_API_BASE_URL
@@ -144,7 +144,7 @@ class SeenEvents:
 class _Listeners:
     """The listeners, sharing the handler, the ack budget, the click keys and the seen event ids."""
 
-    def __init__(self, handler: VotesHandler, answer_wait: float, clicks: ClickKeys) -> None:
+    def __init__(self, handler: VoteStages[Any] | VotesHandler, answer_wait: float, clicks: ClickKeys) -> None:
         self.batches = VoteBatches(handler)
         self.answer_wait = answer_wait
         self.clicks = clicks
@@ -329,7 +329,7 @@ class _Listeners:
 def build_app(
     *,
     signing_secret: str,
-    handler: VotesHandler,
+    handler: VoteStages[Any] | VotesHandler,
     bot_token: str = "",
     api_base_url: str = DEFAULT_API_BASE_URL,
     command: str = "/loopbot",

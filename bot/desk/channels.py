@@ -3,8 +3,9 @@
 ``Channels`` builds each configured channel's kit once (its posting
 channel, its membership check, its listeners) and joins them to the desk:
 the outbox posts through them, and every answer they take in enters the one
-vote path by ``VotePath.handle_many``: Slack's in batches of the requests
-that arrived together (answered in the acknowledgement), GitHub's - webhook
+vote path: Slack's through its two stages (``VoteBatches``: each request's
+voter checked on its own, the votes checked meanwhile cast together,
+answered in the acknowledgement), GitHub's by ``VotePath.handle_many`` - webhook
 deliveries and polled comments alike - recorded first in the one
 ``AnswerQueue`` and cast from it in batches (answered through the outbox).
 Importing this module loads no Slack or GitHub library; a kit's module
@@ -93,7 +94,7 @@ class Channels:
         """``POST /slack/events`` and ``POST /github/webhook`` for the channels that take requests over HTTP."""
         routes: list[BaseRoute] = []
         if self.slack is not None:
-            routes += self.slack.routes(votes.handle_many)
+            routes += self.slack.routes(votes)
         if self.github is not None:
             routes += self.github.routes(self._github_answers(votes, desk).accept)
         return routes
@@ -101,7 +102,7 @@ class Channels:
     def start(self, votes: VotePath, desk: ReviewDesk) -> None:
         """Socket Mode, GitHub polling and GitHub's answer queue (votes accepted before a restart first)."""
         if self.slack is not None:
-            self.slack.start(votes.handle_many)
+            self.slack.start(votes)
         if self.github is not None:
             from .github_wiring import open_review_watches
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from adapters.slack import SlackChannel, SlackClient, SlackDirectory, check_connection
-from adapters.vote_batches import VotesHandler
+from adapters.vote_batches import VoteStages, VotesHandler
 
 from bot.config_blocks import SlackConfig
 from bot.review_records import Reviewers
@@ -79,7 +79,7 @@ class SlackKit:
     def socket_mode(self) -> bool:
         return self._config.app_token is not None
 
-    def _app(self, handler: VotesHandler) -> AsyncApp:
+    def _app(self, handler: VoteStages[Any] | VotesHandler) -> AsyncApp:
         from adapters.slack.listeners import build_app
 
         signing = self._config.signing_secret
@@ -89,7 +89,7 @@ class SlackKit:
         return build_app(signing_secret=secret, handler=handler, bot_token=self._config.bot_token.get_secret_value(),
                          api_base_url=self._config.api_base_url, command=self._config.command)
 
-    def routes(self, handler: VotesHandler) -> Sequence[BaseRoute]:
+    def routes(self, handler: VoteStages[Any] | VotesHandler) -> Sequence[BaseRoute]:
         """``POST /slack/events``, unless Socket Mode carries the requests."""
         if self.socket_mode:
             return []
@@ -98,7 +98,7 @@ class SlackKit:
         assert self._config.signing_secret is not None  # the config requires it without slack.app_token
         return [slack_route(self._app(handler), signing_secret=self._config.signing_secret.get_secret_value())]
 
-    def start(self, handler: VotesHandler) -> None:
+    def start(self, handler: VoteStages[Any] | VotesHandler) -> None:
         if not self.socket_mode:
             return
         from adapters.slack.socket import SocketModeRunner

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from adapters.channel import Answer, AnswerKind, Identity, MessageRef, Reply
 from adapters.command_error import CommandError
@@ -35,12 +35,19 @@ from .authorize import Authorizer
 from .decisions import Decisions
 from .people import People
 
-__all__ = ["VotePath"]
+__all__ = ["Ballot", "VotePath"]
 
 log = logging.getLogger(__name__)
 
-#: A vote ready to cast: the review as read, the vote, and why its voter may not answer (None: they may).
-_Cast = tuple[Review, Vote, "str | None"]
+
+class Ballot(NamedTuple):
+    """A vote ready to cast: its reply, the review as read, the vote, and why its voter may not answer
+    (None: they may), which the cast tells them after the review's own checks under the store's lock."""
+
+    reply: Reply
+    review: Review
+    vote: Vote
+    refusal: str | None
 
 _KINDS = {
     DECIDED: AnswerKind.DECIDED,
@@ -100,25 +107,37 @@ class VotePath:
         the order they came. A review that cannot be written fails its own
         replies (an exception in place of their answers), not the others'.
         """
-        answers: dict[int, Answer | Exception] = {}
-        found: dict[str, Review | UnknownReviewError] = {}
-        casts: dict[str, list[tuple[int, Vote, str | None]]] = {}
-        for index, reply in enumerate(replies):
-            try:
-                prepared = self._prepare(reply, found)
-            except Exception as err:  # noqa: BLE001 - that reply's answer: its sender is told, the others go on
-                answers[index] = err
-                continue
-            if isinstance(prepared, Answer):
-                answers[index] = prepared
-            else:
-                review, vote, refusal = prepared
-                casts.setdefault(review.id, []).append((index, vote, refusal))
-        if casts:
-            answers.update(self._cast(casts))
-        return [answers[index] for index in range(len(replies))]
+        prepare = self.preparer()
+        prepared = [prepare(reply) for reply in replies]
+        ballots = [ballot for ballot in prepared if isinstance(ballot, Ballot)]
+        cast = iter(self.cast(ballots) if ballots else [])
+        return [next(cast) if isinstance(ballot, Ballot) else ballot for ballot in prepared]
 
-    def _prepare(self, reply: Reply, found: dict[str, Review | UnknownReviewError]) -> Answer | _Cast:
+    def preparer(self) -> Callable[[Reply], Answer | Exception | Ballot]:
+        """The first stage for the replies of one batch (``adapters.vote_batches.VoteStages``): each reply's
+        answer when it needs no vote or may not vote, else its ``Ballot``; a review is read once per batch."""
+        found: dict[str, Review | UnknownReviewError] = {}
+
+        def prepare(reply: Reply) -> Answer | Exception | Ballot:
+            try:
+                return self._prepare(reply, found)
+            except Exception as err:  # noqa: BLE001 - that reply's answer: its sender is told, the others go on
+                return err
+
+        return prepare
+
+    def cast(self, ballots: Sequence[Ballot]) -> list[Answer | Exception]:
+        """The second stage: every ballot cast in one store call, one answer each, in order."""
+        casts: dict[str, list[tuple[int, Vote, str | None]]] = {}
+        for index, ballot in enumerate(ballots):
+            casts.setdefault(ballot.review.id, []).append((index, ballot.vote, ballot.refusal))
+        try:
+            answers = self._cast(casts)
+        except Exception as err:  # noqa: BLE001 - the store failed the batch: each of its voters is told
+            return [err] * len(ballots)
+        return [answers[index] for index in range(len(ballots))]
+
+    def _prepare(self, reply: Reply, found: dict[str, Review | UnknownReviewError]) -> Answer | Ballot:
         """The answer that needs no vote (help, status, refusals), or the vote to cast."""
         command = reply.command
         if isinstance(command, CommandError):
@@ -161,7 +180,7 @@ class VotePath:
             at=self._clock(), source=reply.via or reply.voter.channel, delivery_key=reply.dedupe_key,
             person=self._people.person_of(voter),
         )
-        return review, vote, refusal
+        return Ballot(reply, review, vote, refusal)
 
     # -- which review ----------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from adapters.channel import Answer, Reply
 
 from bot.desk import VotePath
+from bot.desk.votes import Ballot
 from bot.runner import Runner
 from bot.store.base import Store, StoreError
 
@@ -128,18 +129,32 @@ class Metrics:
 
 
 class MeteredVotePath(VotePath):
-    """The vote path, counting each answer by the voter's channel and its kind."""
+    """The vote path, counting each answer by the voter's channel and its kind (both stages, so every entrance)."""
 
     def __init__(self, *args: Any, metrics: Metrics, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._metrics = metrics
 
-    def handle_many(self, replies: Sequence[Reply]) -> list[Answer | Exception]:
-        answers = super().handle_many(replies)
-        for reply, answer in zip(replies, answers, strict=True):
-            result = answer.kind.value if isinstance(answer, Answer) else "error"
-            self._metrics.votes.labels(reply.voter.channel, result).inc()
+    def preparer(self) -> Callable[[Reply], Answer | Exception | Ballot]:
+        prepare = super().preparer()
+
+        def counted(reply: Reply) -> Answer | Exception | Ballot:
+            prepared = prepare(reply)
+            if not isinstance(prepared, Ballot):
+                self._count(reply, prepared)
+            return prepared
+
+        return counted
+
+    def cast(self, ballots: Sequence[Ballot]) -> list[Answer | Exception]:
+        answers = super().cast(ballots)
+        for ballot, answer in zip(ballots, answers, strict=True):
+            self._count(ballot.reply, answer)
         return answers
+
+    def _count(self, reply: Reply, answer: Answer | Exception) -> None:
+        result = answer.kind.value if isinstance(answer, Answer) else "error"
+        self._metrics.votes.labels(reply.voter.channel, result).inc()
 
 
 class MeteredRunner(Runner):

@@ -1,10 +1,10 @@
-"""Replies that arrive together reach the sync handler together: one thread hop and one batch each."""
+"""Replies are prepared one by one and those prepared meanwhile cast together; a slow check holds up only its own."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -26,6 +26,7 @@ class Gate:
 
     def __init__(self, held: int = 1) -> None:
         self.batches: list[list[str]] = []
+        self.threads: set[int] = set()
         self.started = threading.Semaphore(0)
         self.release = threading.Event()
         self._held = held
@@ -34,6 +35,7 @@ class Gate:
     def __call__(self, replies: Sequence[Reply]) -> list[Answer | Exception]:
         with self._lock:
             self.batches.append([r.voter.id for r in replies])
+            self.threads.add(threading.get_ident())
             hold = len(self.batches) <= self._held
         self.started.release()
         if hold:
@@ -48,7 +50,7 @@ async def started(gate: Gate, times: int = 1) -> None:
 
 async def test_a_lone_reply_goes_at_once_and_those_that_come_meanwhile_go_together() -> None:
     gate = Gate()
-    batches = VoteBatches(gate, lanes=1)
+    batches = VoteBatches(gate, stall=0.01)
     first = asyncio.ensure_future(batches.vote(reply(0)))
     await started(gate)
     rest = [asyncio.ensure_future(batches.vote(reply(n))) for n in range(1, 6)]
@@ -56,18 +58,55 @@ async def test_a_lone_reply_goes_at_once_and_those_that_come_meanwhile_go_togeth
     gate.release.set()
     answers = await asyncio.gather(first, *rest)
     assert gate.batches == [["U0"], ["U1", "U2", "U3", "U4", "U5"]]
+    assert len(gate.threads) == 1  # a cast under way starts no second worker: more threads only cost CPU
     assert [a.text for a in answers] == [f"counted U{n}" for n in range(6)]  # each reply gets its own answer
 
 
-async def test_a_held_up_batch_does_not_hold_up_the_next_lane() -> None:
-    gate = Gate(held=1)
-    batches = VoteBatches(gate, lanes=2)
+class SlowCheck:
+    """Stages whose check of ``slow`` waits until released; every other reply is a ballot at once."""
+
+    def __init__(self, slow: str) -> None:
+        self.slow = slow
+        self.checking = threading.Event()
+        self.release = threading.Event()
+        self.casts: list[list[str]] = []
+
+    def preparer(self) -> Callable[[Reply], Answer | Exception | Reply]:
+        def prepare(r: Reply) -> Reply:
+            if r.voter.id == self.slow:
+                self.checking.set()
+                assert self.release.wait(10)
+            return r
+
+        return prepare
+
+    def cast(self, ballots: Sequence[Reply]) -> list[Answer | Exception]:
+        self.casts.append([r.voter.id for r in ballots])
+        return [counted(r) for r in ballots]
+
+
+async def test_a_slow_check_holds_up_its_own_reply_only() -> None:
+    check = SlowCheck(slow="U0")
+    batches = VoteBatches(check, workers=2, stall=0.01)
     slow = asyncio.ensure_future(batches.vote(reply(0)))
-    await started(gate)
-    quick = await asyncio.wait_for(batches.vote(reply(1)), 10)  # answered while the first batch still waits
-    assert quick.text == "counted U1" and not slow.done()
-    gate.release.set()
-    assert (await slow).text == "counted U0"
+    assert await asyncio.to_thread(check.checking.wait, 10)
+    quick = await asyncio.wait_for(asyncio.gather(*(batches.vote(reply(n)) for n in (1, 2))), 10)
+    assert [a.text for a in quick] == ["counted U1", "counted U2"] and not slow.done()  # a second worker took them
+    check.release.set()
+    assert (await asyncio.wait_for(slow, 10)).text == "counted U0"
+    assert check.casts[-1] == ["U0"] and sorted(v for cast in check.casts for v in cast) == ["U0", "U1", "U2"]
+
+
+async def test_with_every_worker_stuck_in_a_check_the_others_wait_for_one_to_come_free() -> None:
+    check = SlowCheck(slow="U0")
+    batches = VoteBatches(check, workers=1, stall=0.01)
+    slow = asyncio.ensure_future(batches.vote(reply(0)))
+    assert await asyncio.to_thread(check.checking.wait, 10)
+    waiting = asyncio.ensure_future(batches.vote(reply(1)))
+    done, _ = await asyncio.wait({waiting}, timeout=0.1)  # several looks of the watch: no worker to add
+    assert not done
+    check.release.set()
+    assert [a.text for a in await asyncio.gather(slow, waiting)] == ["counted U0", "counted U1"]
 
 
 async def test_an_exception_fails_its_own_reply_only() -> None:
@@ -91,7 +130,7 @@ async def test_a_handler_that_raises_or_miscounts_fails_its_batch_and_the_next_b
             return []
         return [counted(r) for r in replies]
 
-    batches = VoteBatches(handle_many, lanes=1)
+    batches = VoteBatches(handle_many)
     with pytest.raises(RuntimeError, match="store gone"):
         await batches.vote(reply(0))
     with pytest.raises(RuntimeError, match="gave 0 answers to 1 replies"):
@@ -101,7 +140,7 @@ async def test_a_handler_that_raises_or_miscounts_fails_its_batch_and_the_next_b
 
 async def test_a_sender_that_went_away_does_not_break_the_batch() -> None:
     gate = Gate()
-    batches = VoteBatches(gate, lanes=1)
+    batches = VoteBatches(gate)
     gone = asyncio.ensure_future(batches.vote(reply(0)))
     await started(gate)
     gone.cancel()
@@ -122,6 +161,6 @@ def test_one_by_one_calls_a_single_handler_per_reply_and_keeps_its_errors() -> N
     assert [type(a).__name__ for a in answers] == ["Answer", "ValueError", "Answer"]
 
 
-def test_lanes_and_batch_size_must_be_positive() -> None:
+def test_workers_and_batch_size_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
-        VoteBatches(one_by_one(counted), lanes=0)
+        VoteBatches(one_by_one(counted), workers=0)

@@ -62,7 +62,7 @@ def every_text(message: RenderedMessage) -> str:
 def proposal_of(text: str, rows: int) -> Proposal:
     return Proposal(
         summary=" ".join(text.split())[:500] or "Approve to apply the changes",
-        sections=[Text(text or "x", title=" ".join(text.split())[:200]),
+        sections=[Text(text if text.strip() else "x", title=" ".join(text.split())[:200]),
                   Table(["issue", "title"], [[f"#{n}", text] for n in range(rows)], title="Changes"),
                   ChangeList([" ".join(text.split()) or "-"] * 3), Link("https://x.test/a|b", " ".join(text.split()))],
     )

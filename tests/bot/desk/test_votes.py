@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from adapters.channel import Answer, AnswerKind, Identity, Reply
 from adapters.commands import parse_command
+from adapters.vote_batches import VoteBatches
 from bot.desk import Authorizer, Decisions, ListMembership, People, VotePath
 from bot.review_records import Reviewers
 from bot.store import SqliteStore
@@ -192,3 +197,42 @@ def test_a_review_that_cannot_be_written_fails_its_own_replies_only(tmp_path: Pa
     assert isinstance(second, Answer) and second.kind is AnswerKind.DECIDED
     with pytest.raises(CorruptDocumentError, match="reviews/demo-1"):
         votes.handle(reply("approve demo-1"))
+
+
+class HeldGroupCheck:
+    """Slack's membership whose check of some users (a user group asked of Slack's API) waits until released."""
+
+    always_checks = False
+
+    def __init__(self, *held: str) -> None:
+        self.held = set(held)
+        self.asked = threading.Semaphore(0)
+        self.release = threading.Event()
+
+    def refusal(self, reviewers: Reviewers, account: str, where: Mapping[str, Any]) -> str | None:
+        if account in self.held:
+            self.asked.release()
+            assert self.release.wait(10)
+        return None
+
+
+async def test_slow_membership_checks_do_not_hold_up_other_voters_answers(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "state")
+    review = make_review(local=["alice"], slack_groups=["S0OPS"])
+    review.policy.approvals_required = 4
+    store.put_review(review)
+    check = HeldGroupCheck("U0SLOW", "U0SLOWER")
+    votes = VotePath(store, Authorizer({**ALL, "slack": check}), clock=FakeClock())
+    batches = VoteBatches(votes, stall=0.01)
+    slow = [asyncio.ensure_future(batches.vote(reply("approve demo-1", Identity("slack", user))))
+            for user in ("U0SLOW", "U0SLOWER")]
+    for _ in slow:  # both checks under way, each holding up a worker
+        assert await asyncio.to_thread(check.asked.acquire, True, 10)
+    quick = await asyncio.wait_for(batches.vote(reply("approve demo-1")), 10)  # answered while both checks wait
+    assert (quick.kind, quick.text) == (AnswerKind.COUNTED, "approve from local:alice recorded: 1 of 4 needed")
+    assert not any(vote.done() for vote in slow)
+    assert [v.voter for v in store.get_review("demo-1").votes] == ["local:alice"]  # stored before it was answered
+    check.release.set()
+    assert [a.kind for a in await asyncio.wait_for(asyncio.gather(*slow), 10)] == [AnswerKind.COUNTED] * 2
+    assert sorted(v.voter for v in store.get_review("demo-1").votes) == ["local:alice", "slack:U0SLOW",
+                                                                           "slack:U0SLOWER"]
