@@ -1,0 +1,43 @@
+"""Every bench/*.py still imports and answers ``--help``: a rename elsewhere must not leave a bench broken unseen.
+
+A bench is run by hand (``make bench``), rarely, so nothing else notices when
+an import it uses is renamed away. ``--help`` imports the bench as its run
+does and exits before any measuring, so all of them are checked in a few
+seconds, each in its own interpreter, all at once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BENCHES = sorted((REPO / "bench").glob("*.py"))
+
+
+def test_there_are_benches_to_check() -> None:
+    assert {"run_all.py", "cli_startup_bench.py", "replicas_bench.py"} <= {bench.name for bench in BENCHES}
+
+
+def test_every_bench_imports_and_prints_its_help() -> None:
+    running = {
+        bench.name: subprocess.Popen([sys.executable, str(bench), "--help"], cwd=REPO, text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        for bench in BENCHES
+    }
+    broken = []
+    for name, process in running.items():
+        try:
+            out, err = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # it ignored --help and started measuring
+            os.killpg(process.pid, signal.SIGKILL)  # and whatever it started
+            out, err = process.communicate()
+            broken.append(f"{name}: still running after 60 s: --help did not stop it")
+            continue
+        if process.returncode != 0 or not out.startswith("usage:"):
+            broken.append(f"{name}: exit {process.returncode}\n{out[-500:]}{err[-2000:]}")
+    assert not broken, "\n\n".join(broken)
+
