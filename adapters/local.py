@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +24,10 @@ from loop_engine.atomic import atomic_write_text, read_text_no_follow
 from loop_engine.markdown import escape_inline
 
 from .channel import Answer, ChannelError, MessageRef, ReviewPost, Target
+from .local_answers import answer_as, answer_elsewhere, answer_lines, local_votes_count
 from .review_text import asked, diagnostics_lines, proposal_lines
 
-__all__ = ["LocalChannel", "answer_as", "answer_lines", "answer_elsewhere", "local_votes_count"]
+__all__ = ["LocalChannel"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,47 +35,6 @@ _SAFE_ID = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _UPDATES_HEADING = "## Updates"
 #: Each update is a "- " bullet; continuation lines are indented.
 _ENTRY_START = re.compile(r"\n(?=- )")
-
-
-def answer_lines(review_id: str, decide_command: str = "loopbot decide", as_option: str = "") -> list[str]:
-    """The exact shell lines that answer a review, one per decision; ``as_option`` (" --as alice") ends each."""
-    prefix = f"{decide_command} {review_id}"
-    return [
-        f"{prefix} approve{as_option}",
-        f'{prefix} reject --feedback "reason"{as_option}',
-        f"{prefix} retry{as_option}",
-        f"{prefix} modify --set context.KEY=VALUE{as_option}",
-        f"{prefix} pause{as_option}",
-    ]
-
-
-def answer_as(local: Sequence[str] | None, voter: str | None = None) -> tuple[str, str]:
-    """How a decide line names its voter when the loop lists local reviewers: (" --as ...", who may answer).
-
-    ``local`` is the loop's ``review.reviewers.local`` (None: no list);
-    ``voter`` is who would run the line ($USER in the CLI), None where that is
-    unknown (the review file and the server's log, read by anyone). Nothing
-    is added without a list or when ``voter`` is on it. One name is written
-    in (``--as alice``); of several the reader picks theirs, so a pasted line
-    never records a vote in someone else's name: ``--as NAME`` and
-    "NAME: one of alice, bob".
-    """
-    if not local or (voter is not None and voter.casefold() in {name.casefold() for name in local}):
-        return "", ""
-    if len(local) == 1:
-        return f" --as {local[0]}", f"only {local[0]} may answer locally"
-    return " --as NAME", f"NAME: one of the local reviewers {', '.join(local)}"
-
-
-def local_votes_count(local: Sequence[str] | None, restricted: bool) -> bool:
-    """Would ``loopbot decide`` count a vote (with ``--as`` a listed name)? Open to anyone, or local names listed."""
-    return not restricted or bool(local)
-
-
-def answer_elsewhere(places: str) -> str:
-    """What the file, the log and ``status`` say instead of decide lines nobody may use: where to answer."""
-    return (f"Nobody may answer locally (the loop's review.reviewers.local lists nobody): answer {places}, "
-            "where the review was posted.")
 
 
 def _places(post: ReviewPost) -> str:

@@ -16,9 +16,11 @@ def did_you_mean(word: str, choices: Iterable[str], *, n: int = 1) -> str:
 
     Matching ignores case because people type `Approve` and `TRIAGE-17`.
     """
+    options = list(choices)
+    if not options:  # nothing to be close to (no review yet): no difflib, a millisecond of start-up
+        return ""
     import difflib  # here: most commands never make a typo to hint at, and difflib takes a millisecond to load
 
-    options = list(choices)
     lowered = {choice.lower(): choice for choice in options}
     close = difflib.get_close_matches(word.strip().lower(), list(lowered), n=n, cutoff=0.6)
     if not close:

@@ -35,6 +35,7 @@ Run: ``.venv/bin/python bench/desk_bench.py`` (about 2 minutes).
 
 from __future__ import annotations
 
+import argparse
 import http.client
 import logging
 import os
@@ -337,7 +338,8 @@ def save_ratio(tmp: Path) -> tuple[float, float]:
 # -- the bench -------------------------------------------------------------------------
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)  # --help; no options
     quiet_logging()
     began = time.perf_counter()
     rows: list[str] = []

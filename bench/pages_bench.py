@@ -24,6 +24,7 @@ The stores are filled through the ``Store`` protocol's public methods
 
 from __future__ import annotations
 
+import argparse
 import http.client
 import statistics
 import sys
@@ -166,7 +167,8 @@ def _line(what: str, value: float, target: float | None, floor: float) -> str:
     return f"{what:<44} {value:8.2f} ms  ({value / floor:5.1f}x the bare app){verdict}"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)  # --help; no options
     operator = {"Authorization": f"Bearer {TOKEN}"}
     with tempfile.TemporaryDirectory() as big_dir, tempfile.TemporaryDirectory() as small_dir:
         started = time.perf_counter()

@@ -13,6 +13,7 @@ Run: ``.venv/bin/python bench/persistence_bench.py`` (or ``make bench``).
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -116,7 +117,8 @@ def fill(directory: Path, count: int, text: str) -> None:
         (directory / f"loop_state_other-{i}.json").write_text(text, "utf-8")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)  # --help; no options
     state = big_state()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

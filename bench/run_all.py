@@ -6,6 +6,7 @@ garbage cannot colour another's numbers. Exits non-zero if any bench failed.
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,8 @@ from pathlib import Path
 __all__ = ["main"]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     here = Path(__file__).resolve().parent
     failed = []
     for bench in sorted(here.glob("*_bench.py")):

@@ -9,6 +9,7 @@ saved; run: ``.venv/bin/python bench/triage_bench.py [issues]``.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import math
 import sys
@@ -66,4 +67,6 @@ def main(size: int = 5_000) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 5_000))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("issues", nargs="?", type=int, default=5_000, help="open issues on the fake (default 5000)")
+    sys.exit(main(parser.parse_args().issues))

@@ -11,7 +11,8 @@ texts), ``cli_read`` (status, loops), ``cli_decide``, ``cli_runs`` (run,
 apply, cancel), ``cli_store`` (migrate, export, import), ``cli_serve``
 (serve, check, init); ``cli_common`` holds what they share.
 
-Every command imports what it needs inside its function, so ``--help``,
+``main`` imports the one module of the command it runs, and every command
+imports what it needs inside its function, so ``--help``,
 ``status`` and ``decide`` load none of the engine, jsonschema, asyncio and
 the scheduler (bench/cli_startup_bench.py). tests/bot/test_cli_imports.py
 keeps ``import bot.cli`` free of them; keep the module-level imports of
@@ -22,21 +23,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bot.cli_common import (
     EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_PIPE_CLOSED, EXIT_SIGNAL_BASE, EXIT_USAGE, config_path, print_error,
 )
-from bot.cli_decide import cmd_decide
 from bot.cli_grammar import build_parser
-from bot.cli_read import cmd_loops, cmd_status
-from bot.cli_runs import cmd_apply, cmd_cancel, cmd_run
-from bot.cli_serve import cmd_check, cmd_init, cmd_serve
-from bot.cli_store import cmd_export, cmd_import, cmd_migrate
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; each command loads what it needs when it runs
     from bot.config import BotConfig
@@ -47,14 +44,22 @@ __all__ = [
     "EXIT_PIPE_CLOSED",
 ]
 
-#: name -> command; status and decide take a ``ConfigView``, the others the ``BotConfig`` (see ``_load``)
-COMMANDS: dict[str, Callable[[argparse.Namespace, Any, Path], int]] = {
-    "check": cmd_check, "serve": cmd_serve, "run": cmd_run, "status": cmd_status, "decide": cmd_decide,
-    "migrate": cmd_migrate, "export": cmd_export, "import": cmd_import, "loops": cmd_loops, "cancel": cmd_cancel,
-    "apply": cmd_apply,
+#: name -> the ``bot`` module whose ``cmd_<name>`` runs it, imported when it runs (one command loads one);
+#: status and decide take a ``ConfigView``, the others the ``BotConfig`` (see ``_load``)
+COMMANDS = {
+    "check": "cli_serve", "serve": "cli_serve", "run": "cli_runs", "status": "cli_read", "decide": "cli_decide",
+    "migrate": "cli_store", "export": "cli_store", "import": "cli_store", "loops": "cli_read", "cancel": "cli_runs",
+    "apply": "cli_runs",
 }
 #: Commands that need no config to be loaded first: ``init`` writes it.
-COMMANDS_WITHOUT_CONFIG = {"init": cmd_init}
+COMMANDS_WITHOUT_CONFIG = {"init": "cli_serve"}
+
+
+def _command(name: str) -> Callable[..., int]:
+    """``cmd_<name>`` of the module that holds the command."""
+    module = COMMANDS.get(name) or COMMANDS_WITHOUT_CONFIG[name]
+    command: Callable[..., int] = getattr(importlib.import_module(f"bot.{module}"), f"cmd_{name}")
+    return command
 #: The commands that build loops: they refuse a config naming a loop that cannot be built.
 _BUILDS_LOOPS = frozenset({"check", "serve", "run", "apply"})
 #: The commands that never read the channel blocks: they validate ``CoreConfig`` and get a ``ConfigView``.
@@ -159,7 +164,7 @@ def _run(argv: Sequence[str] | None) -> int:
             return EXIT_USAGE
     try:
         if args.command in COMMANDS_WITHOUT_CONFIG:
-            return COMMANDS_WITHOUT_CONFIG[args.command](args)
+            return _command(args.command)(args)
         from bot.config_file import ConfigError
         from bot.store import StoreError
 
@@ -171,7 +176,7 @@ def _run(argv: Sequence[str] | None) -> int:
             print_error(f"invalid config:\n{err}")
             return EXIT_FAILED
         try:
-            return COMMANDS[args.command](args, config, path)
+            return _command(args.command)(args, config, path)
         except StoreError as err:
             print_error(f"the store in {config.state_dir} is unusable: {err}")
             return EXIT_FAILED

@@ -86,7 +86,7 @@ def print_error(message: str) -> None:
 
 
 def secret_values(config: BotConfig | ConfigView) -> list[str]:
-    """What the log and the printed text must never show (``bot.logging.RedactingFilter``)."""
+    """What the log and the printed text must never show (``bot.redaction``)."""
     return list(config.secret_values())
 
 

@@ -2,7 +2,8 @@
 
 They are the ones people run most and pipe into other tools, so they take a
 ``ConfigView`` (bot.config_memo: the channel blocks are not validated) and
-load no engine, scheduler or pydantic (tests/bot/test_cli_imports.py).
+load no engine, scheduler or pydantic, nor a channel, logging or file writing
+(tests/bot/test_cli_imports.py).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def cmd_status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
 
 
 def _status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
-    from bot.logging import RedactingFilter
+    from bot.redaction import Redactor
     from bot.status import render_json, render_page_links, render_replicas, render_table
     from bot.store import StoreError
     from bot.store.open import open_store
@@ -91,7 +92,7 @@ def _status(args: argparse.Namespace, config: ConfigView, path: Path) -> int:
     problems = store.problems()
     if problems and not args.json:
         text += "\n\nproblems (documents set aside, the rest is served):\n" + "\n".join(f"- {p}" for p in problems)
-    print(RedactingFilter(secret_values(config)).redact(text))
+    print(Redactor(secret_values(config)).redact(text))
     return EXIT_OK
 
 

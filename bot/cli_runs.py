@@ -32,7 +32,7 @@ def _approve_lines(store: Store, review_id: str, decide_line: str) -> list[str]:
     Worded as the review file and `status` word it (``adapters.local.answer_as``); the note is a line of
     its own, so the decide line pastes whole.
     """
-    from adapters.local import answer_as, answer_lines
+    from adapters.local_answers import answer_as, answer_lines
     from bot.review_voters import authorize
     from bot.status import where_to_answer
 

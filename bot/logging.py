@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import sys
 import threading
 import time
@@ -34,27 +33,17 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import TextIO, TypeAlias
 
+from bot.redaction import Redactor
+
 __all__ = [
     "JsonFormatter", "LibraryFilter", "OneLineFormatter", "RedactingFilter", "RepeatFilter", "escape",
-    "format_exception", "setup_logging", "REDACTED", "REPEAT_INTERVAL",
+    "format_exception", "setup_logging", "REPEAT_INTERVAL",
 ]
 
 _ExcInfo: TypeAlias = tuple[type[BaseException], BaseException, TracebackType | None]
 
 #: Seconds within which a repeated log line is counted rather than printed.
 REPEAT_INTERVAL = 60.0
-
-REDACTED = "***"
-
-#: Token shapes that are secret whatever config they came from.
-_TOKEN_PATTERNS = (
-    re.compile(r"xox[abposr]-[A-Za-z0-9-]{8,}"),  # Slack bot/user/app tokens
-    re.compile(r"xapp-[A-Za-z0-9-]{8,}"),  # Slack app-level tokens
-    re.compile(r"gh[pousr]_[A-Za-z0-9]{16,}"),  # GitHub tokens
-    re.compile(r"github_pat_[A-Za-z0-9_]{16,}"),
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),
-)
-
 
 #: Characters that could end a line in a terminal, a log viewer or a log store, or drive a terminal.
 _BREAKS = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)] if c != 0x09}
@@ -160,19 +149,14 @@ class LibraryFilter(logging.Filter):
 
 
 class RedactingFilter(logging.Filter):
-    """Replace known secret values and token-shaped strings in every record."""
+    """Replace known secret values and token-shaped strings in every record (``bot.redaction``)."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         super().__init__()
-        # Longest first so a secret containing another is replaced whole.
-        self._secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
+        self._redactor = Redactor(secrets)
 
     def redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, REDACTED)
-        for pattern in _TOKEN_PATTERNS:
-            text = pattern.sub(REDACTED, text)
-        return text
+        return self._redactor.redact(text)
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()

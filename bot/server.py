@@ -244,7 +244,7 @@ def _log_waiting_reviews(store: Store, decide_command: str) -> None:
     waiting = store.open_reviews(limit=5)
     if not waiting:
         return
-    from adapters.local import answer_as, answer_lines
+    from adapters.local_answers import answer_as, answer_lines
     from bot.status import where_to_answer
 
     total = max(store.counts()["open_reviews"], len(waiting))

@@ -11,10 +11,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from adapters.channel import Target
-from adapters.local import answer_as, answer_elsewhere, answer_lines, local_votes_count
+from adapters.local_answers import answer_as, answer_elsewhere, answer_lines, local_votes_count
 
-from bot.desk.outbox import ESCALATION_PREFIX
 from bot.review_voters import authorize
 from bot.review_records import Review
 from bot.store.base import OutboxTask, RunRecord
@@ -66,6 +64,9 @@ def target_views(review: Review, tasks: Sequence[OutboxTask] = ()) -> list[dict[
 
 def _entry_key(task: OutboxTask) -> str:
     """The key of the review target a post or escalation task delivers to (as ``Review.targets`` has it)."""
+    from adapters.channel import Target  # only with deliveries queued: the channel types are not for listing
+    from bot.desk.outbox import ESCALATION_PREFIX
+
     key = Target.from_dict(task.payload["target"]).key
     return ESCALATION_PREFIX + key if task.action == "escalate" else key
 

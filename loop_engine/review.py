@@ -15,11 +15,13 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from .jsonvalue import decode_datetime, decode_enum, iso_datetime, json_copy
 from .markdown import escape_inline, render_table, show_value
-from .proposal import Proposal, proposal_from_dict
+
+if TYPE_CHECKING:  # pragma: no cover - a request decoded with a proposal loads it (``from_dict``)
+    from .proposal import Proposal
 
 __all__ = ["CheckpointTrigger", "HumanDecision", "ReviewRequest", "ReviewResponse"]
 
@@ -65,6 +67,13 @@ def _with_zone(moment: datetime) -> str:
 def _timestamp(data: Any, record: str) -> datetime:
     # decode_datetime returns None only for None, and _require has made sure of a str
     return cast(datetime, decode_datetime(_require(data, "timestamp", str, record), f"{record}.timestamp"))
+
+
+def _proposal(data: Any, where: str) -> Proposal:
+    """A stored request's proposal; its kinds load with the first one, not with every reader of decisions."""
+    from .proposal import proposal_from_dict
+
+    return proposal_from_dict(data, where)
 
 
 def _loads_object(text: str | bytes, record: str) -> Any:
@@ -122,7 +131,7 @@ class ReviewRequest:
             context=dict(_require(data, "context", dict, record)),
             timestamp=_timestamp(data, record),
             cause=_require(data, "cause", str, record) if "cause" in data else "",
-            proposal=None if proposal is None else proposal_from_dict(proposal, f"{record}.proposal"),
+            proposal=None if proposal is None else _proposal(proposal, f"{record}.proposal"),
         )
 
     def to_json(self) -> str:

@@ -185,20 +185,34 @@ def _how(post: ReviewPost, command: str) -> str:
 
 
 # --- fitting a message ---------------------------------------------------------------------
-def _fits(blocks: Sequence[dict[str, Any]], extra: Sequence[dict[str, Any]] = ()) -> bool:
-    return len(blocks) + len(extra) <= MAX_BLOCKS and block_text([*blocks, *extra]) <= MAX_MESSAGE_TEXT
+# Each block's text is measured once (``_sizes``) and messages are filled with running totals, so
+# fitting a proposal of n blocks costs n, not n times the blocks of a message.
+def _fits(blocks: Sequence[dict[str, Any]]) -> bool:
+    return len(blocks) <= MAX_BLOCKS and block_text(blocks) <= MAX_MESSAGE_TEXT
 
 
-def _pack(blocks: list[dict[str, Any]], label: str) -> list[list[dict[str, Any]]]:
-    """``blocks`` over as many messages as they need, each opening with a context line "``label``, part k of n"."""
+def _sizes(blocks: Sequence[dict[str, Any]]) -> list[int]:
+    """Each block's text as ``msg_blocks_too_long`` counts it."""
+    return [block_text((block,)) for block in blocks]
+
+
+def _pack(blocks: Sequence[dict[str, Any]], sizes: Sequence[int], label: str,
+          most: int | None = None) -> list[list[dict[str, Any]]]:
+    """``blocks`` (of text ``sizes``) over as many messages as they need, each opening with a context line
+    "``label``, part k of n"; past ``most`` messages it stops, the ones it filled being of no use."""
+    room = _context([f"{label}, part 0000 of 0000"])
+    blocks_left, text_left = MAX_BLOCKS - 1, MAX_MESSAGE_TEXT - block_text((room,))
     pages: list[list[dict[str, Any]]] = []
     current: list[dict[str, Any]] = []
-    room = [_context([f"{label}, part 0000 of 0000"])]
-    for block in blocks:
-        if current and not _fits([*current, block], room):
+    used = 0
+    for block, size in zip(blocks, sizes, strict=True):
+        if current and (len(current) + 1 > blocks_left or used + size > text_left):
             pages.append(current)
-            current = []
+            current, used = [], 0
+            if most is not None and len(pages) > most:
+                break
         current.append(block)
+        used += size
     if current:
         pages.append(current)
     return [[_context([f"{label}, part {n} of {len(pages)}"]), *page] for n, page in enumerate(pages, 1)]
@@ -207,31 +221,33 @@ def _pack(blocks: list[dict[str, Any]], label: str) -> list[list[dict[str, Any]]
 def _spread(head: list[dict[str, Any]], body: list[dict[str, Any]], tail: list[dict[str, Any]],
             post: ReviewPost) -> tuple[list[dict[str, Any]], tuple[RenderedMessage, ...], tuple[SlackFile, ...]]:
     """The review's blocks, the replies that carry the rest of its proposal, and the files that hold it all."""
-    if _fits([*head, *body, *tail]):
+    sizes = _sizes(body)
+    if len(head) + len(body) + len(tail) <= MAX_BLOCKS and \
+            block_text([*head, *tail]) + sum(sizes) <= MAX_MESSAGE_TEXT:
         return [*head, *body, *tail], (), ()
     note = _section("_" + "x" * 400 + "_")
-    shown: list[dict[str, Any]] = []
-    for block in body:
-        if not _fits([*head, *shown, block, note, *tail]):
+    blocks_used, text_used = len(head) + 1 + len(tail), block_text([*head, note, *tail])
+    shown = 0
+    for size in sizes:  # the proposal's start, as much as fits beside the note saying where the rest is
+        if blocks_used + 1 > MAX_BLOCKS or text_used + size > MAX_MESSAGE_TEXT:
             break
-        shown.append(block)
-    rest = body[len(shown):]
+        blocks_used, text_used, shown = blocks_used + 1, text_used + size, shown + 1
     label = f"Review {inert(post.review_id)}: the proposal, continued"
-    pages = _pack(rest, label)
     proposal = post.request.proposal
+    pages = _pack(body[shown:], sizes[shown:], label, most=None if proposal is None else MAX_REPLIES)
     if len(pages) <= MAX_REPLIES or proposal is None:
-        more = tuple(RenderedMessage(inert(_fallback(f"Review {post.review_id}: the proposal, continued")), page)
-                     for page in pages)
+        fallback = inert(_fallback(f"Review {post.review_id}: the proposal, continued"))
+        more = tuple(RenderedMessage(fallback, page) for page in pages)
         words = f"_The proposal goes on in the next {len(pages)} repl{'y' if len(pages) == 1 else 'ies'} " \
                 f"in this thread._"
-        return [*head, *shown, _section(words), *tail], more, ()
+        return [*head, *body[:shown], _section(words), *tail], more, ()
     files = tuple(proposal_files(post.review_id, proposal))
     rows = sum(len(s.rows) for s in proposal.sections if isinstance(s, Table))
     counted = f" ({rows:,} table rows in all)" if rows else ""
     names = ", ".join(f"`{escape(f.filename)}`" for f in files)
     named = f"the files {names}" if len(names) <= 250 else f"the {len(files)} files uploaded"
     words = f"_This is the start of the proposal{counted}. The whole proposal is in {named} in this thread._"
-    return [*head, *shown, _section(words), *tail], (), files
+    return [*head, *body[:shown], _section(words), *tail], (), files
 
 
 # --- the renderers -------------------------------------------------------------------------
@@ -287,10 +303,11 @@ def render_update(text: str) -> RenderedMessage:
     """A thread reply (a reminder, the outcome, the run's end) whole: what one message cannot hold goes in ``more``."""
     line = outcome_line(text)
     blocks = _sections(line) or [_section("-")]
+    fallback = _fallback(line)
     if _fits(blocks):
-        return RenderedMessage(_fallback(line), blocks)
-    pages = _pack(blocks, "loopbot")
-    first, *rest = (RenderedMessage(_fallback(line), page) for page in pages)
+        return RenderedMessage(fallback, blocks)
+    pages = _pack(blocks, _sizes(blocks), "loopbot")
+    first, *rest = (RenderedMessage(fallback, page) for page in pages)
     return RenderedMessage(first.text, first.blocks, tuple(rest))
 
 

@@ -21,7 +21,6 @@ returns the one line that says so.
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections.abc import Iterator
 from dataclasses import replace
@@ -32,11 +31,8 @@ from typing import Any
 from ..review_records import Review, Vote
 from .base import OutboxTask, RunRecord, StoreError
 from .records import delivery_digest
-from .sql_transfer import DUMP_FORMAT, load
 
 __all__ = ["LEGACY_DIRS", "found", "read", "upgrade"]
-
-log = logging.getLogger(__name__)
 
 #: The directory store's own directories in state_dir (the markdown people read is not among them).
 LEGACY_DIRS = ("runs", "reviews", "archive", "snapshots", "outbox", "counters", "inbox", "deliveries", "quarantine")
@@ -64,7 +60,9 @@ def _lines(path: Path) -> Iterator[dict[str, Any]]:
         try:
             line = json.loads(raw)
         except ValueError:
-            log.warning("%s line %d: damaged, not imported", path, number)
+            import logging  # only while upgrading, and only for a damaged line
+
+            logging.getLogger(__name__).warning("%s line %d: damaged, not imported", path, number)
             continue
         if isinstance(line, dict):
             yield line
@@ -112,6 +110,8 @@ def _pending_deliveries(root: Path) -> list[dict[str, Any]]:
 
 def read(state_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """Everything the directory store in ``state_dir`` holds, as a ``sql_transfer`` dump."""
+    from .sql_transfer import DUMP_FORMAT  # here: every command asks ``found``, only an upgrade reads
+
     root = Path(state_dir)
     runs = {**_files(root / "runs"), **_files(root / "archive" / "runs")}
     counters = {stem: doc.get("last") for stem, doc in _documents(root / "counters").items()}
@@ -159,6 +159,8 @@ def upgrade(state_dir: str | os.PathLike[str], store: Any, *, now: datetime | No
     root = Path(state_dir)
     if not found(root):
         return None
+    from .sql_transfer import load
+
     copied = load(store, read(root), store.where, empty=False)
     stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
     backup, n = root / f"directory-store-backup-{stamp}", 1

@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
-import socket
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -48,7 +46,6 @@ __all__ = ["SqlStore", "SqliteStore", "PostgresStore", "DatabaseError", "describ
            "LEASE_SECONDS"]
 
 T = TypeVar("T")
-log = logging.getLogger(__name__)
 
 #: How long work handed to a replica stays its own without it asking again.
 LEASE_SECONDS = 60.0
@@ -74,7 +71,7 @@ class SqlStore(RunTables, ReviewTables):
                  clock: Callable[[], datetime] | None = None) -> None:
         self.engine = engine
         self.where = engine.where
-        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
+        self.owner = owner or f"{os.uname().nodename}:{os.getpid()}"  # the host's name, as socket.gethostname()
         self.lease = timedelta(seconds=lease)
         self._clock = clock or (lambda: datetime.now(UTC))
         self._damaged: dict[str, str] = {}  # "<table>/<key>" -> why, of rows a listing skipped
@@ -116,7 +113,9 @@ class SqlStore(RunTables, ReviewTables):
 
     def _skip(self, label: str, err: Exception) -> None:
         if label not in self._damaged:
-            log.error("%s; skipped until it is repaired, the others go on", err)
+            import logging  # only for a damaged row: listing loads no logging
+
+            logging.getLogger(__name__).error("%s; skipped until it is repaired, the others go on", err)
         self._damaged[label] = str(err)
 
     def _task(self, row: tuple[Any, ...]) -> OutboxTask:

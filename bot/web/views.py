@@ -20,7 +20,7 @@ from markupsafe import Markup, escape
 
 from adapters.channel import MessageRef
 from adapters.durations import format_duration
-from adapters.local import answer_as, answer_lines
+from adapters.local_answers import answer_as, answer_lines
 from loop_engine.audit import render_state_markdown
 from loop_engine.proposal import ChangeList, Link, Table, Text
 from loop_engine.review import ReviewRequest

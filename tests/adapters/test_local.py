@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from adapters.channel import Channel, ChannelError, MessageRef, PostOutcome, ReviewPost, Target
-from adapters.local import LocalChannel, answer_lines
+from adapters.local import LocalChannel
+from adapters.local_answers import answer_lines
 from loop_engine.checkpoint import CheckpointTrigger, ReviewRequest
 from loop_engine.proposal import Proposal, Table
 

@@ -122,3 +122,45 @@ def test_an_edited_channel_block_needs_no_judging(tmp_path: Path) -> None:
     heavy_after(config, ["status"])
     config.write_text("slack: {bot_token: xoxb-2, signing_secret: s2}\ngithub: {token: ${GITHUB_TOKEN}}\n")
     assert heavy_after(config, ["status"]) == []
+
+
+#: What `status` reads without (each costs its start-up; bench/cli_startup_bench.py): the channels' types and
+#: the command grammar (a queued delivery's target is read only when there is one), the logging package
+#: (``bot.redaction`` scrubs what it prints; the store logs only a damaged row), sockets (the store names its
+#: host by ``os.uname``), file writing (the upgrade from a directory store loads it), a proposal's kinds.
+NOT_FOR_STATUS = (
+    "logging", "socket", "tempfile", "adapters.channel", "adapters.commands", "adapters.local",
+    "adapters.review_text", "loop_engine.atomic", "loop_engine.proposal", "bot.desk", "bot.logging",
+    "bot.store.sql_transfer",
+)
+
+
+def kept_out_after(config: Path, argv: list[str], names: tuple[str, ...]) -> list[str]:
+    """Which of ``names`` (modules, or packages with their submodules) ``loopbot --config config ARGV`` loads."""
+    code = f"import bot.cli\nbot.cli.main(['--config', {str(config)!r}, *{argv!r}])"
+    env = {**os.environ, "USER": "alice", "LOOPBOT_USER": "alice", "XDG_CACHE_HOME": str(config.parent / "memo")}
+    loaded = modules_after(code, env=env)
+    assert "bot.status" in loaded or "bot.cli_decide" in loaded  # the probe ran the command
+    return sorted(name for name in loaded if any(name == kept or name.startswith(kept + ".") for kept in names))
+
+
+def test_status_of_an_open_review_loads_no_channel_no_logging_and_no_file_writing(tmp_path: Path) -> None:
+    """A run waiting on review demo-1, its vote lines in the table: still none of them."""
+    config = tmp_path / "config.yaml"
+    config.write_text((REPO / "config.example.yaml").read_text())
+    env = {**os.environ, "USER": "alice", "LOOPBOT_USER": "alice"}
+    started = subprocess.run([sys.executable, "-m", "bot.cli", "--config", str(config), "run", "demo"],
+                             capture_output=True, text=True, timeout=60, cwd=REPO, env=env)
+    assert started.returncode == 0 and "review demo-1" in started.stdout, started.stderr
+    assert "logging" in kept_out_after(config, ["status"], NOT_FOR_STATUS)  # the models judge it (and log) once
+    assert kept_out_after(config, ["status"], NOT_FOR_STATUS) == []
+    assert kept_out_after(config, ["status", "--json"], NOT_FOR_STATUS) == []
+
+
+def test_a_decide_on_an_unknown_review_loads_no_channel_and_no_logging(tmp_path: Path) -> None:
+    """The grammar judges the decision word (adapters.commands); nothing else of a vote's path loads."""
+    config = tmp_path / "config.yaml"
+    config.write_text((REPO / "config.example.yaml").read_text())
+    kept_out = tuple(name for name in NOT_FOR_STATUS if name != "adapters.commands")
+    kept_out_after(config, ["decide", "nosuch-1", "approve"], kept_out)  # the models judge the config once
+    assert kept_out_after(config, ["decide", "nosuch-1", "approve"], kept_out) == []

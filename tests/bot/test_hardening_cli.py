@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import bot.cli
+import bot.cli_read
 from bot.cli import EXIT_FAILED, EXIT_USAGE, main
 
 from .runtime_support import demo, write_config
@@ -119,7 +119,7 @@ def test_os_errors_at_the_command_boundary_name_the_file(
     config: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, code: int, text: str
 ) -> None:
     target = str(config.parent / "state" / "reviews" / "demo-1.json")
-    monkeypatch.setitem(bot.cli.COMMANDS, "status", failing(OSError(code, text, target)))
+    monkeypatch.setattr(bot.cli_read, "cmd_status", failing(OSError(code, text, target)))
     exit_code, line = one_line(capsys, "status", "--config", str(config))
     assert exit_code == EXIT_FAILED
     assert line == f"loopbot: {target}: {text}"
@@ -129,9 +129,9 @@ def test_unicode_and_recursion_errors_at_the_command_boundary_are_one_line(
     config: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bad = UnicodeEncodeError("utf-8", "x\udcff", 1, 2, "surrogates not allowed")
-    monkeypatch.setitem(bot.cli.COMMANDS, "status", failing(bad))
+    monkeypatch.setattr(bot.cli_read, "cmd_status", failing(bad))
     code, line = one_line(capsys, "status", "--config", str(config))
     assert code == EXIT_FAILED and "not valid UTF-8" in line
-    monkeypatch.setitem(bot.cli.COMMANDS, "status", failing(RecursionError("maximum recursion depth exceeded")))
+    monkeypatch.setattr(bot.cli_read, "cmd_status", failing(RecursionError("maximum recursion depth exceeded")))
     code, line = one_line(capsys, "status", "--config", str(config))
     assert code == EXIT_FAILED and "nested too deeply" in line

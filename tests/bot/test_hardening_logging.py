@@ -6,7 +6,8 @@ import io
 import logging
 
 
-from bot.logging import REDACTED, RepeatFilter, setup_logging
+from bot.logging import RepeatFilter, setup_logging
+from bot.redaction import REDACTED
 
 
 class Clock:

@@ -7,7 +7,8 @@ import logging
 
 import pytest
 
-from bot.logging import REDACTED, RedactingFilter, setup_logging
+from bot.logging import RedactingFilter, setup_logging
+from bot.redaction import REDACTED
 
 
 def test_configured_secrets_and_token_shapes_are_redacted(stream: io.StringIO) -> None:
