@@ -322,6 +322,10 @@ class DeliveryStore(Protocol):
         """
         ...
 
+    def record_deliveries(self, batch: Sequence[tuple[str, list[dict[str, Any]] | None]]) -> list[bool]:
+        """``record_delivery`` of each (key, work), all in one durable write (one fsync for a burst); all or none."""
+        ...
+
     def pending_deliveries(self) -> list[tuple[str, list[dict[str, Any]]]]:
         """(key, work) of every delivery recorded with work and not finished, oldest first."""
         ...

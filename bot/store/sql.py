@@ -459,12 +459,21 @@ class SqlStore(ReviewTables):
 
     def record_delivery(self, key: str, work: list[dict[str, Any]] | None = None) -> bool:
         """True the first time ``key`` is seen (by any process), False after; ``work`` waits with it (see Store)."""
-        shown = key.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\\0")
-        with self.engine.write_one() as cur:
-            cur.execute("INSERT INTO deliveries (digest, key, at, work) VALUES (%s, %s, %s, %s)"
-                        " ON CONFLICT (digest) DO NOTHING RETURNING digest",
-                        (self._digest(key), shown, self._clock(), None if work is None else json.dumps(work)))
-            return cur.fetchone() is not None
+        return self.record_deliveries([(key, work)])[0]
+
+    def record_deliveries(self, batch: Sequence[tuple[str, list[dict[str, Any]] | None]]) -> list[bool]:
+        """``record_delivery`` of each, in one transaction; rows in digest order, so replicas never deadlock."""
+        digests = [self._digest(key) for key, _work in batch]
+        new = [False] * len(batch)
+        with self.engine.write_one() if len(batch) == 1 else self.engine.write() as cur:
+            for i in sorted(range(len(batch)), key=digests.__getitem__):
+                key, work = batch[i]
+                cur.execute("INSERT INTO deliveries (digest, key, at, work) VALUES (%s, %s, %s, %s)"
+                            " ON CONFLICT (digest) DO NOTHING RETURNING digest",
+                            (digests[i], key.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\\0"),
+                             self._clock(), None if work is None else json.dumps(work)))
+                new[i] = cur.fetchone() is not None
+        return new
 
     def pending_deliveries(self) -> list[tuple[str, list[dict[str, Any]]]]:
         with self.engine.read() as cur:
