@@ -105,7 +105,7 @@ class VotePath:
         replies (an exception in place of their answers), not the others'.
         """
         answers: dict[int, Answer | Exception] = {}
-        found: dict[str, Review | UnknownReviewError] = {}
+        found: dict[str, Review | UnknownReviewError | list[Review]] = {}
         casts: dict[str, list[tuple[int, Vote, str | None]]] = {}
         for index, reply in enumerate(replies):
             try:
@@ -122,7 +122,7 @@ class VotePath:
             answers.update(self._cast(casts))
         return [answers[index] for index in range(len(replies))]
 
-    def _prepare(self, reply: Reply, found: dict[str, Review | UnknownReviewError]) -> Answer | _Cast:
+    def _prepare(self, reply: Reply, found: dict[str, Review | UnknownReviewError | list[Review]]) -> Answer | _Cast:
         """The answer that needs no vote (help, status, refusals), or the vote to cast."""
         command = reply.command
         if isinstance(command, CommandError):
@@ -169,9 +169,11 @@ class VotePath:
 
     # -- which review ----------------------------------------------------------------
 
-    def _review(self, reply: Reply, found: dict[str, Review | UnknownReviewError]) -> Review | Answer:
+    def _review(self, reply: Reply, found: dict[str, Review | UnknownReviewError | list[Review]]) -> Review | Answer:
+        """The review ``reply`` answers; ``found``: the reviews already read for the batch, by id or by place."""
         if reply.review_id:
             review = found.get(reply.review_id)
+            assert not isinstance(review, list)  # keys of places start with a NUL, never an id's
             if review is None:
                 try:
                     review = self._store.get_review(reply.review_id, history=False)  # who may answer
@@ -183,7 +185,10 @@ class VotePath:
                               reply.review_id)
             return review
         if reply.context:
-            here = self._store.open_reviews_posted_at(reply.voter.channel, reply.context)
+            place = f"\0{reply.voter.channel}:{sorted(reply.context.items())!r}"
+            here = found.get(place)
+            if not isinstance(here, list):
+                here = found[place] = self._store.open_reviews_posted_at(reply.voter.channel, reply.context)
             if len(here) == 1:
                 return here[0]
             if here:
