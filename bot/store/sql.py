@@ -446,10 +446,15 @@ class SqlStore(ReviewTables):
         raise UnknownTaskError(f"no pending task {task_id!r} (finished, or never added)")
 
     def finish_task(self, task_id: str) -> None:
-        if task_stem(task_id) is None:
-            raise StoreError(f"invalid task id {task_id!r}")
-        with self.engine.write_one() as cur:
-            cur.execute("DELETE FROM outbox WHERE id = %s", (task_id,))
+        self.finish_tasks([task_id])
+
+    def finish_tasks(self, task_ids: Sequence[str]) -> None:
+        for task_id in task_ids:
+            if task_stem(task_id) is None:
+                raise StoreError(f"invalid task id {task_id!r}")
+        with self.engine.write_one() if len(task_ids) == 1 else self.engine.write() as cur:
+            for task_id in task_ids:
+                cur.execute("DELETE FROM outbox WHERE id = %s", (task_id,))
 
     # -- deliveries and health ------------------------------------------------
 

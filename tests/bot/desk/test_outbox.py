@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -165,3 +166,28 @@ def test_targets_round_trip_through_their_config_shape() -> None:
     assert Target.from_dict(GITHUB).key == "github:octo/ops#42"
     with pytest.raises(ValueError, match="needs a channel"):
         Target.from_dict({"slack": {}})
+
+
+class FinishCounting(SqliteStore):
+    """The SQLite store, keeping the task ids of each write that finished tasks."""
+
+    def __init__(self, state_dir: Path) -> None:
+        super().__init__(state_dir)
+        self.finishes: list[list[str]] = []
+
+    def finish_tasks(self, task_ids: Sequence[str]) -> None:
+        self.finishes.append(sorted(task_ids))
+        super().finish_tasks(task_ids)
+
+
+def test_the_tasks_a_round_delivers_are_finished_in_one_write(tmp_path: Path) -> None:
+    store = FinishCounting(tmp_path / "state")
+    slack = FlakyChannel("slack")
+    desk = ReviewDesk(store, {"local": FlakyChannel("local"), "slack": slack}, clock=FakeClock())
+    review = make_review()
+    store.put_review(review)
+    desk.open(review, [SLACK_A, SLACK_B, {"slack": {"channel": "C0CCC"}}])
+    desk.flush()
+    assert len(slack.delivered) == 3 and store.pending_tasks() == []
+    slack_rounds = [ids for ids in store.finishes if any("slack" in task_id for task_id in ids)]
+    assert [len(ids) for ids in slack_rounds] == [3], store.finishes
