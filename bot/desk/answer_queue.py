@@ -41,6 +41,8 @@ RETRY_FIRST, RETRY_CAP = 1.0, 60.0
 MOST_PER_BATCH = 500
 #: While deliveries stream in, the caster takes a batch at most this often (seconds; see ``_take``).
 LINGER = 0.1
+#: The intake is busy until this long after its latest delivery (``busy``: the outbox holds its answers meanwhile).
+QUIET = 0.25
 
 #: A delivery waiting to be cast: its key and its votes.
 _Delivery = tuple[str, list[Reply]]
@@ -70,12 +72,17 @@ class AnswerQueue:
         self._most = most
         self._linger = linger
         self._last_take = -linger
+        self._last_accept = -QUIET
         self._waiting: queue.SimpleQueue[_Delivery | None] = queue.SimpleQueue()
         self._recording: list[_Recording] = []  # accepted, waiting for their commit
         self._recording_lock = threading.Lock()
         self._commit_lock = threading.Lock()  # one commit of deliveries at a time; the next takes all waiting
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+
+    def busy(self) -> float:
+        """Seconds until the intake counts as quiet: ``QUIET`` s after the latest delivery accepted."""
+        return self._last_accept + QUIET - time.monotonic()
 
     @property
     def recording(self) -> int:
@@ -89,6 +96,7 @@ class AnswerQueue:
         in one transaction (one fsync) by whichever of their threads gets the commit next; each returns only
         once its own transaction is committed, and a failed one fails every delivery in it.
         """
+        self._last_accept = time.monotonic()
         mine = _Recording(key, [reply.to_dict() for reply in replies])
         with self._recording_lock:
             self._recording.append(mine)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -36,6 +37,8 @@ IDLE_POLL = 1.0
 ESCALATION_PREFIX = "escalation:"
 #: A task waiting for another (an update before its post landed) looks again this soon, without counting a failure.
 _NOT_YET = timedelta(seconds=1)
+#: The longest a channel's deliveries are held in a row for its intake (``Outbox.yield_to``); then a round goes.
+MAX_HOLD = 2.0
 
 
 def backoff(attempts: int, retry_after: float | None = None) -> timedelta:
@@ -71,6 +74,8 @@ class Outbox:
         self._post_for = post_for
         self._clock = clock
         self._wakeups: dict[str, threading.Event] = {name: threading.Event() for name in self._channels}
+        self._intakes: dict[str, Callable[[], float]] = {}
+        self._held_since: dict[str, float] = {}
 
     @property
     def channels(self) -> list[str]:
@@ -87,6 +92,25 @@ class Outbox:
         added = self._store.add_task(task)
         self.wake(task.channel)
         return added
+
+    def yield_to(self, channel: str, busy: Callable[[], float]) -> None:
+        """Hold ``channel``'s deliveries while ``busy()`` (seconds until its intake is quiet) is above 0.
+
+        A burst of webhook deliveries then has the interpreter and the store's writer to itself, and the
+        answers catch up after it; held ``MAX_HOLD`` s in a row, a round is delivered anyway.
+        """
+        self._intakes[channel] = busy
+
+    def held(self, channel: str) -> float:
+        """Seconds ``channel``'s delivery thread waits before its next round (0: deliver now)."""
+        busy = self._intakes.get(channel)
+        wait = busy() if busy is not None else 0.0
+        now = time.monotonic()
+        since = self._held_since.setdefault(channel, now)
+        if wait <= 0 or now - since >= MAX_HOLD:
+            del self._held_since[channel]
+            return 0.0
+        return min(wait, MAX_HOLD - (now - since))
 
     def wake(self, channel: str) -> None:
         """Tasks of ``channel`` were stored: its worker looks for them now."""
@@ -239,6 +263,10 @@ class DeliveryThread:
         wake = self._outbox.wakeup(self._channel)
         while not self._stop.is_set():
             wake.clear()
+            held = self._outbox.held(self._channel)
+            if held > 0:
+                self._stop.wait(held)
+                continue
             try:
                 self._outbox.deliver_due(self._channel)
                 wait = self._outbox.next_wait(self._channel)

@@ -166,6 +166,15 @@ def accept_behind_a_commit(answers: AnswerQueue, clock: HeldClock, count: int) -
     return results
 
 
+def test_the_intake_is_busy_for_a_moment_after_each_delivery(tmp_path: Path) -> None:
+    store, path = votes_on(tmp_path)
+    answers = AnswerQueue(store, path.handle_many, Told(store))
+    assert answers.busy() <= 0, "nothing accepted yet: quiet"
+    assert answers.accept("hook:d-1", [vote(1)])
+    assert 0 < answers.busy() <= answer_queue_module.QUIET
+    wait_for(lambda: answers.busy() <= 0, what="quiet again QUIET s after the delivery")
+
+
 def test_deliveries_that_arrive_during_a_commit_are_recorded_together_in_the_next(tmp_path: Path) -> None:
     clock = HeldClock()
     store = CountingStore(tmp_path / "state", clock=clock)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from adapters.channel import Target
+import bot.desk.outbox as outbox_module
 from bot.desk import ReviewDesk
 from bot.desk.outbox import MAX_BACKOFF, backoff
 from bot.store import SqliteStore
@@ -191,3 +192,20 @@ def test_the_tasks_a_round_delivers_are_finished_in_one_write(tmp_path: Path) ->
     assert len(slack.delivered) == 3 and store.pending_tasks() == []
     slack_rounds = [ids for ids in store.finishes if any("slack" in task_id for task_id in ids)]
     assert [len(ids) for ids in slack_rounds] == [3], store.finishes
+
+
+def test_a_channel_holds_its_deliveries_while_its_intake_is_busy_and_at_most_max_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    desk, store, _ = desk_with(tmp_path, slack=FlakyChannel("slack"))
+    busy = [30.0]
+    desk.outbox.yield_to("slack", lambda: busy[0])
+    assert 0 < desk.outbox.held("slack") <= outbox_module.MAX_HOLD
+    assert desk.outbox.held("local") == 0, "a channel without an intake to yield to is never held"
+    busy[0] = -0.1
+    assert desk.outbox.held("slack") == 0, "quiet again: delivered at once"
+    monkeypatch.setattr(outbox_module, "MAX_HOLD", 0.2)
+    busy[0] = 30.0
+    assert desk.outbox.held("slack") > 0
+    wait_for(lambda: desk.outbox.held("slack") == 0, what="a round delivered after MAX_HOLD while still busy")
+    assert desk.outbox.held("slack") > 0, "and held again after it"
