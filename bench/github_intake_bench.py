@@ -327,9 +327,13 @@ def fake_github(issues: int) -> None:
 class VoteDeliveries(Deliveries):
     """Fresh ``/approve`` comments from the reviewers on the open reviews' issues; remembers what was acknowledged."""
 
-    def __init__(self, issues: dict[int, str], waiting: Callable[[], int]) -> None:
+    def __init__(self, issues: dict[int, str], waiting: Callable[[], int], cpu: Callable[[], float]) -> None:
         super().__init__()
         self.waiting = waiting  # how many acknowledged deliveries wait to be cast, from the bot's store
+        self.cpu = cpu  # CPU seconds the bot's process has used so far
+        self.cpu_seconds = 0.0  # used during the measured turns and their drains
+        self.turns_acknowledged = 0  # deliveries acknowledged during the measured turns
+        self._cpu_at = 0.0
         self.cast = 0  # votes cast during the measured turns and their drains
         self.cast_seconds = 0.0
         self.drains: list[float | None] = []  # per turn: seconds until nothing waited (None: not within 30 s)
@@ -340,6 +344,8 @@ class VoteDeliveries(Deliveries):
         payload["comment"]["id"] = "__ID__"
         payload["comment"]["body"] = "/approve"
         payload["comment"]["user"]["login"] = payload["sender"]["login"] = "__LOGIN__"
+        # written now, as a live comment is: the bot's answer looks for its reply among the comments since then
+        payload["comment"]["created_at"] = payload["comment"]["updated_at"] = "__AT__"
         self.template = json.dumps(payload).encode()
         self.issues = sorted(issues)
         self.review_of = issues
@@ -353,7 +359,8 @@ class VoteDeliveries(Deliveries):
         issue = self.issues[self.count % len(self.issues)]
         login = VOTERS[(self.count // len(self.issues)) % len(VOTERS)]
         body = (self.template.replace(b'"__ISSUE__"', str(issue).encode())
-                .replace(b'"__ID__"', str(comment_id).encode()).replace(b"__LOGIN__", login.encode()))
+                .replace(b'"__ID__"', str(comment_id).encode()).replace(b"__LOGIN__", login.encode())
+                .replace(b"__AT__", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()).encode()))
         delivery = str(uuid.uuid4())
         self.sent[delivery] = (self.review_of[issue], comment_id)
         return body, {
@@ -363,6 +370,7 @@ class VoteDeliveries(Deliveries):
 
     def turn_started(self) -> None:
         self._turn = (self.waiting(), len(self.acknowledged))
+        self._cpu_at = self.cpu()
 
     def turn_ended(self, elapsed: float) -> None:
         waiting, acknowledged = self._turn
@@ -370,6 +378,8 @@ class VoteDeliveries(Deliveries):
         self.drains.append(drained)
         self.cast += waiting + len(self.acknowledged) - acknowledged - self.waiting()
         self.cast_seconds += elapsed + (drained if drained is not None else 30.0)
+        self.cpu_seconds += self.cpu() - self._cpu_at
+        self.turns_acknowledged += len(self.acknowledged) - acknowledged
 
     def drained_after(self, limit: float = 30.0) -> float | None:
         """Seconds from now (the last delivery's answer) until nothing waits to be cast; None past ``limit``."""
@@ -433,6 +443,14 @@ class RealBot:
     def waiting(self) -> int:
         """Acknowledged deliveries whose votes the bot has not cast yet (read from its store)."""
         return len(self._store.pending_deliveries())
+
+    def cpu(self) -> float:
+        """CPU seconds (user + system) ``loopbot serve`` has used so far (Linux; 0 elsewhere)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def _port(self, timeout: float = 30) -> int:
         from bot.serve_lock import ServeLock
@@ -543,7 +561,7 @@ def main() -> None:
         makers: dict[str, Deliveries] = {}
         if bot is not None:
             urls["loopbot"] = bot.url
-            makers["loopbot"] = VoteDeliveries(bot.issues, bot.waiting)
+            makers["loopbot"] = VoteDeliveries(bot.issues, bot.waiting, bot.cpu)
         for client in clients:
             results = measure_all(urls, args.seconds, args.warmup, client, args.rounds, makers)
             report(client, args, results)
@@ -582,7 +600,8 @@ def targets(results: dict[str, dict[str, Any]], made: VoteDeliveries) -> None:
     drains = ", ".join("over 30 s" if d is None else f"{d:.2f} s" for d in made.drains)
     print(f"loopbot: {bot['per_s']:.0f} deliveries acknowledged/s, {cast_per_s:.0f} votes cast/s "
           f"({made.cast} cast in {made.cast_seconds:.1f} s of turns and drains), p99 {bot['p99_ms']:.1f} ms, "
-          f"queue empty after each turn's last delivery in {drains}")
+          f"queue empty after each turn's last delivery in {drains}; the bot's CPU "
+          f"{made.cpu_seconds * 1000 / max(made.turns_acknowledged, 1):.2f} ms per acknowledged delivery")
     if bare is not None:
         ratio = bot["per_s"] / bare["per_s"]
         print(f"  acknowledged {ratio:.2f}x bare+fsync /s (target >= 0.5x): {met[ratio >= 0.5]}")

@@ -1,7 +1,8 @@
 """Votes from the channels that answer later (GitHub's webhook and polling): recorded first, cast in batches.
 
 ``accept(key, replies)`` records a delivery together with its votes in one
-durable write (``Store.record_delivery(key, work)``) and returns: the
+durable write (``Store.record_deliveries``: the deliveries that arrive while
+a commit is in flight share the next one) and returns: the
 webhook answers GitHub (which waits at most 10 s), the poller moves its
 cursor. The caster thread then takes every delivery waiting, casts all
 their votes through the vote path's entrance in one ``handle_many`` (one
@@ -21,6 +22,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,6 +39,10 @@ log = logging.getLogger(__name__)
 RETRY_FIRST, RETRY_CAP = 1.0, 60.0
 #: The most votes cast in one batch: a batch bounds how long the caster holds the store's write lock.
 MOST_PER_BATCH = 500
+#: While deliveries stream in, the caster takes a batch at most this often (seconds; see ``_take``).
+LINGER = 0.1
+#: The intake is busy until this long after its latest delivery (``busy``: the outbox holds its answers meanwhile).
+QUIET = 0.25
 
 #: A delivery waiting to be cast: its key and its votes.
 _Delivery = tuple[str, list[Reply]]
@@ -44,24 +50,73 @@ _Delivery = tuple[str, list[Reply]]
 Finish = Callable[[Sequence[str], Sequence[tuple[Reply, Answer]]], None]
 
 
+class _Recording:
+    """A delivery waiting for its commit; ``new`` is set (first time seen?) once it is committed."""
+
+    __slots__ = ("key", "work", "new", "error")
+
+    def __init__(self, key: str, work: list[dict[str, Any]]) -> None:
+        self.key, self.work = key, work
+        self.new: bool | None = None
+        self.error: BaseException | None = None
+
+
 class AnswerQueue:
     """``accept(key, replies)`` for the webhook route and the poller; ``start``/``stop`` for the caster thread."""
 
-    def __init__(self, store: Store, votes: VotesHandler, finish: Finish, *, most: int = MOST_PER_BATCH) -> None:
+    def __init__(self, store: Store, votes: VotesHandler, finish: Finish, *, most: int = MOST_PER_BATCH,
+                 linger: float = LINGER) -> None:
         self._store = store
         self._votes = votes
         self._finish = finish
         self._most = most
+        self._linger = linger
+        self._last_take = -linger
+        self._last_accept = -QUIET
         self._waiting: queue.SimpleQueue[_Delivery | None] = queue.SimpleQueue()
+        self._recording: list[_Recording] = []  # accepted, waiting for their commit
+        self._recording_lock = threading.Lock()
+        self._commit_lock = threading.Lock()  # one commit of deliveries at a time; the next takes all waiting
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
+    def busy(self) -> float:
+        """Seconds until the intake counts as quiet: ``QUIET`` s after the latest delivery accepted."""
+        return self._last_accept + QUIET - time.monotonic()
+
+    @property
+    def recording(self) -> int:
+        """Deliveries handed to ``accept`` that wait for the commit in flight to end, to be recorded together."""
+        return len(self._recording)
+
     def accept(self, key: str, replies: list[Reply]) -> bool:
-        """Record the delivery with its votes durably; False (and nothing queued) when ``key`` came before."""
-        if not self._store.record_delivery(key, [reply.to_dict() for reply in replies]):
-            return False
-        self._waiting.put((key, list(replies)))
-        return True
+        """Record the delivery with its votes durably; False (and nothing queued) when ``key`` came before.
+
+        Group commit: the deliveries that arrive while a commit is in flight are recorded after it, together
+        in one transaction (one fsync) by whichever of their threads gets the commit next; each returns only
+        once its own transaction is committed, and a failed one fails every delivery in it.
+        """
+        self._last_accept = time.monotonic()
+        mine = _Recording(key, [reply.to_dict() for reply in replies])
+        with self._recording_lock:
+            self._recording.append(mine)
+        with self._commit_lock:
+            if mine.new is None:
+                with self._recording_lock:
+                    batch, self._recording = self._recording, []
+                try:
+                    new = self._store.record_deliveries([(each.key, each.work) for each in batch])
+                except BaseException as err:
+                    for each in batch:
+                        each.new, each.error = False, err
+                else:
+                    for each, first in zip(batch, new, strict=True):
+                        each.new = first
+        if mine.error is not None:
+            raise mine.error
+        if mine.new:
+            self._waiting.put((key, list(replies)))
+        return bool(mine.new)
 
     def start(self) -> None:
         """Queue what an earlier process accepted but did not finish, then cast in the background."""
@@ -101,18 +156,30 @@ class AnswerQueue:
             wait = min(RETRY_CAP, wait * 2)
 
     def _take(self, *, block: bool) -> tuple[list[_Delivery], bool]:
-        """Every delivery waiting (up to ``most`` votes), the first one waited for when ``block``; and stop?"""
+        """Every delivery waiting (up to ``most`` votes), the first one waited for when ``block``; and stop?
+
+        While deliveries stream in, a batch is taken at most every ``linger`` s, the later ones waited for:
+        fewer, larger batches cost the intake less of the store's writer and of the interpreter.
+        """
         batch: list[_Delivery] = []
         votes = 0
+        until = self._last_take + self._linger
         while votes < self._most:
+            left = until - time.monotonic()
             try:
-                delivery = self._waiting.get(block=block and not batch)
+                if batch and left > 0:
+                    delivery = self._waiting.get(timeout=left)
+                else:
+                    delivery = self._waiting.get(block=block and not batch)
             except queue.Empty:
                 break
             if delivery is None:
                 return batch, True
+            if not batch and time.monotonic() > until:
+                until = 0.0  # the first came after a quiet spell: cast it (and what waits with it) at once
             batch.append(delivery)
             votes += len(delivery[1])
+        self._last_take = time.monotonic()
         return batch, False
 
     def _cast(self, batch: list[_Delivery]) -> list[_Delivery]:

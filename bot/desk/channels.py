@@ -107,6 +107,7 @@ class Channels:
             from .github_wiring import open_review_watches
 
             answers = self._github_answers(votes, desk)
+            desk.outbox.yield_to("github", answers.busy)  # voters' answers wait out a burst of deliveries
             answers.start()
             self.github.start(answers.accept, lambda: open_review_watches(self._store))
 

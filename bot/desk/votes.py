@@ -116,7 +116,7 @@ class VotePath:
     def preparer(self) -> Callable[[Reply], Answer | Exception | Ballot]:
         """The first stage for the replies of one batch (``adapters.vote_batches.VoteStages``): each reply's
         answer when it needs no vote or may not vote, else its ``Ballot``; a review is read once per batch."""
-        found: dict[str, Review | UnknownReviewError] = {}
+        found: dict[str, Review | UnknownReviewError | list[Review]] = {}
 
         def prepare(reply: Reply) -> Answer | Exception | Ballot:
             try:
@@ -137,7 +137,7 @@ class VotePath:
             return [err] * len(ballots)
         return [answers[index] for index in range(len(ballots))]
 
-    def _prepare(self, reply: Reply, found: dict[str, Review | UnknownReviewError]) -> Answer | Ballot:
+    def _prepare(self, reply: Reply, found: dict[str, Review | UnknownReviewError | list[Review]]) -> Answer | Ballot:
         """The answer that needs no vote (help, status, refusals), or the vote to cast."""
         command = reply.command
         if isinstance(command, CommandError):
@@ -184,9 +184,11 @@ class VotePath:
 
     # -- which review ----------------------------------------------------------------
 
-    def _review(self, reply: Reply, found: dict[str, Review | UnknownReviewError]) -> Review | Answer:
+    def _review(self, reply: Reply, found: dict[str, Review | UnknownReviewError | list[Review]]) -> Review | Answer:
+        """The review ``reply`` answers; ``found``: the reviews already read for the batch, by id or by place."""
         if reply.review_id:
             review = found.get(reply.review_id)
+            assert not isinstance(review, list)  # keys of places start with a NUL, never an id's
             if review is None:
                 try:
                     review = self._store.get_review(reply.review_id, history=False)  # who may answer
@@ -198,7 +200,10 @@ class VotePath:
                               reply.review_id)
             return review
         if reply.context:
-            here = self._store.open_reviews_posted_at(reply.voter.channel, reply.context)
+            place = f"\0{reply.voter.channel}:{sorted(reply.context.items())!r}"
+            here = found.get(place)
+            if not isinstance(here, list):
+                here = found[place] = self._store.open_reviews_posted_at(reply.voter.channel, reply.context)
             if len(here) == 1:
                 return here[0]
             if here:

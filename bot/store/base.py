@@ -295,6 +295,9 @@ class OutboxStore(Protocol):
     def failing_tasks(self, limit: int) -> tuple[list[OutboxTask], int]: ...
     def update_task(self, task_id: str, mutate: Callable[[OutboxTask], T]) -> T: ...
     def finish_task(self, task_id: str) -> None: ...
+    def finish_tasks(self, task_ids: Sequence[str]) -> None:
+        """``finish_task`` of each, in one write (the outbox finishes a round's deliveries together)."""
+        ...
 
     def outbox_backlog(self) -> dict[str, int]:
         """Tasks not delivered yet by channel (channels with none are absent): one aggregate, for /metrics."""
@@ -313,6 +316,10 @@ class DeliveryStore(Protocol):
         sender is answered before the votes are cast, and a crash in between
         loses none of them.
         """
+        ...
+
+    def record_deliveries(self, batch: Sequence[tuple[str, list[dict[str, Any]] | None]]) -> list[bool]:
+        """``record_delivery`` of each (key, work), all in one durable write (one fsync for a burst); all or none."""
         ...
 
     def pending_deliveries(self) -> list[tuple[str, list[dict[str, Any]]]]:

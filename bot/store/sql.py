@@ -284,21 +284,35 @@ class SqlStore(RunTables, ReviewTables):
                                  lambda: cur.execute(_UPDATE_TASK, self._task_columns(task)), task_stem)
 
     def finish_task(self, task_id: str) -> None:
-        if task_stem(task_id) is None:
-            raise StoreError(f"invalid task id {task_id!r}")
-        with self.engine.write_one() as cur:
-            cur.execute("DELETE FROM outbox WHERE id = %s", (task_id,))
+        self.finish_tasks([task_id])
+
+    def finish_tasks(self, task_ids: Sequence[str]) -> None:
+        for task_id in task_ids:
+            if task_stem(task_id) is None:
+                raise StoreError(f"invalid task id {task_id!r}")
+        with self.engine.write_one() if len(task_ids) == 1 else self.engine.write() as cur:
+            for task_id in task_ids:
+                cur.execute("DELETE FROM outbox WHERE id = %s", (task_id,))
 
     # -- deliveries and health ------------------------------------------------
 
     def record_delivery(self, key: str, work: list[dict[str, Any]] | None = None) -> bool:
         """True the first time ``key`` is seen (by any process), False after; ``work`` waits with it (see Store)."""
-        shown = key.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\\0")
-        with self.engine.write_one() as cur:
-            cur.execute("INSERT INTO deliveries (digest, key, at, work) VALUES (%s, %s, %s, %s)"
-                        " ON CONFLICT (digest) DO NOTHING RETURNING digest",
-                        (delivery_digest(key), shown, self._clock(), None if work is None else json.dumps(work)))
-            return cur.fetchone() is not None
+        return self.record_deliveries([(key, work)])[0]
+
+    def record_deliveries(self, batch: Sequence[tuple[str, list[dict[str, Any]] | None]]) -> list[bool]:
+        """``record_delivery`` of each, in one transaction; rows in digest order, so replicas never deadlock."""
+        digests = [delivery_digest(key) for key, _work in batch]
+        new = [False] * len(batch)
+        with self.engine.write_one() if len(batch) == 1 else self.engine.write() as cur:
+            for i in sorted(range(len(batch)), key=digests.__getitem__):
+                key, work = batch[i]
+                cur.execute("INSERT INTO deliveries (digest, key, at, work) VALUES (%s, %s, %s, %s)"
+                            " ON CONFLICT (digest) DO NOTHING RETURNING digest",
+                            (digests[i], key.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\\0"),
+                             self._clock(), None if work is None else json.dumps(work)))
+                new[i] = cur.fetchone() is not None
+        return new
 
     def pending_deliveries(self) -> list[tuple[str, list[dict[str, Any]]]]:
         with self.engine.read() as cur:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ def serve_once(config_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, 
     seen: list[dict[str, Any] | None] = []
     settled: list[bool] = []
     monkeypatch.setattr(server_module, "settle_collector", lambda: settled.append(True))  # not this process's
+    monkeypatch.setattr(server_module, "favour_the_event_loop", lambda: None)  # nor this
     monkeypatch.setattr(HttpServer, "run", lambda self: seen.append(ServeLock.holder(config.state_dir)
                                                                      if settled else {"role": "collector not settled"}))
     assert serve(config) == 0
@@ -89,6 +91,15 @@ def test_settle_collector_freezes_what_start_up_loaded_and_collects_the_young_le
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def test_the_event_loop_waits_at_most_the_short_switch_interval_for_the_interpreter() -> None:
+    before = sys.getswitchinterval()
+    try:
+        server_module.favour_the_event_loop()
+        assert sys.getswitchinterval() == pytest.approx(server_module.SWITCH_INTERVAL) and before > 0.001
+    finally:
+        sys.setswitchinterval(before)
 
 
 def test_reviews_nobody_may_answer_locally_get_no_decide_line_from_run_or_at_restart(

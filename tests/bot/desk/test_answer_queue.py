@@ -6,9 +6,11 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,19 +25,24 @@ from bot.store import SqliteStore
 from bot.store.base import OutboxTask
 
 from ..runtime_support import FakeClock, wait_for
-from .answer_queue_child import vote
+from .answer_queue_child import HeldClock, vote
 from .support import make_review
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 class CountingStore(SqliteStore):
-    """The SQLite store, counting the writes the queue makes: casts and finishes, with what each carried."""
+    """The SQLite store, counting the writes the queue makes: records, casts and finishes, with what each carried."""
 
-    def __init__(self, state_dir: Path) -> None:
-        super().__init__(state_dir)
+    def __init__(self, state_dir: Path, clock: Callable[[], datetime] | None = None) -> None:
+        super().__init__(state_dir, clock=clock)
+        self.records: list[int] = []  # deliveries per record_deliveries call
         self.casts: list[int] = []  # votes per cast_votes call
         self.finishes: list[int] = []  # deliveries per finish_deliveries call
+
+    def record_deliveries(self, batch: Sequence[tuple[str, list[dict[str, Any]] | None]]) -> list[bool]:
+        self.records.append(len(batch))
+        return super().record_deliveries(batch)
 
     def cast_votes(self, batch: Mapping[str, Sequence[Cast]]) -> dict[str, list[VoteResult] | Exception]:
         self.casts.append(sum(len(group) for group in batch.values()))
@@ -121,6 +128,96 @@ def test_deliveries_that_wait_together_are_cast_in_one_write_and_finished_in_one
     assert batches == [1, 40]
     assert store.casts == [1, 40] and store.finishes == [1, 40], "one write to cast 40 deliveries, one to finish"
     assert len(store.get_review("demo-1").votes) == 41
+
+
+def test_while_deliveries_stream_in_the_caster_waits_to_cast_them_together(tmp_path: Path) -> None:
+    """The first delivery after a quiet spell is cast at once; those right after it wait for the batch to fill."""
+    store, path = votes_on(tmp_path, required=100)
+    answers = AnswerQueue(store, path.handle_many, Told(store), most=3, linger=60.0)
+    answers.start()
+    try:
+        assert answers.accept("hook:d-0", [vote(0)])
+        wait_for(lambda: store.casts == [1], what="the first vote cast without waiting out the 60 s")
+        for n in range(1, 4):
+            assert answers.accept(f"hook:d-{n}", [vote(n)])
+        wait_for(lambda: store.pending_deliveries() == [])
+    finally:
+        answers.stop()
+    assert store.casts == [1, 3], "one cast for the three that came one after another"
+
+
+def accept_behind_a_commit(answers: AnswerQueue, clock: HeldClock, count: int) -> list[bool | BaseException]:
+    """Delivery 0 is committed alone and held inside its commit while deliveries 1..count-1 arrive; then released.
+
+    What each ``accept`` returned (or raised), by delivery.
+    """
+    results: list[bool | BaseException] = [False] * count
+
+    def accept(n: int) -> None:
+        try:
+            results[n] = answers.accept(f"hook:d-{n}", [vote(n)])
+        except Exception as err:  # noqa: BLE001 - what the route would answer 500 for
+            results[n] = err
+
+    threads = [threading.Thread(target=accept, args=(n,)) for n in range(count)]
+    threads[0].start()
+    assert clock.entered.wait(10), "the first delivery's commit never began"
+    for thread in threads[1:]:
+        thread.start()
+    wait_for(lambda: answers.recording == count - 1, what="the later deliveries waiting for the commit in flight")
+    clock.release.set()
+    for thread in threads:
+        thread.join(10)
+    return results
+
+
+def test_the_intake_is_busy_for_a_moment_after_each_delivery(tmp_path: Path) -> None:
+    store, path = votes_on(tmp_path)
+    answers = AnswerQueue(store, path.handle_many, Told(store))
+    assert answers.busy() <= 0, "nothing accepted yet: quiet"
+    assert answers.accept("hook:d-1", [vote(1)])
+    assert 0 < answers.busy() <= answer_queue_module.QUIET
+    wait_for(lambda: answers.busy() <= 0, what="quiet again QUIET s after the delivery")
+
+
+def test_deliveries_that_arrive_during_a_commit_are_recorded_together_in_the_next(tmp_path: Path) -> None:
+    clock = HeldClock()
+    store = CountingStore(tmp_path / "state", clock=clock)
+    clock.armed = True
+    answers = AnswerQueue(store, lambda replies: [], lambda keys, answered: None)  # never started: nothing cast
+    assert accept_behind_a_commit(answers, clock, 6) == [True] * 6
+    assert store.records == [1, 5], "one transaction (one fsync) for the five that waited"
+    assert sorted(key for key, _work in store.pending_deliveries()) == [f"hook:d-{n}" for n in range(6)]
+    assert not answers.accept("hook:d-3", [vote(3)]) and store.records[-1] == 1, "a redelivery, alone"
+
+
+def test_a_commit_that_fails_fails_every_delivery_in_it_and_keeps_none(tmp_path: Path) -> None:
+    clock = HeldClock(fail_at=3)  # the second commit fails after writing one of its rows
+    store = SqliteStore(tmp_path / "state", clock=clock)
+    clock.armed = True
+    answers = AnswerQueue(store, lambda replies: [], lambda keys, answered: None)
+    results = accept_behind_a_commit(answers, clock, 4)
+    assert results[0] is True
+    assert all(isinstance(result, RuntimeError) for result in results[1:]), results
+    assert [key for key, _work in store.pending_deliveries()] == ["hook:d-0"]
+    assert answers.accept("hook:d-2", [vote(2)]), "never acknowledged, so GitHub's retry is new"
+
+
+def test_kill_9_inside_a_shared_commit_acknowledges_none_of_it(tmp_path: Path) -> None:
+    """The process dies inside the commit that records deliveries 1..3 together, after one of its rows."""
+    child = subprocess.Popen([sys.executable, "-m", "tests.bot.desk.answer_queue_child", str(tmp_path / "state"),
+                              "4", "--die-in-commit"], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.wait(30) == -signal.SIGKILL
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.stdout is not None
+    acknowledged = child.stdout.read().split()
+    assert set(acknowledged) <= {"hook:d-0"}, acknowledged
+    store = SqliteStore(tmp_path / "state")
+    assert [key for key, _work in store.pending_deliveries()] == ["hook:d-0"], "d-0's commit stood, no row of the next"
+    assert store.record_deliveries([(f"hook:d-{n}", None) for n in range(4)]) == [False, True, True, True]
 
 
 def test_a_vote_the_store_could_not_take_is_tried_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ from adapters.commands import parse_command
 from adapters.github import Directory
 from bot.desk import Authorizer, ListMembership, People, VotePath
 from bot.desk.github_wiring import GitHubMembership
+from bot.reviews import Review
 from bot.store import SqliteStore
 
 from ..runtime_support import FakeClock
@@ -87,3 +89,27 @@ def test_status_on_github_lists_the_reviews_the_voter_may_answer_on_their_reposi
     votes, _ = _path(tmp_path, Roles({("octo/ops", "alice"): "write", ("octo/ops", "mallory"): "read"}))
     assert "demo-1" in votes.handle(_comment("status", "alice")).text
     assert votes.handle(_comment("status", "mallory", "mallory/sandbox", 1)).text == "no open review is waiting for you"
+
+
+class PlacesStore(SqliteStore):
+    """The SQLite store, counting the look-ups of the reviews open where an answer was given."""
+
+    looked_up = 0
+
+    def open_reviews_posted_at(self, channel: str, where: Mapping[str, Any]) -> list[Review]:
+        self.looked_up += 1
+        return super().open_reviews_posted_at(channel, where)
+
+
+def test_a_batch_of_comments_on_one_issue_looks_up_its_open_review_once(tmp_path: Path) -> None:
+    store = PlacesStore(tmp_path / "state")
+    review = make_review(github_users=["alice", "bob", "carol"])
+    review.policy.approvals_required = 5
+    review.posts = [{"channel": "github", "data": dict(POST), "target": "github:octo/ops#42"}]
+    store.put_review(review)
+    votes = VotePath(store, Authorizer({"github": GitHubMembership(Directory(Roles({})))}), clock=FakeClock())
+    comments = [_comment("/approve", login, comment_id=900 + n) for n, login in enumerate(["alice", "bob", "carol"])]
+    elsewhere = _comment("/approve", "alice", issue=7, comment_id=990)
+    answers = votes.handle_many([*comments, elsewhere])
+    assert [a.kind for a in answers] == [AnswerKind.COUNTED] * 3 + [AnswerKind.UNKNOWN_REVIEW]
+    assert store.looked_up == 2, "once for issue 42's three comments, once for issue 7"

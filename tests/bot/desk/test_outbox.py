@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from adapters.channel import Target
+import bot.desk.outbox as outbox_module
 from bot.desk import ReviewDesk
 from bot.desk.outbox import MAX_BACKOFF, backoff
 from bot.store import SqliteStore
@@ -165,3 +167,45 @@ def test_targets_round_trip_through_their_config_shape() -> None:
     assert Target.from_dict(GITHUB).key == "github:octo/ops#42"
     with pytest.raises(ValueError, match="needs a channel"):
         Target.from_dict({"slack": {}})
+
+
+class FinishCounting(SqliteStore):
+    """The SQLite store, keeping the task ids of each write that finished tasks."""
+
+    def __init__(self, state_dir: Path) -> None:
+        super().__init__(state_dir)
+        self.finishes: list[list[str]] = []
+
+    def finish_tasks(self, task_ids: Sequence[str]) -> None:
+        self.finishes.append(sorted(task_ids))
+        super().finish_tasks(task_ids)
+
+
+def test_the_tasks_a_round_delivers_are_finished_in_one_write(tmp_path: Path) -> None:
+    store = FinishCounting(tmp_path / "state")
+    slack = FlakyChannel("slack")
+    desk = ReviewDesk(store, {"local": FlakyChannel("local"), "slack": slack}, clock=FakeClock())
+    review = make_review()
+    store.put_review(review)
+    desk.open(review, [SLACK_A, SLACK_B, {"slack": {"channel": "C0CCC"}}])
+    desk.flush()
+    assert len(slack.delivered) == 3 and store.pending_tasks() == []
+    slack_rounds = [ids for ids in store.finishes if any("slack" in task_id for task_id in ids)]
+    assert [len(ids) for ids in slack_rounds] == [3], store.finishes
+
+
+def test_a_channel_holds_its_deliveries_while_its_intake_is_busy_and_at_most_max_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    desk, store, _ = desk_with(tmp_path, slack=FlakyChannel("slack"))
+    busy = [30.0]
+    desk.outbox.yield_to("slack", lambda: busy[0])
+    assert 0 < desk.outbox.held("slack") <= outbox_module.MAX_HOLD
+    assert desk.outbox.held("local") == 0, "a channel without an intake to yield to is never held"
+    busy[0] = -0.1
+    assert desk.outbox.held("slack") == 0, "quiet again: delivered at once"
+    monkeypatch.setattr(outbox_module, "MAX_HOLD", 0.2)
+    busy[0] = 30.0
+    assert desk.outbox.held("slack") > 0
+    wait_for(lambda: desk.outbox.held("slack") == 0, what="a round delivered after MAX_HOLD while still busy")
+    assert desk.outbox.held("slack") > 0, "and held again after it"

@@ -81,7 +81,9 @@ def _runs(ws: Workspace, status: str) -> list[dict[str, Any]]:
     return [r for r in ws.status(everything=True)["runs"] if r["loop"] == LOOP and r["status"] == status]
 
 
-def _second_run_opens_no_review(ws: Workspace, gh: TriageGitHub) -> None:
+def _second_run_opens_no_review(ws: Workspace, bot: Bot, gh: TriageGitHub) -> None:
+    # the first run's messages (its review's update and labels) land first: counted from there
+    wait_for(lambda: bot.healthz().json()["outbox_pending"] == 0, timeout=15, what="the first run's messages sent")
     writes = len(gh.calls_to("POST", r"/issues/\d+/labels$"))
     posted = _review_comments(gh)
     handed = ws.cli("run", LOOP)
@@ -107,7 +109,7 @@ def test_a_token_block_and_modify_on_github_then_a_quiet_second_run(ws: Workspac
     _comment(bot, gh, "/modify skip=#1 label.#4=P0")
     ws.wait_run(review["run"], "completed", timeout=20)
     assert gh.labels_of(REPOSITORY, 1) == [] and gh.labels_of(REPOSITORY, 4) == ["P0"]
-    _second_run_opens_no_review(ws, gh)
+    _second_run_opens_no_review(ws, bot, gh)
     assert bot.terminate() == 0
 
 
@@ -136,5 +138,5 @@ def test_an_enterprise_base_url_and_modify_with_loopbot_decide(ws: Workspace, gh
     assert done.returncode == 0, done.stderr
     ws.wait_run(review["run"], "completed", timeout=20)
     assert ghes.labels_of(REPOSITORY, 1) == [] and ghes.labels_of(REPOSITORY, 4) == ["P0"]
-    _second_run_opens_no_review(ws, ghes)
+    _second_run_opens_no_review(ws, bot, ghes)
     assert bot.terminate() == 0

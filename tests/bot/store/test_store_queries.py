@@ -251,6 +251,16 @@ def test_a_delivery_recorded_with_work_waits_until_finished_and_stays_known(
     assert not impl.open(tmp_path / "state").record_delivery("hook:d-1")
 
 
+def test_deliveries_recorded_together_are_each_new_once_and_all_or_none_are_kept(store: Store) -> None:
+    assert store.record_delivery("hook:d-0")
+    batch = [("hook:d-1", [{"n": 1}]), ("hook:d-0", [{"n": 0}]), ("hook:d-1", [{"n": 1}]), ("plain", None)]
+    assert store.record_deliveries(batch) == [True, False, False, True]  # a key twice in one batch: new once
+    assert store.pending_deliveries() == [("hook:d-1", [{"n": 1}])]
+    with pytest.raises(TypeError):  # d-4's row cannot be written (its digest sorts last): d-2 and d-3 go with it
+        store.record_deliveries([("hook:d-2", [{"n": 2}]), ("hook:d-3", [{"n": 3}]), ("hook:d-4", [{"x": object()}])])
+    assert store.record_deliveries([("hook:d-2", None), ("hook:d-3", None), ("hook:d-4", None)]) == [True] * 3
+
+
 def test_finishing_deliveries_queues_their_answers_in_the_same_write(store: Store) -> None:
     for n in range(3):
         assert store.record_delivery(f"hook:d-{n}", [{"n": n}])
