@@ -110,7 +110,7 @@ def webhook_route(
     if not keys:
         raise ValueError("a GitHub webhook needs at least one secret (github.webhook_secret)")
     # a few threads of its own, not the server's forty: fewer threads contending for the GIL answer sooner,
-    # and the store's journal still writes the deliveries that arrive together with one fsync
+    # and the deliveries waiting on them together are recorded in one commit (the bot's accept batches them)
     accepting = ThreadPoolExecutor(max_workers=ACCEPT_THREADS, thread_name_prefix="github-webhook")
 
     async def endpoint(request: Request) -> Response:
