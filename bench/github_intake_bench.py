@@ -131,7 +131,8 @@ def route_app(state_dir: str, durable: bool = False) -> Any:
         queue.extend(replies)
         return True
 
-    return Starlette(routes=[webhook_route([SECRET], accept, bot_login="loopbot[bot]")])
+    return Starlette(routes=[webhook_route([SECRET], lambda batch: [accept(*each) for each in batch],
+                                           bot_login="loopbot[bot]")])
 
 
 BUILTIN: dict[str, Callable[[str], Any]] = {

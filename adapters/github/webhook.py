@@ -6,9 +6,11 @@ HMAC-SHA256 of the raw body, any of several secrets so they can be rotated,
 compared in constant time; missing or wrong -> 401, nothing recorded), then
 the event (``ping`` -> 200 pong; events loopbot does not read -> 202), the
 JSON (malformed -> 400), the votes (``events.replies_from_event``), and only
-for a delivery that carries votes ``accept(KEY, replies)``, which records
-the delivery and queues its votes in one durable step (a redelivery -> 200
-duplicate), on one of the route's accept threads as it touches disk.
+for a delivery that carries votes ``accept([(KEY, replies), ...])``, which
+records the deliveries and queues their votes in one durable step (a
+redelivery -> 200 duplicate). The deliveries that arrive while one such step
+is in flight wait on the event loop and go in the next one, together: one
+hop to the route's recording thread per commit, not one per request.
 ``KEY`` comes from the signed body (``events.delivery_key``: the comment's
 id, or the label, its author and time), not from the unsigned
 ``X-GitHub-Delivery`` header: the same body sent again under a fresh
@@ -43,8 +45,8 @@ log = logging.getLogger(__name__)
 
 #: GitHub caps webhook payloads at 25 MB.
 MAX_BODY_BYTES = 25 * 1024 * 1024
-#: Threads that record deliveries (``accept``); a burst of 50 senders shares their fsyncs.
-ACCEPT_THREADS = 8
+#: ``accept(deliveries)``: record each (key, votes) durably in one step; for each, was its key new?
+Accept = Callable[[Sequence[tuple[str, list[Reply]]]], list[bool]]
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -65,6 +67,49 @@ def signature_ok(secrets: Sequence[str], body: bytes, header: str | None) -> boo
 
 class _TooLarge(Exception):
     pass
+
+
+class _GroupCommit:
+    """Deliveries recorded together: one ``accept`` call at a time, each taking every delivery that waited.
+
+    Runs on the event loop; only ``accept`` itself goes to the recording thread, and its answer comes back
+    in one hop for the whole batch. Each delivery's request waits for its own batch to be committed.
+    """
+
+    def __init__(self, accept: Accept) -> None:
+        self._accept = accept
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="github-webhook")
+        self._waiting: list[tuple[str, list[Reply], asyncio.Future[bool]]] = []
+        self._recording = False
+
+    async def record(self, key: str, replies: list[Reply]) -> bool:
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiting.append((key, replies, done))
+        if not self._recording:
+            self._recording = True
+            asyncio.get_running_loop().create_task(self._record_waiting())
+        return await done
+
+    async def _record_waiting(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._waiting:
+                batch, self._waiting = self._waiting, []
+                try:
+                    new = await loop.run_in_executor(self._thread, self._accept,
+                                                     [(key, replies) for key, replies, _done in batch])
+                except BaseException as err:  # each request of the batch fails with it (a 500: GitHub retries)
+                    for _key, _replies, done in batch:
+                        if not done.done():
+                            done.set_exception(err)
+                    if not isinstance(err, Exception):
+                        raise
+                    continue
+                for (_key, _replies, done), first in zip(batch, new, strict=True):
+                    if not done.done():
+                        done.set_result(first)
+        finally:
+            self._recording = False
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -91,7 +136,7 @@ def _payload(body: bytes, content_type: str) -> Any:
 
 def webhook_route(
     secrets: Sequence[str],
-    accept: Callable[[str, list[Reply]], bool],
+    accept: Accept,
     *,
     bot_login: BotIdentity | str | None = None,
     path: str = "/github/webhook",
@@ -99,19 +144,18 @@ def webhook_route(
 ) -> Route:
     """The Starlette route for GitHub webhooks.
 
-    ``accept(key, replies)`` records the delivery's key (from its signed
-    body) with its votes durably, in one step, and says whether the key was
-    new; the votes are cast later (the bot answers voters through its
-    outbox). Called on one of the route's accept threads, only after the signature was checked.
+    ``accept([(key, replies), ...])`` records each delivery's key (from its
+    signed body) with its votes durably, all in one step, and says for each
+    whether the key was new; the votes are cast later (the bot answers voters
+    through its outbox). Called on the route's recording thread, one call at a
+    time, only with deliveries whose signature was checked.
     ``bot_login``: loopbot's identity, shared with the channel that learns it.
     """
     me = BotIdentity.of(bot_login)
     keys = [secret for secret in secrets if secret]
     if not keys:
         raise ValueError("a GitHub webhook needs at least one secret (github.webhook_secret)")
-    # a few threads of its own, not the server's forty: fewer threads contending for the GIL answer sooner,
-    # and the deliveries waiting on them together are recorded in one commit (the bot's accept batches them)
-    accepting = ThreadPoolExecutor(max_workers=ACCEPT_THREADS, thread_name_prefix="github-webhook")
+    recording = _GroupCommit(accept)
 
     async def endpoint(request: Request) -> Response:
         try:
@@ -135,7 +179,7 @@ def webhook_route(
         if not replies:
             return JSONResponse({"votes": 0}, status_code=202)
         key = delivery_key(replies)
-        if not await asyncio.get_running_loop().run_in_executor(accepting, accept, key, replies):
+        if not await recording.record(key, replies):
             return JSONResponse({"duplicate": key})
         log.debug("github %s delivery %s: %d vote(s) queued", event, key, len(replies))
         return JSONResponse({"votes": len(replies)})

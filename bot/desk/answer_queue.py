@@ -1,8 +1,9 @@
 """Votes from the channels that answer later (GitHub's webhook and polling): recorded first, cast in batches.
 
-``accept(key, replies)`` records a delivery together with its votes in one
-durable write (``Store.record_deliveries``: the deliveries that arrive while
-a commit is in flight share the next one) and returns: the
+``accept_many(deliveries)`` (the webhook's batches) and ``accept(key,
+replies)`` (the poller's one) record deliveries together with their votes in
+one durable write (``Store.record_deliveries``: the deliveries that arrive
+while a commit is in flight share the next one) and return: the
 webhook answers GitHub (which waits at most 10 s), the poller moves its
 cursor. The caster thread then takes every delivery waiting, casts all
 their votes through the vote path's entrance in one ``handle_many`` (one
@@ -62,7 +63,7 @@ class _Recording:
 
 
 class AnswerQueue:
-    """``accept(key, replies)`` for the webhook route and the poller; ``start``/``stop`` for the caster thread."""
+    """``accept_many`` for the webhook route, ``accept`` for the poller; ``start``/``stop`` for the caster thread."""
 
     def __init__(self, store: Store, votes: VotesHandler, finish: Finish, *, most: int = MOST_PER_BATCH,
                  linger: float = LINGER) -> None:
@@ -90,18 +91,24 @@ class AnswerQueue:
         return len(self._recording)
 
     def accept(self, key: str, replies: list[Reply]) -> bool:
-        """Record the delivery with its votes durably; False (and nothing queued) when ``key`` came before.
+        """Record one delivery with its votes durably (``accept_many``); False when ``key`` came before."""
+        return self.accept_many([(key, replies)])[0]
+
+    def accept_many(self, deliveries: Sequence[_Delivery]) -> list[bool]:
+        """Record the deliveries with their votes durably; for each, was its key new (a redelivery is not queued)?
 
         Group commit: the deliveries that arrive while a commit is in flight are recorded after it, together
-        in one transaction (one fsync) by whichever of their threads gets the commit next; each returns only
-        once its own transaction is committed, and a failed one fails every delivery in it.
+        in one transaction (one fsync) by whichever of their callers gets the commit next; each call returns
+        only once its own transaction is committed, and a failed one fails every delivery in it.
         """
         self._last_accept = time.monotonic()
-        mine = _Recording(key, [reply.to_dict() for reply in replies])
+        mine = [_Recording(key, [reply.to_dict() for reply in replies]) for key, replies in deliveries]
+        if not mine:
+            return []
         with self._recording_lock:
-            self._recording.append(mine)
+            self._recording += mine  # together: one transaction records all of them
         with self._commit_lock:
-            if mine.new is None:
+            if mine[0].new is None:
                 with self._recording_lock:
                     batch, self._recording = self._recording, []
                 try:
@@ -112,11 +119,12 @@ class AnswerQueue:
                 else:
                     for each, first in zip(batch, new, strict=True):
                         each.new = first
-        if mine.error is not None:
-            raise mine.error
-        if mine.new:
-            self._waiting.put((key, list(replies)))
-        return bool(mine.new)
+        if mine[0].error is not None:
+            raise mine[0].error
+        for each, (key, replies) in zip(mine, deliveries, strict=True):
+            if each.new:
+                self._waiting.put((key, list(replies)))
+        return [bool(each.new) for each in mine]
 
     def start(self) -> None:
         """Queue what an earlier process accepted but did not finish, then cast in the background."""

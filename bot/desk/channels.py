@@ -96,7 +96,7 @@ class Channels:
         if self.slack is not None:
             routes += self.slack.routes(votes)
         if self.github is not None:
-            routes += self.github.routes(self._github_answers(votes, desk).accept)
+            routes += self.github.routes(self._github_answers(votes, desk).accept_many)
         return routes
 
     def start(self, votes: VotePath, desk: ReviewDesk) -> None:

@@ -26,6 +26,7 @@ from starlette.routing import BaseRoute
 from adapters.channel import ChannelError, Reply
 from adapters.github import BotIdentity, Directory, GitHubChannel, Poller, Watch, make_client, webhook_route
 from adapters.github.directory import permission_at_least
+from adapters.github.webhook import Accept
 from loop_engine.atomic import atomic_write_text
 
 from bot.config_blocks import GitHubConfig
@@ -140,7 +141,7 @@ class GitHubKit:
                 log.warning("github: cannot tell which login the bot comments as yet (%s); "
                             "nothing is posted on GitHub until it can", err)
 
-    def routes(self, accept: Callable[[str, list[Reply]], bool]) -> Sequence[BaseRoute]:
+    def routes(self, accept: Accept) -> Sequence[BaseRoute]:
         secret = self._config.webhook_secret
         if secret is None:
             return []
@@ -151,7 +152,7 @@ class GitHubKit:
     def start(self, accept: Callable[[str, list[Reply]], bool], watches: Callable[[], list[Watch]]) -> None:
         """Poll every ``poll_interval`` (once at once, to catch answers given while the bot was down).
 
-        ``accept(key, replies)``: the webhook route's, so a polled comment is recorded like a delivery.
+        ``accept(key, replies)``: records a polled comment as the webhook route records a delivery.
         """
         interval = self._config.poll_interval
         if interval is None:

@@ -45,7 +45,8 @@ def test_post_vote_by_webhook_answer_and_the_poller_agrees(channel: GitHubChanne
             submit(replies)
         return new
 
-    app = Starlette(routes=[webhook_route(["s3cret"], accept, bot_login=fake.bot_login)])
+    app = Starlette(routes=[webhook_route(["s3cret"], lambda batch: [accept(*each) for each in batch],
+                                          bot_login=fake.bot_login)])
     vote = fake.add_comment(REPO, 42, "/approve", "alice")
     payload = comment_payload("/approve", "alice", comment_id=vote["id"])
     payload["repository"]["full_name"] = REPO

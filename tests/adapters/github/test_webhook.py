@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -21,13 +22,18 @@ class Recorder:
     def __init__(self) -> None:
         self.submitted: list[list[Reply]] = []
         self.deliveries: list[str] = []
+        self.batches: list[int] = []  # deliveries per accept call
 
-    def accept(self, key: str, replies: list[Reply]) -> bool:
-        new = key not in self.deliveries
-        self.deliveries.append(key)
-        if new:
-            self.submitted.append(replies)
-        return new
+    def accept(self, deliveries: Sequence[tuple[str, list[Reply]]]) -> list[bool]:
+        self.batches.append(len(deliveries))
+        news = []
+        for key, replies in deliveries:
+            new = key not in self.deliveries
+            self.deliveries.append(key)
+            if new:
+                self.submitted.append(replies)
+            news.append(new)
+        return news
 
 
 @pytest.fixture
@@ -185,3 +191,55 @@ def test_the_same_signed_body_under_a_fresh_delivery_id_is_the_same_delivery(cli
             _, headers = signed(event, body, delivery=delivery)
             client.post("/github/webhook", content=body, headers=headers)
     assert len(rec.submitted) == 2 and len(set(rec.deliveries)) == 2  # one of each: the header is not what counts
+
+
+def test_deliveries_arriving_during_a_commit_are_recorded_together_in_the_next_one() -> None:
+    """While one ``accept`` call is in flight the requests that come wait on the loop and share the next call."""
+    import asyncio
+    import threading
+
+    import httpx
+
+    rec = Recorder()
+    first_in = threading.Event()
+    release = threading.Event()
+
+    def accept(deliveries: Sequence[tuple[str, list[Reply]]]) -> list[bool]:
+        if not rec.batches:
+            first_in.set()
+            assert release.wait(10), "the test never released the first commit"
+        return rec.accept(deliveries)
+
+    route = webhook_route([SECRET], accept, bot_login="loopbot-app[bot]")
+    bodies_read = 0
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        async def counted() -> Any:
+            nonlocal bodies_read
+            message = await receive()
+            if message["type"] == "http.request" and not message.get("more_body"):
+                bodies_read += 1  # the endpoint goes on without awaiting until it waits for its commit
+            return message
+        await Starlette(routes=[route])(scope, counted, send)
+
+    requests = [signed("issue_comment", comment_payload("/approve", comment_id=1000 + n)) for n in range(6)]
+
+    async def run() -> list[httpx.Response]:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot") as client:
+            first = asyncio.create_task(client.post("/github/webhook", content=requests[0][0],
+                                                    headers=requests[0][1]))
+            while not first_in.is_set():
+                await asyncio.sleep(0.001)
+            rest = [asyncio.create_task(client.post("/github/webhook", content=body, headers=headers))
+                    for body, headers in requests[1:]]
+            deadline = asyncio.get_running_loop().time() + 10
+            while bodies_read < len(requests) and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.001)
+            release.set()
+            return [await first, *[await each for each in rest]]
+
+    answers = asyncio.run(run())
+    assert [answer.status_code for answer in answers] == [200] * 6
+    assert all(answer.json() == {"votes": 1} for answer in answers)
+    assert rec.batches == [1, 5], "the five that came during the first commit share the second"
+    assert len(set(rec.deliveries)) == 6
