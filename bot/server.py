@@ -173,9 +173,9 @@ SWITCH_INTERVAL = 0.001
 def favour_the_event_loop() -> None:
     """Let the HTTP event loop take the interpreter back from a busy thread within 1 ms, not 5.
 
-    Every webhook request passes between the loop and other threads (the
-    accept threads, the vote caster, the outbox's API calls) several times;
-    each time the loop waited up to the switch interval for a thread doing
+    The event loop shares the interpreter with other threads (the webhook's
+    recording thread, the vote caster, the outbox's API calls); each time it
+    wants it back it waited up to the switch interval for a thread doing
     Python work. Under bench/github_intake_bench.py 1 ms answered ~20% more
     deliveries per second with a shorter p99.
     """
