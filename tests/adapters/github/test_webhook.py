@@ -243,3 +243,21 @@ def test_deliveries_arriving_during_a_commit_are_recorded_together_in_the_next_o
     assert all(answer.json() == {"votes": 1} for answer in answers)
     assert rec.batches == [1, 5], "the five that came during the first commit share the second"
     assert len(set(rec.deliveries)) == 6
+
+
+def test_a_commit_that_fails_answers_500_and_the_next_delivery_is_recorded() -> None:
+    """No 200 without its commit: a failed ``accept`` fails its requests (GitHub retries), and the route goes on."""
+    rec = Recorder()
+    failures = [OSError("disk full")]
+
+    def accept(deliveries: Sequence[tuple[str, list[Reply]]]) -> list[bool]:
+        if failures:
+            raise failures.pop()
+        return rec.accept(deliveries)
+
+    client = TestClient(Starlette(routes=[webhook_route([SECRET], accept)]), raise_server_exceptions=False)
+    body, headers = signed("issue_comment", comment_payload("/approve", comment_id=7))
+    assert client.post("/github/webhook", content=body, headers=headers).status_code == 500
+    assert rec.deliveries == []
+    assert client.post("/github/webhook", content=body, headers=headers).json() == {"votes": 1}
+    assert rec.deliveries == ["github:comment:7"]

@@ -191,6 +191,19 @@ def test_deliveries_that_arrive_during_a_commit_are_recorded_together_in_the_nex
     assert not answers.accept("hook:d-3", [vote(3)]) and store.records[-1] == 1, "a redelivery, alone"
 
 
+def test_a_batch_of_deliveries_is_recorded_in_one_commit_and_only_its_new_ones_queued(tmp_path: Path) -> None:
+    """The webhook's batch: one transaction, an answer per delivery, a redelivery in it refused and not cast."""
+    store, path = votes_on(tmp_path)
+    told = Told(store)
+    with running(store, path.handle_many, told) as answers:
+        assert answers.accept("hook:d-1", [vote(1)])
+        batch = [("hook:d-1", [vote(1)]), ("hook:d-2", [vote(2)]), ("hook:d-3", [vote(3)])]
+        assert answers.accept_many(batch) == [False, True, True]
+        assert store.records == [1, 3], "the batch in one record_deliveries call"
+        wait_for(lambda: not store.pending_deliveries() and len(told.kinds) == 3, what="the three votes cast")
+    assert told.kinds.count(AnswerKind.DUPLICATE) == 0, "the redelivery was never queued, so never answered"
+
+
 def test_a_commit_that_fails_fails_every_delivery_in_it_and_keeps_none(tmp_path: Path) -> None:
     clock = HeldClock(fail_at=3)  # the second commit fails after writing one of its rows
     store = SqliteStore(tmp_path / "state", clock=clock)
