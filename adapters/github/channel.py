@@ -33,7 +33,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -42,6 +43,7 @@ from loop_engine.markdown import escape_inline
 from ..channel import Answer, AnswerKind, ChannelError, MessageRef, ReviewPost, Target
 from .client import Comment, IssueInfo
 from ..inert import github_text
+from .events import OWN_MARKER
 from .identity import BotIdentity, Me
 from .render import (
     answer_marker,
@@ -90,6 +92,33 @@ _REACTIONS = {
     AnswerKind.REFUSED: "-1",
     AnswerKind.INVALID: "confused",
 }
+
+
+#: Seconds the channel trusts one listing of an issue's answers (about an outbox round): see ``_AnswersSeen``.
+ANSWERS_FRESH = 5.0
+
+
+class _AnswersSeen:
+    """The first lines of our comments on one issue updated since ``since``: one listing, plus what we posted after.
+
+    Answers to a burst of votes on one issue then share one listing instead of one each (the listing is the
+    heaviest of an answer's calls: every comment since the vote). Only this channel's posts, under its lock,
+    come after the listing; a post that failed forgets the listing (GitHub may have made it anyway).
+    """
+
+    __slots__ = ("since", "lines", "at")
+
+    def __init__(self, since: datetime | None, lines: list[str], at: float) -> None:
+        self.since, self.lines, self.at = since, lines, at
+
+    def covers(self, since: datetime | None, now: float) -> bool:
+        """Would a listing since ``since`` made now show nothing of ours this one lacks?"""
+        if now - self.at > ANSWERS_FRESH:
+            return False
+        return self.since is None or (since is not None and since >= self.since)
+
+    def has(self, marker: str) -> bool:
+        return any(line.startswith(marker) for line in self.lines)
 
 
 class ChannelAPI(Protocol):
@@ -142,8 +171,11 @@ class GitHubChannel:
 
     name = "github"
 
-    def __init__(self, api: ChannelAPI, *, bot_login: BotIdentity | str | None = None) -> None:
+    def __init__(self, api: ChannelAPI, *, bot_login: BotIdentity | str | None = None,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.api = api
+        self._monotonic = monotonic
+        self._answers_seen: dict[tuple[str, int], _AnswersSeen] = {}
         # no identity given: learn it from the API, before the first post
         self.identity = BotIdentity(api.me) if bot_login is None else BotIdentity.of(bot_login)
         self._run_issues: dict[tuple[str, str], int] = {}
@@ -173,6 +205,32 @@ class GitHubChannel:
             if found is not None:
                 return found
             return self.api.create_comment(repository, issue, fit_comment(body))
+
+    def _answer_once(self, repository: str, issue: int, marker: str, body: str, since: datetime | None) -> None:
+        """``_post_once`` for a voter's answer, listing the issue's comments only when no fresh listing covers it."""
+        where = (repository.casefold(), issue)
+        with self._lock:
+            now = self._monotonic()
+            seen = self._answers_seen.get(where)
+            if seen is None or not seen.covers(since, now):
+                self.identity.require()
+                ours = [comment.body.lstrip() for comment in self.api.list_comments(repository, issue, since)
+                        if self._ours(comment, OWN_MARKER)]
+                seen = _AnswersSeen(since, [text.split("\n", 1)[0] for text in ours], now)
+                self._forget_stale_answers(now)
+                self._answers_seen[where] = seen
+            if seen.has(marker):
+                return
+            try:
+                self.api.create_comment(repository, issue, fit_comment(body))
+            except BaseException:
+                self._answers_seen.pop(where, None)
+                raise
+            seen.lines.append(marker)
+
+    def _forget_stale_answers(self, now: float) -> None:
+        for where in [where for where, seen in self._answers_seen.items() if now - seen.at > ANSWERS_FRESH]:
+            del self._answers_seen[where]
 
     def _post_all_once(self, repository: str, issue: int, bodies: Sequence[tuple[str, str]]) -> None:
         """Post each (marker, body) in order unless a comment of ours with its marker is there (one listing)."""
@@ -337,5 +395,4 @@ class GitHubChannel:
             lines += ["", f"{mention}".rstrip(), "", "```text", text.replace("```", "'''"), "```"]
         else:
             lines += ["", f"{mention}{github_text(' '.join(text.split()))}"]
-        since = _parse_time(respond.get("created_at"))
-        self._post_once(repository, issue, marker, "\n".join(lines), since)
+        self._answer_once(repository, issue, marker, "\n".join(lines), _parse_time(respond.get("created_at")))

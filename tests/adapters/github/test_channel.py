@@ -136,6 +136,64 @@ def test_answer_reacts_and_replies_quoting_the_voter(channel: GitHubChannel, fak
     assert "> /approve looks fine" in replies[0]["body"] and "@alice Approved" in replies[0]["body"]
 
 
+def _vote_on_42(fake: FakeGitHub, login: str) -> dict[str, object]:
+    vote = fake.add_comment(REPO, 42, "/approve", login)
+    return {"repository": REPO, "issue": 42, "comment_id": vote["id"], "login": login, "quote": "/approve",
+            "key": f"github:comment:{vote['id']}", "created_at": vote["created_at"]}
+
+
+class Ticks:
+    """The channel's monotonic clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+COUNTED = Answer(AnswerKind.COUNTED, "Counted: 1 of 3 approvals.", "triage-17")
+
+
+def test_answers_to_a_burst_on_one_issue_share_one_listing_and_each_is_posted_once(
+        client: GitHubClient, fake: FakeGitHub) -> None:
+    ticks = Ticks()
+    channel = GitHubChannel(client, bot_login=fake.bot_login, monotonic=ticks)
+    votes = [_vote_on_42(fake, login) for login in ("alice", "bob", "carol")]
+    for respond in votes:
+        channel.answer(respond, COUNTED)
+    channel.answer(votes[1], COUNTED)  # an outbox retry within the round: known posted, not listed again
+    assert len(fake.calls_to("GET", r"/issues/42/comments")) == 1, "one listing for the round"
+    replies = [c for c in fake.comments_on(REPO, 42) if c["user"]["login"] == fake.bot_login]
+    assert len(replies) == 3 and all("@" in c["body"] for c in replies)
+    ticks.now += 60  # a later round: GitHub is asked again, and the reply found there
+    channel.answer(votes[0], COUNTED)
+    assert len(fake.calls_to("GET", r"/issues/42/comments")) == 2
+    assert len([c for c in fake.comments_on(REPO, 42) if c["user"]["login"] == fake.bot_login]) == 3
+
+
+def test_an_answer_older_than_the_listing_is_looked_for_again(client: GitHubClient, fake: FakeGitHub) -> None:
+    channel = GitHubChannel(client, bot_login=fake.bot_login, monotonic=Ticks())
+    later = _vote_on_42(fake, "bob")
+    earlier = {**_vote_on_42(fake, "alice"), "created_at": "2001-01-01T00:00:00Z"}
+    channel.answer(later, COUNTED)
+    channel.answer(earlier, COUNTED)  # its reply may be older than what the first listing covered
+    assert len(fake.calls_to("GET", r"/issues/42/comments")) == 2
+
+
+def test_a_failed_reply_forgets_the_listing_so_a_reply_github_made_anyway_is_found(
+        client: GitHubClient, fake: FakeGitHub) -> None:
+    channel = GitHubChannel(client, bot_login=fake.bot_login, monotonic=Ticks())
+    respond = _vote_on_42(fake, "alice")
+    fake.fail("POST", r"/issues/42/comments$", 502)
+    with pytest.raises(ChannelError):
+        channel.answer(respond, COUNTED)
+    made = fake.add_comment(REPO, 42, f"<!-- loopbot:answer={respond['key']}:counted -->\n> /approve",
+                            fake.bot_login)  # the 502 came after GitHub wrote it
+    channel.answer(respond, COUNTED)
+    assert [c["id"] for c in fake.comments_on(REPO, 42) if c["user"]["login"] == fake.bot_login] == [made["id"]]
+
+
 def test_refused_answer_thumbs_down_and_help_as_code(channel: GitHubChannel, fake: FakeGitHub) -> None:
     vote = fake.add_comment(REPO, 42, "/approve", "eve")
     respond = {"repository": REPO, "issue": 42, "comment_id": vote["id"], "login": "eve", "quote": "/approve",
