@@ -80,14 +80,13 @@ class _GroupCommit:
         self._accept = accept
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="github-webhook")
         self._waiting: list[tuple[str, list[Reply], asyncio.Future[bool]]] = []
-        self._recording = False
+        self._recording: asyncio.Task[None] | None = None  # held: the loop keeps only weak references to tasks
 
     async def record(self, key: str, replies: list[Reply]) -> bool:
         done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._waiting.append((key, replies, done))
-        if not self._recording:
-            self._recording = True
-            asyncio.get_running_loop().create_task(self._record_waiting())
+        if self._recording is None:
+            self._recording = asyncio.get_running_loop().create_task(self._record_waiting())
         return await done
 
     async def _record_waiting(self) -> None:
@@ -98,18 +97,20 @@ class _GroupCommit:
                 try:
                     new = await loop.run_in_executor(self._thread, self._accept,
                                                      [(key, replies) for key, replies, _done in batch])
-                except BaseException as err:  # each request of the batch fails with it (a 500: GitHub retries)
+                except Exception as err:  # each request of the batch fails with it (a 500: GitHub retries)
                     for _key, _replies, done in batch:
                         if not done.done():
                             done.set_exception(err)
-                    if not isinstance(err, Exception):
-                        raise
                     continue
+                except BaseException:  # the loop is stopping: so are the requests waiting on it
+                    for _key, _replies, done in [*batch, *self._waiting]:
+                        done.cancel()
+                    raise
                 for (_key, _replies, done), first in zip(batch, new, strict=True):
                     if not done.done():
                         done.set_result(first)
         finally:
-            self._recording = False
+            self._recording = None
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
