@@ -1,11 +1,15 @@
 """The store's reviews: reads, updates, the tick's queries, and a batch of votes in one transaction.
 
 Part of ``SqlStore`` (``sql``); the same statements on both engines.
-``cast_votes`` casts every review of a batch in one transaction, each
-review under a savepoint of its own: a review that cannot be found or
-changed fails alone, and the whole batch costs one commit (one sync of the
-SQLite file). Rows are locked in key order, so two replicas casting batches
-that share reviews cannot deadlock.
+``cast_votes`` casts every review of a batch in one transaction of a few
+statements whatever its reviews (each a round trip to PostgreSQL): one locks
+the rows, in key order (two replicas casting batches that share reviews
+cannot deadlock); one reads every review's next seq and which of its votes'
+delivery keys it has; the reviews, votes and keys written are one
+statement each. A review whose votes cannot be cast (not found, refused by
+the rules) fails alone: each review's rows are made in full before anything
+is written, so a failing one has written nothing. The batch costs one commit
+(one sync of the SQLite file).
 """
 
 from __future__ import annotations
@@ -33,6 +37,10 @@ T = TypeVar("T")
 V = TypeVar("V")
 #: (the next vote's seq, votes and delivery keys of the review already stored as rows)
 _Stored = tuple[int, int, int]
+#: A review's row, whether its votes' and keys' rows are written anew, and the rows of those appended.
+_Rows = tuple[tuple[Any, ...], bool, list[tuple[Any, ...]], list[tuple[Any, ...]]]
+_COLUMNS = ("key", "id", "run_key", "checkpoint_id", "status", "created_at", "num", "deadline", "archived", "doc")
+_UPSERT = " ON CONFLICT (key) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
 #: Runs and reviews in creation order (demo-10 after demo-9), and latest first.
 ORDER = 'created_at, num, id COLLATE "C"'
 LATEST = 'created_at DESC, num DESC, id COLLATE "C" DESC'
@@ -44,11 +52,60 @@ def _ended(review: Review) -> bool:
     return review.status not in HOT_REVIEW_STATUSES
 
 
-def _insert(cur: Any, into: str, rows: list[tuple[Any, ...]]) -> None:
+def _insert(cur: Any, into: str, rows: list[tuple[Any, ...]], tail: str = "") -> None:
     """``rows`` in one statement per 300 (a batch's votes), within every engine's limit of bound values."""
     for _, chunk in _chunks(rows, 300):
         values = ", ".join(["(" + ", ".join(["%s"] * len(chunk[0])) + ")"] * len(chunk))
-        cur.execute(f"INSERT INTO {into} VALUES {values}", [value for row in chunk for value in row])
+        cur.execute(f"INSERT INTO {into} VALUES {values}{tail}", [value for row in chunk for value in row])
+
+
+def _review_rows(review: Review, was_archived: bool | None, stored: _Stored | None, into: list[_Rows]) -> None:
+    """Appends to ``into`` the review's row, and its votes and delivery keys after ``stored`` as rows of their own
+    (None: all of them, anew): a vote appends a row to each, so neither the row nor a vote's cost grows with the
+    votes. Every row is made before any is appended: a review that cannot be written adds nothing."""
+    ended = _ended(review)
+    if was_archived and not ended:
+        raise StoreError(
+            f"review {review.id} has ended and is archived; it cannot become {review.status!r} again"
+            " - start a new one"
+        )
+    document = review.to_dict()
+    del document["history"], document["delivery_keys"]
+    key = checked_key("review", review.id)
+    row = (key, review.id, run_key(review.run_id), review.checkpoint_id, review.status, review.created_at,
+           number(review.id), None if ended else next_deadline(review), ended, encode(document))
+    seq, votes, keys = stored or (0, 0, 0)
+    anew = stored is None or votes > len(review.history) or keys > len(review.delivery_keys)  # not appended to
+    if anew:
+        seq = votes = keys = 0
+    into.append((row, anew, [(key, seq + n, encode(vote.to_dict())) for n, vote in enumerate(review.history[votes:])],
+                 [(key, delivery_key) for delivery_key in dict.fromkeys(review.delivery_keys[keys:])]))
+
+
+def _write_reviews(cur: Any, written: list[_Rows]) -> None:
+    """The rows of ``_review_rows``, in one statement per table (and per 300 rows)."""
+    _insert(cur, f"reviews ({', '.join(_COLUMNS)})", [row for row, _, _, _ in written], _UPSERT)
+    for marks, chunk in _chunks([row[0] for row, anew, _, _ in written if anew]):
+        cur.execute(f"DELETE FROM review_votes WHERE review_key IN ({marks})", chunk)
+        cur.execute(f"DELETE FROM review_keys WHERE review_key IN ({marks})", chunk)
+    _insert(cur, "review_votes (review_key, seq, vote)", [vote for _, _, votes, _ in written for vote in votes])
+    _insert(cur, "review_keys (review_key, delivery_key)", [key for _, _, _, keys in written for key in keys])
+
+
+def _stored(cur: Any, keys: list[str], pairs: list[tuple[str, str]]) -> tuple[dict[str, int], set[tuple[str, str]]]:
+    """The next seq of each review of ``keys``, and which (review key, delivery key) ``pairs`` are stored: one
+    statement per 250 of them. Read under the reviews' locks: on PostgreSQL a statement that waited for a lock
+    sees the other tables as they were before, so this cannot be the statement that locks."""
+    probes: list[tuple[str, tuple[str, ...]]] = [
+        ("(SELECT coalesce(max(seq) + 1, 0) FROM review_votes WHERE review_key = %s)", (key,)) for key in keys]
+    probes += [("EXISTS (SELECT 1 FROM review_keys WHERE review_key = %s AND delivery_key = %s)", pair)
+               for pair in pairs]
+    answers: list[Any] = []
+    for _, chunk in _chunks(probes, 250):
+        answers += cur.execute("SELECT " + ", ".join(probe for probe, _ in chunk),
+                               [value for _, values in chunk for value in values]).fetchone()
+    return ({key: int(seq) for key, seq in zip(keys, answers[:len(keys)], strict=True)},
+            {pair for pair, there in zip(pairs, answers[len(keys):], strict=True) if there})
 
 
 def posted_at(review: Review, channel: str, context: Mapping[str, Any]) -> bool:
@@ -100,41 +157,11 @@ class ReviewTables:
             return [row[0] for marks, chunk in _chunks(near)
                     for row in cur.execute(f"SELECT key FROM reviews WHERE key IN ({marks})", chunk).fetchall()]
 
-    def _write_review(self, cur: Any, review: Review, was_archived: bool | None, stored: _Stored | None = None) -> None:
-        """The review's row, and the votes and delivery keys after ``stored`` as rows of their own (None: all of
-        them, anew): a vote appends a row to each, so neither the row nor a vote's cost grows with the votes."""
-        ended = _ended(review)
-        if was_archived and not ended:
-            raise StoreError(
-                f"review {review.id} has ended and is archived; it cannot become {review.status!r} again"
-                " - start a new one"
-            )
-        document = review.to_dict()
-        del document["history"], document["delivery_keys"]
-        key = checked_key("review", review.id)
-        cur.execute(
-            "INSERT INTO reviews (key, id, run_key, checkpoint_id, status, created_at, num, deadline, archived, doc)"
-            " VALUES (%(key)s, %(id)s, %(run_key)s, %(checkpoint_id)s, %(status)s, %(created_at)s, %(num)s,"
-            " %(deadline)s, %(archived)s, %(doc)s) ON CONFLICT (key) DO UPDATE SET id = excluded.id,"
-            " run_key = excluded.run_key, checkpoint_id = excluded.checkpoint_id, status = excluded.status,"
-            " created_at = excluded.created_at, num = excluded.num, deadline = excluded.deadline,"
-            " archived = excluded.archived, doc = excluded.doc",
-            {
-                "key": key, "id": review.id, "run_key": run_key(review.run_id),
-                "checkpoint_id": review.checkpoint_id, "status": review.status, "created_at": review.created_at,
-                "num": number(review.id), "deadline": None if ended else next_deadline(review),
-                "archived": ended, "doc": encode(document),
-            },
-        )
-        seq, votes, keys = stored or (0, 0, 0)
-        if stored is None or votes > len(review.history) or keys > len(review.delivery_keys):  # not appended to
-            cur.execute("DELETE FROM review_votes WHERE review_key = %s", (key,))
-            cur.execute("DELETE FROM review_keys WHERE review_key = %s", (key,))
-            seq = votes = keys = 0
-        _insert(cur, "review_votes (review_key, seq, vote)",
-                [(key, seq + n, encode(vote.to_dict())) for n, vote in enumerate(review.history[votes:])])
-        _insert(cur, "review_keys (review_key, delivery_key)",
-                [(key, delivery_key) for delivery_key in dict.fromkeys(review.delivery_keys[keys:])])
+    def _write_review(self, cur: Any, review: Review, was_archived: bool | None) -> None:
+        """The review's row and all its votes and delivery keys, anew."""
+        written: list[_Rows] = []
+        _review_rows(review, was_archived, None, written)
+        _write_reviews(cur, written)
 
     def get_review(self, review_id: str, *, history: bool = True) -> Review:
         """The review; ``history=False``: without its history and delivery keys (both empty), read in one
@@ -186,29 +213,19 @@ class ReviewTables:
     def list_reviews(self, *, archived: bool = False, history: bool = True, request: bool = True) -> list[Review]:
         return self._reviews_where("true" if archived else "NOT archived", history=history, request=request)
 
-    def _update_in(self, cur: Any, key: str, review_id: str, mutate: Callable[[Review], T],
-                   casting: Sequence[Cast] | None = None) -> T:
-        """``mutate`` the locked review and write what changed. ``casting``: the votes ``mutate`` casts, which only
-        append to the history and ask for their own delivery keys (``reviews.cast_votes``), so the review is read
-        without its history and with only those of its keys: casting costs the same at the 10th vote and the
-        10,000th."""
+    def _update_in(self, cur: Any, key: str, review_id: str, mutate: Callable[[Review], T]) -> T:
+        """``mutate`` the locked review and write what changed."""
         row = cur.execute("SELECT key, doc, archived FROM reviews WHERE key = %s FOR UPDATE", (key,)).fetchone()
         if row is None:
             raise self._unknown_review(review_id)
-        # read under the row's lock (on PostgreSQL a statement that waited for it sees rows as they were before)
-        wanted = sorted({vote.delivery_key for vote, _ in casting if vote.delivery_key is not None} if casting else ())
-        known = "".join(f", EXISTS (SELECT 1 FROM review_keys WHERE review_key = %(key)s AND delivery_key = %(k{n})s)"
-                        for n in range(len(wanted)))  # which of its votes' keys it has, with the next seq
-        seq, *found = cur.execute(
-            f"SELECT (SELECT coalesce(max(seq) + 1, 0) FROM review_votes WHERE review_key = %(key)s){known}",
-            {"key": key, **{f"k{n}": wanted_key for n, wanted_key in enumerate(wanted)}}).fetchone()
-        if casting is None:
-            (review,) = self._histories(cur, [row[:2]], strict=True)
-        else:
-            review = self._with_rows(row, "[]", [k for k, there in zip(wanted, found, strict=True) if there])
-        stored = (int(seq), len(review.history), len(review.delivery_keys))
-        return mutate_record("review", review_id, key, review, mutate,
-                             lambda: self._write_review(cur, review, bool(row[2]), stored))
+        seqs, _ = _stored(cur, [key], [])
+        (review,) = self._histories(cur, [row[:2]], strict=True)
+        stored = (seqs[key], len(review.history), len(review.delivery_keys))
+        written: list[_Rows] = []
+        result = mutate_record("review", review_id, key, review, mutate,
+                               lambda: _review_rows(review, bool(row[2]), stored, written))
+        _write_reviews(cur, written)
+        return result
 
     def update_review(self, review_id: str, mutate: Callable[[Review], T]) -> T:
         """Change a review in one transaction; one that becomes applied or failed is archived by the same write."""
@@ -235,18 +252,33 @@ class ReviewTables:
 
     def _cast_in_one(self, batch: Mapping[str, Sequence[Cast]], todo: list[tuple[str, str]],
                      results: dict[str, list[VoteResult] | Exception]) -> None:
+        """Each review is cast on its row without its history and with only its votes' delivery keys, which is
+        all ``reviews.cast_votes`` asks of it: casting costs the same at the 10th vote and the 10,000th."""
         with self.engine.write() as cur:
+            rows: dict[str, Any] = {}
+            for marks, chunk in _chunks([key for key, _ in todo]):
+                cur.execute(f'SELECT key, doc, archived FROM reviews WHERE key IN ({marks})'
+                            ' ORDER BY key COLLATE "C" FOR UPDATE', chunk)  # locked in the order sorted
+                rows.update((row[0], row) for row in cur.fetchall())
+            wanted = {key: sorted({vote.delivery_key for vote, _ in batch[review_id] if vote.delivery_key is not None})
+                      for key, review_id in todo if key in rows}
+            seqs, known = _stored(cur, list(wanted), [(key, k) for key, keys in wanted.items() for k in keys])
+            written: list[_Rows] = []
             for key, review_id in todo:
-                cur.execute("SAVEPOINT one_review")
                 try:
-                    cast = partial(cast_votes, casts=batch[review_id])
-                    results[review_id] = self._update_in(cur, key, review_id, cast, batch[review_id])
+                    if key not in rows:
+                        raise self._unknown_review(review_id)
+                    row = rows[key]
+                    review = self._with_rows(row, "[]", [k for k in wanted[key] if (key, k) in known])
+                    stored = (seqs[key], 0, len(review.delivery_keys))
+                    results[review_id] = mutate_record(
+                        "review", review_id, key, review, partial(cast_votes, casts=batch[review_id]),
+                        partial(_review_rows, review, bool(row[2]), stored, written))
                 except Exception as err:  # noqa: BLE001 - that review's failure, handed to its voters
                     if self.engine.fatal(err):  # the engine failed, not the review: the batch fails as one
                         raise
-                    cur.execute("ROLLBACK TO SAVEPOINT one_review")
                     results[review_id] = err
-                # not released: rolling back to one_review rolls back to the latest, and the commit releases all
+            _write_reviews(cur, written)
 
     def open_reviews(self, limit: int | None = None) -> list[Review]:
         tail = "" if limit is None else f"LIMIT {max(int(limit), 0)}"
