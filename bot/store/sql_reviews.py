@@ -254,7 +254,7 @@ class ReviewTables:
                      results: dict[str, list[VoteResult] | Exception]) -> None:
         """Each review is cast on its row without its history and with only its votes' delivery keys, which is
         all ``reviews.cast_votes`` asks of it: casting costs the same at the 10th vote and the 10,000th."""
-        with self.engine.write() as cur:
+        with self.engine.write(pipelined=True) as cur:
             rows: dict[str, Any] = {}
             for marks, chunk in _chunks([key for key, _ in todo]):
                 cur.execute(f'SELECT key, doc, archived FROM reviews WHERE key IN ({marks})'
