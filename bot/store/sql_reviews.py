@@ -1,15 +1,12 @@
 """The store's reviews: reads, updates, the tick's queries, and a batch of votes in one transaction.
 
 Part of ``SqlStore`` (``sql``); the same statements on both engines.
-``cast_votes`` casts every review of a batch in one transaction of a few
-statements whatever its reviews (each a round trip to PostgreSQL): one locks
-the rows, in key order (two replicas casting batches that share reviews
-cannot deadlock); one reads every review's next seq and which of its votes'
-delivery keys it has; the reviews, votes and keys written are one
-statement each. A review whose votes cannot be cast (not found, refused by
-the rules) fails alone: each review's rows are made in full before anything
-is written, so a failing one has written nothing. The batch costs one commit
-(one sync of the SQLite file).
+``cast_votes`` casts a batch in one transaction of five statements whatever
+its reviews (on PostgreSQL pipelined, in three round trips): lock the rows in
+key order (replicas casting batches that share reviews cannot deadlock), read
+every next seq and known delivery key, write reviews, votes and keys. Each
+review's rows are made in full before any is written, so a review that cannot
+be cast fails alone, having written nothing. One commit (one SQLite sync).
 """
 
 from __future__ import annotations
@@ -31,7 +28,7 @@ from .engines import DatabaseError
 from .base import HOT_REVIEW_STATUSES, StoreError, UnknownReviewError
 from .records import FEW_IDS, checked_key, encode, key_of, mutate_record, number, one_edit, run_key
 
-__all__ = ["ReviewTables", "ORDER", "LATEST", "locked_archived"]
+__all__ = ["ReviewTables", "ORDER", "LATEST", "locked_archived", "review_rows", "write_reviews"]
 
 T = TypeVar("T")
 V = TypeVar("V")
@@ -59,7 +56,7 @@ def _insert(cur: Any, into: str, rows: list[tuple[Any, ...]], tail: str = "") ->
         cur.execute(f"INSERT INTO {into} VALUES {values}{tail}", [value for row in chunk for value in row])
 
 
-def _review_rows(review: Review, was_archived: bool | None, stored: _Stored | None, into: list[_Rows]) -> None:
+def review_rows(review: Review, was_archived: bool | None, stored: _Stored | None, into: list[_Rows]) -> None:
     """Appends to ``into`` the review's row, and its votes and delivery keys after ``stored`` as rows of their own
     (None: all of them, anew): a vote appends a row to each, so neither the row nor a vote's cost grows with the
     votes. Every row is made before any is appended: a review that cannot be written adds nothing."""
@@ -82,8 +79,8 @@ def _review_rows(review: Review, was_archived: bool | None, stored: _Stored | No
                  [(key, delivery_key) for delivery_key in dict.fromkeys(review.delivery_keys[keys:])]))
 
 
-def _write_reviews(cur: Any, written: list[_Rows]) -> None:
-    """The rows of ``_review_rows``, in one statement per table (and per 300 rows)."""
+def write_reviews(cur: Any, written: list[_Rows]) -> None:
+    """The rows of ``review_rows``, in one statement per table (and per 300 rows)."""
     _insert(cur, f"reviews ({', '.join(_COLUMNS)})", [row for row, _, _, _ in written], _UPSERT)
     for marks, chunk in _chunks([row[0] for row, anew, _, _ in written if anew]):
         cur.execute(f"DELETE FROM review_votes WHERE review_key IN ({marks})", chunk)
@@ -157,12 +154,6 @@ class ReviewTables:
             return [row[0] for marks, chunk in _chunks(near)
                     for row in cur.execute(f"SELECT key FROM reviews WHERE key IN ({marks})", chunk).fetchall()]
 
-    def _write_review(self, cur: Any, review: Review, was_archived: bool | None) -> None:
-        """The review's row and all its votes and delivery keys, anew."""
-        written: list[_Rows] = []
-        _review_rows(review, was_archived, None, written)
-        _write_reviews(cur, written)
-
     def get_review(self, review_id: str, *, history: bool = True) -> Review:
         """The review; ``history=False``: without its history and delivery keys (both empty), read in one
         statement whatever its votes - enough to check a voter before casting."""
@@ -213,27 +204,22 @@ class ReviewTables:
     def list_reviews(self, *, archived: bool = False, history: bool = True, request: bool = True) -> list[Review]:
         return self._reviews_where("true" if archived else "NOT archived", history=history, request=request)
 
-    def _update_in(self, cur: Any, key: str, review_id: str, mutate: Callable[[Review], T]) -> T:
-        """``mutate`` the locked review and write what changed."""
-        row = cur.execute("SELECT key, doc, archived FROM reviews WHERE key = %s FOR UPDATE", (key,)).fetchone()
-        if row is None:
-            raise self._unknown_review(review_id)
-        seqs, _ = _stored(cur, [key], [])
-        (review,) = self._histories(cur, [row[:2]], strict=True)
-        stored = (seqs[key], len(review.history), len(review.delivery_keys))
-        written: list[_Rows] = []
-        result = mutate_record("review", review_id, key, review, mutate,
-                               lambda: _review_rows(review, bool(row[2]), stored, written))
-        _write_reviews(cur, written)
-        return result
-
     def update_review(self, review_id: str, mutate: Callable[[Review], T]) -> T:
         """Change a review in one transaction; one that becomes applied or failed is archived by the same write."""
         key = key_of(review_id)
-        if key is None:
-            raise self._unknown_review(review_id)
         with self.engine.write() as cur:
-            return self._update_in(cur, key, review_id, mutate)
+            row = key and cur.execute("SELECT key, doc, archived FROM reviews WHERE key = %s FOR UPDATE",
+                                      (key,)).fetchone()
+            if not row:
+                raise self._unknown_review(review_id)
+            seqs, _ = _stored(cur, [row[0]], [])
+            (review,) = self._histories(cur, [row[:2]], strict=True)
+            stored = (seqs[row[0]], len(review.history), len(review.delivery_keys))  # as read, before mutate
+            written: list[_Rows] = []
+            result = mutate_record("review", review_id, row[0], review, mutate,
+                                   partial(review_rows, review, bool(row[2]), stored, written))
+            write_reviews(cur, written)
+            return result
 
     def cast_votes(self, batch: Mapping[str, Sequence[Cast]]) -> dict[str, list[VoteResult] | Exception]:
         """Every review's votes cast in one transaction, each review under its own savepoint (module doc)."""
@@ -273,12 +259,12 @@ class ReviewTables:
                     stored = (seqs[key], 0, len(review.delivery_keys))
                     results[review_id] = mutate_record(
                         "review", review_id, key, review, partial(cast_votes, casts=batch[review_id]),
-                        partial(_review_rows, review, bool(row[2]), stored, written))
+                        partial(review_rows, review, bool(row[2]), stored, written))
                 except Exception as err:  # noqa: BLE001 - that review's failure, handed to its voters
                     if self.engine.fatal(err):  # the engine failed, not the review: the batch fails as one
                         raise
                     results[review_id] = err
-            _write_reviews(cur, written)
+            write_reviews(cur, written)
 
     def open_reviews(self, limit: int | None = None) -> list[Review]:
         tail = "" if limit is None else f"LIMIT {max(int(limit), 0)}"
