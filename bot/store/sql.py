@@ -158,10 +158,8 @@ class SqlStore(RunTables, ReviewTables):
         with self.engine.write() as cur:
             for run in runs:
                 self._write_run(cur, run, locked_archived(cur, "runs", checked_key("run", run.id)))
-            written: list[Any] = []
-            for review in reviews:
-                review_rows(review, locked_archived(cur, "reviews", checked_key("review", review.id)), None, written)
-            write_reviews(cur, written)
+            write_reviews(cur, [review_rows(review, locked_archived(cur, "reviews", checked_key("review", review.id)))
+                                for review in reviews])
 
     # -- ids and the inbox ----------------------------------------------------
 

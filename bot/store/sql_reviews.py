@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
-from functools import partial
 from typing import Any, TypeVar
 
 from adapters.suggest import did_you_mean
@@ -56,16 +55,13 @@ def _insert(cur: Any, into: str, rows: list[tuple[Any, ...]], tail: str = "") ->
         cur.execute(f"INSERT INTO {into} VALUES {values}{tail}", [value for row in chunk for value in row])
 
 
-def review_rows(review: Review, was_archived: bool | None, stored: _Stored | None, into: list[_Rows]) -> None:
-    """Appends to ``into`` the review's row, and its votes and delivery keys after ``stored`` as rows of their own
-    (None: all of them, anew): a vote appends a row to each, so neither the row nor a vote's cost grows with the
-    votes. Every row is made before any is appended: a review that cannot be written adds nothing."""
+def review_rows(review: Review, was_archived: bool | None, stored: _Stored | None = None) -> _Rows:
+    """The review's row, and its votes and delivery keys after ``stored`` as rows of their own (None: all of
+    them, anew): a vote appends a row to each, so neither the row nor a vote's cost grows with the votes."""
     ended = _ended(review)
     if was_archived and not ended:
-        raise StoreError(
-            f"review {review.id} has ended and is archived; it cannot become {review.status!r} again"
-            " - start a new one"
-        )
+        raise StoreError(f"review {review.id} has ended and is archived; it cannot become {review.status!r} again"
+                         " - start a new one")
     document = review.to_dict()
     del document["history"], document["delivery_keys"]
     key = checked_key("review", review.id)
@@ -75,8 +71,8 @@ def review_rows(review: Review, was_archived: bool | None, stored: _Stored | Non
     anew = stored is None or votes > len(review.history) or keys > len(review.delivery_keys)  # not appended to
     if anew:
         seq = votes = keys = 0
-    into.append((row, anew, [(key, seq + n, encode(vote.to_dict())) for n, vote in enumerate(review.history[votes:])],
-                 [(key, delivery_key) for delivery_key in dict.fromkeys(review.delivery_keys[keys:])]))
+    return (row, anew, [(key, seq + n, encode(vote.to_dict())) for n, vote in enumerate(review.history[votes:])],
+            [(key, delivery_key) for delivery_key in dict.fromkeys(review.delivery_keys[keys:])])
 
 
 def write_reviews(cur: Any, written: list[_Rows]) -> None:
@@ -217,12 +213,12 @@ class ReviewTables:
             stored = (seqs[row[0]], len(review.history), len(review.delivery_keys))  # as read, before mutate
             written: list[_Rows] = []
             result = mutate_record("review", review_id, row[0], review, mutate,
-                                   partial(review_rows, review, bool(row[2]), stored, written))
+                                   lambda: written.append(review_rows(review, bool(row[2]), stored)))
             write_reviews(cur, written)
             return result
 
     def cast_votes(self, batch: Mapping[str, Sequence[Cast]]) -> dict[str, list[VoteResult] | Exception]:
-        """Every review's votes cast in one transaction, each review under its own savepoint (module doc)."""
+        """Every review's votes cast in one transaction; a review that fails fails alone (module doc)."""
         results: dict[str, list[VoteResult] | Exception] = {}
         keyed = sorted((key_of(review_id) or "", review_id) for review_id in batch)
         for key, review_id in keyed:
@@ -256,10 +252,10 @@ class ReviewTables:
                         raise self._unknown_review(review_id)
                     row = rows[key]
                     review = self._with_rows(row, "[]", [k for k in wanted[key] if (key, k) in known])
-                    stored = (seqs[key], 0, len(review.delivery_keys))
-                    results[review_id] = mutate_record(
-                        "review", review_id, key, review, partial(cast_votes, casts=batch[review_id]),
-                        partial(review_rows, review, bool(row[2]), stored, written))
+                    stored = (seqs[key], 0, len(review.delivery_keys))  # as read, before casting
+                    results[review_id] = cast = cast_votes(review, batch[review_id])
+                    if any(result.accepted for result in cast):  # a vote changes the review only by being accepted
+                        written.append(review_rows(review, bool(row[2]), stored))
                 except Exception as err:  # noqa: BLE001 - that review's failure, handed to its voters
                     if self.engine.fatal(err):  # the engine failed, not the review: the batch fails as one
                         raise
