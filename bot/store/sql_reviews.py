@@ -31,8 +31,6 @@ __all__ = ["ReviewTables", "ORDER", "LATEST", "locked_archived", "review_rows", 
 
 T = TypeVar("T")
 V = TypeVar("V")
-#: (the next vote's seq, votes and delivery keys of the review already stored as rows)
-_Stored = tuple[int, int, int]
 #: A review's row, whether its votes' and keys' rows are written anew, and the rows of those appended.
 _Rows = tuple[tuple[Any, ...], bool, list[tuple[Any, ...]], list[tuple[Any, ...]]]
 _COLUMNS = ("key", "id", "run_key", "checkpoint_id", "status", "created_at", "num", "deadline", "archived", "doc")
@@ -55,9 +53,10 @@ def _insert(cur: Any, into: str, rows: list[tuple[Any, ...]], tail: str = "") ->
         cur.execute(f"INSERT INTO {into} VALUES {values}{tail}", [value for row in chunk for value in row])
 
 
-def review_rows(review: Review, was_archived: bool | None, stored: _Stored | None = None) -> _Rows:
-    """The review's row, and its votes and delivery keys after ``stored`` as rows of their own (None: all of
-    them, anew): a vote appends a row to each, so neither the row nor a vote's cost grows with the votes."""
+def review_rows(review: Review, was_archived: bool | None, stored: tuple[int, int, int] | None = None) -> _Rows:
+    """The review's row, and its votes and delivery keys after ``stored`` (the next seq, and how many of its votes
+    and keys are rows already; None: all, anew) as rows of their own: a vote appends a row to each, so neither
+    the row nor a vote's cost grows with the votes."""
     ended = _ended(review)
     if was_archived and not ended:
         raise StoreError(f"review {review.id} has ended and is archived; it cannot become {review.status!r} again"
@@ -220,16 +219,11 @@ class ReviewTables:
     def cast_votes(self, batch: Mapping[str, Sequence[Cast]]) -> dict[str, list[VoteResult] | Exception]:
         """Every review's votes cast in one transaction; a review that fails fails alone (module doc)."""
         results: dict[str, list[VoteResult] | Exception] = {}
-        keyed = sorted((key_of(review_id) or "", review_id) for review_id in batch)
-        for key, review_id in keyed:
-            if not key:
-                results[review_id] = self._unknown_review(review_id)
-        todo = [(key, review_id) for key, review_id in keyed if key]
-        if todo:
-            try:
-                self._cast_in_one(batch, todo, results)
-            except DatabaseError as err:  # the commit failed: no vote of the batch was stored, none is acknowledged
-                results.update({review_id: err for _, review_id in todo})
+        todo = sorted((key_of(review_id) or "", review_id) for review_id in batch)  # "": no such key, not found
+        try:
+            self._cast_in_one(batch, todo, results)
+        except DatabaseError as err:  # the commit failed: no vote of the batch was stored, none is acknowledged
+            results.update({review_id: err for _, review_id in todo})
         return {review_id: results[review_id] for review_id in batch}
 
     def _cast_in_one(self, batch: Mapping[str, Sequence[Cast]], todo: list[tuple[str, str]],
@@ -325,12 +319,8 @@ class ReviewTables:
             cur.execute("SELECT status, count(*) FROM reviews WHERE NOT archived GROUP BY status")
             reviews = {status: int(n) for status, n in cur.fetchall()}
             pending = int(cur.execute("SELECT count(*) FROM outbox").fetchone()[0])
-        return {
-            "runs": runs,
-            "open_reviews": reviews.get("open", 0),
-            "decided_reviews": reviews.get("decided", 0),
-            "outbox_pending": pending,
-        }
+        return {"runs": runs, "open_reviews": reviews.get("open", 0), "decided_reviews": reviews.get("decided", 0),
+                "outbox_pending": pending}
 
     def outbox_backlog(self) -> dict[str, int]:
         """Pending outbox tasks by channel (a channel with none is absent), from the channel index."""
