@@ -89,8 +89,7 @@ class Engine(Protocol):
 
     def write(self, *, pipelined: bool = False) -> contextlib.AbstractContextManager[Any]:
         """A cursor whose statements commit together when the block ends (rolled back on an error). ``pipelined``
-        (PostgreSQL): a statement is sent when a result is asked for, with those queued before it, so the block
-        waits for fewer round trips (BEGIN goes with the first read, the last writes with the COMMIT)."""
+        (PostgreSQL): statements are sent when a result is asked for, so the block waits for fewer round trips."""
 
     def write_one(self) -> contextlib.AbstractContextManager[Any]:
         """A cursor for one writing statement, committed when the block ends."""

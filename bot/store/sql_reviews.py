@@ -42,10 +42,6 @@ LATEST = 'created_at DESC, num DESC, id COLLATE "C" DESC'
 _NO_REQUEST = "CASE WHEN json_valid(doc) THEN json_remove(doc, '$.request') ELSE doc END"
 
 
-def _ended(review: Review) -> bool:
-    return review.status not in HOT_REVIEW_STATUSES
-
-
 def _insert(cur: Any, into: str, rows: list[tuple[Any, ...]], tail: str = "") -> None:
     """``rows`` in one statement per 300 (a batch's votes), within every engine's limit of bound values."""
     for _, chunk in _chunks(rows, 300):
@@ -57,7 +53,7 @@ def review_rows(review: Review, was_archived: bool | None, stored: tuple[int, in
     """The review's row, and its votes and delivery keys after ``stored`` (the next seq, and how many of its votes
     and keys are rows already; None: all, anew) as rows of their own: a vote appends a row to each, so neither
     the row nor a vote's cost grows with the votes."""
-    ended = _ended(review)
+    ended = review.status not in HOT_REVIEW_STATUSES
     if was_archived and not ended:
         raise StoreError(f"review {review.id} has ended and is archived; it cannot become {review.status!r} again"
                          " - start a new one")
@@ -231,11 +227,9 @@ class ReviewTables:
         """Each review is cast on its row without its history and with only its votes' delivery keys, which is
         all ``reviews.cast_votes`` asks of it: casting costs the same at the 10th vote and the 10,000th."""
         with self.engine.write(pipelined=True) as cur:
-            rows: dict[str, Any] = {}
-            for marks, chunk in _chunks([key for key, _ in todo]):
-                cur.execute(f'SELECT key, doc, archived FROM reviews WHERE key IN ({marks})'
-                            ' ORDER BY key COLLATE "C" FOR UPDATE', chunk)  # locked in the order sorted
-                rows.update((row[0], row) for row in cur.fetchall())
+            rows = {row[0]: row for marks, chunk in _chunks([key for key, _ in todo]) for row in cur.execute(
+                f'SELECT key, doc, archived FROM reviews WHERE key IN ({marks}) ORDER BY key COLLATE "C" FOR UPDATE',
+                chunk).fetchall()}  # locked in the order sorted, chunk after chunk
             wanted = {key: sorted({vote.delivery_key for vote, _ in batch[review_id] if vote.delivery_key is not None})
                       for key, review_id in todo if key in rows}
             seqs, known = _stored(cur, list(wanted), [(key, k) for key, keys in wanted.items() for k in keys])
@@ -244,12 +238,11 @@ class ReviewTables:
                 try:
                     if key not in rows:
                         raise self._unknown_review(review_id)
-                    row = rows[key]
-                    review = self._with_rows(row, "[]", [k for k in wanted[key] if (key, k) in known])
+                    review = self._with_rows(rows[key], "[]", [k for k in wanted[key] if (key, k) in known])
                     stored = (seqs[key], 0, len(review.delivery_keys))  # as read, before casting
                     results[review_id] = cast = cast_votes(review, batch[review_id])
                     if any(result.accepted for result in cast):  # a vote changes the review only by being accepted
-                        written.append(review_rows(review, bool(row[2]), stored))
+                        written.append(review_rows(review, bool(rows[key][2]), stored))
                 except Exception as err:  # noqa: BLE001 - that review's failure, handed to its voters
                     if self.engine.fatal(err):  # the engine failed, not the review: the batch fails as one
                         raise
