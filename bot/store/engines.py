@@ -87,8 +87,9 @@ class Engine(Protocol):
     def read(self) -> contextlib.AbstractContextManager[Any]:
         """A cursor for reading (autocommit)."""
 
-    def write(self) -> contextlib.AbstractContextManager[Any]:
-        """A cursor whose statements commit together when the block ends (rolled back on an error)."""
+    def write(self, *, pipelined: bool = False) -> contextlib.AbstractContextManager[Any]:
+        """A cursor whose statements commit together when the block ends (rolled back on an error). ``pipelined``
+        (PostgreSQL): statements are sent when a result is asked for, so the block waits for fewer round trips."""
 
     def write_one(self) -> contextlib.AbstractContextManager[Any]:
         """A cursor for one writing statement, committed when the block ends."""
@@ -181,8 +182,9 @@ class Postgres(Engine):
             yield cur
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[Any]:
-        with self.errors(), self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+    def write(self, *, pipelined: bool = False) -> Iterator[Any]:
+        with (self.errors(), self._pool.connection() as conn,
+              conn.pipeline() if pipelined else contextlib.nullcontext(), conn.transaction(), conn.cursor() as cur):
             yield cur
 
     def write_one(self) -> contextlib.AbstractContextManager[Any]:
@@ -326,7 +328,7 @@ class Sqlite(Engine):
                         conn.execute("ROLLBACK")
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[Any]:
+    def write(self, *, pipelined: bool = False) -> Iterator[Any]:
         """``BEGIN IMMEDIATE`` on this store's one writer connection; committed (and synced) at the end.
 
         A write begun inside another of the same thread (a mutator that writes) joins it, as one transaction.

@@ -38,7 +38,7 @@ from .base import RUN_FORMAT, TASK_FORMAT, CorruptDocumentError, NewerFormatErro
 from .base import StoreError, UnknownTaskError
 from .engines import DB_NAME, BUSY_TIMEOUT, DatabaseError, Engine, Postgres, Sqlite, describe_url
 from .records import check_name, checked_key, delivery_digest, encode, key_of, mutate_record, number, parse, task_stem
-from .sql_reviews import ReviewTables, locked_archived
+from .sql_reviews import ReviewTables, locked_archived, review_rows, write_reviews
 from .sql_runs import RunTables
 from . import sql_schema
 
@@ -158,8 +158,8 @@ class SqlStore(RunTables, ReviewTables):
         with self.engine.write() as cur:
             for run in runs:
                 self._write_run(cur, run, locked_archived(cur, "runs", checked_key("run", run.id)))
-            for review in reviews:
-                self._write_review(cur, review, locked_archived(cur, "reviews", checked_key("review", review.id)))
+            write_reviews(cur, [review_rows(review, locked_archived(cur, "reviews", checked_key("review", review.id)))
+                                for review in reviews])
 
     # -- ids and the inbox ----------------------------------------------------
 

@@ -1,11 +1,12 @@
 """The store's reviews: reads, updates, the tick's queries, and a batch of votes in one transaction.
 
 Part of ``SqlStore`` (``sql``); the same statements on both engines.
-``cast_votes`` casts every review of a batch in one transaction, each
-review under a savepoint of its own: a review that cannot be found or
-changed fails alone, and the whole batch costs one commit (one sync of the
-SQLite file). Rows are locked in key order, so two replicas casting batches
-that share reviews cannot deadlock.
+``cast_votes`` casts a batch in one transaction of five statements whatever
+its reviews (on PostgreSQL pipelined, in three round trips): lock the rows in
+key order (replicas casting batches that share reviews cannot deadlock), read
+every next seq and known delivery key, write reviews, votes and keys. Each
+review's rows are made in full before any is written, so a review that cannot
+be cast fails alone, having written nothing. One commit (one SQLite sync).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
-from functools import partial
 from typing import Any, TypeVar
 
 from adapters.suggest import did_you_mean
@@ -27,12 +27,14 @@ from .engines import DatabaseError
 from .base import HOT_REVIEW_STATUSES, StoreError, UnknownReviewError
 from .records import FEW_IDS, checked_key, encode, key_of, mutate_record, number, one_edit, run_key
 
-__all__ = ["ReviewTables", "ORDER", "LATEST", "locked_archived"]
+__all__ = ["ReviewTables", "ORDER", "LATEST", "locked_archived", "review_rows", "write_reviews"]
 
 T = TypeVar("T")
 V = TypeVar("V")
-#: (the next vote's seq, votes and delivery keys of the review already stored as rows)
-_Stored = tuple[int, int, int]
+#: A review's row, whether its votes' and keys' rows are written anew, and the rows of those appended.
+_Rows = tuple[tuple[Any, ...], bool, list[tuple[Any, ...]], list[tuple[Any, ...]]]
+_COLUMNS = ("key", "id", "run_key", "checkpoint_id", "status", "created_at", "num", "deadline", "archived", "doc")
+_UPSERT = " ON CONFLICT (key) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
 #: Runs and reviews in creation order (demo-10 after demo-9), and latest first.
 ORDER = 'created_at, num, id COLLATE "C"'
 LATEST = 'created_at DESC, num DESC, id COLLATE "C" DESC'
@@ -40,15 +42,58 @@ LATEST = 'created_at DESC, num DESC, id COLLATE "C" DESC'
 _NO_REQUEST = "CASE WHEN json_valid(doc) THEN json_remove(doc, '$.request') ELSE doc END"
 
 
-def _ended(review: Review) -> bool:
-    return review.status not in HOT_REVIEW_STATUSES
-
-
-def _insert(cur: Any, into: str, rows: list[tuple[Any, ...]]) -> None:
+def _insert(cur: Any, into: str, rows: list[tuple[Any, ...]], tail: str = "") -> None:
     """``rows`` in one statement per 300 (a batch's votes), within every engine's limit of bound values."""
     for _, chunk in _chunks(rows, 300):
         values = ", ".join(["(" + ", ".join(["%s"] * len(chunk[0])) + ")"] * len(chunk))
-        cur.execute(f"INSERT INTO {into} VALUES {values}", [value for row in chunk for value in row])
+        cur.execute(f"INSERT INTO {into} VALUES {values}{tail}", [value for row in chunk for value in row])
+
+
+def review_rows(review: Review, was_archived: bool | None, stored: tuple[int, int, int] | None = None) -> _Rows:
+    """The review's row, and its votes and delivery keys after ``stored`` (the next seq, and how many of its votes
+    and keys are rows already; None: all, anew) as rows of their own: a vote appends a row to each, so neither
+    the row nor a vote's cost grows with the votes."""
+    ended = review.status not in HOT_REVIEW_STATUSES
+    if was_archived and not ended:
+        raise StoreError(f"review {review.id} has ended and is archived; it cannot become {review.status!r} again"
+                         " - start a new one")
+    document = review.to_dict()
+    del document["history"], document["delivery_keys"]
+    key = checked_key("review", review.id)
+    row = (key, review.id, run_key(review.run_id), review.checkpoint_id, review.status, review.created_at,
+           number(review.id), None if ended else next_deadline(review), ended, encode(document))
+    seq, votes, keys = stored or (0, 0, 0)
+    anew = stored is None or votes > len(review.history) or keys > len(review.delivery_keys)  # not appended to
+    if anew:
+        seq = votes = keys = 0
+    return (row, anew, [(key, seq + n, encode(vote.to_dict())) for n, vote in enumerate(review.history[votes:])],
+            [(key, delivery_key) for delivery_key in dict.fromkeys(review.delivery_keys[keys:])])
+
+
+def write_reviews(cur: Any, written: list[_Rows]) -> None:
+    """The rows of ``review_rows``, in one statement per table (and per 300 rows)."""
+    _insert(cur, f"reviews ({', '.join(_COLUMNS)})", [row for row, _, _, _ in written], _UPSERT)
+    for marks, chunk in _chunks([row[0] for row, anew, _, _ in written if anew]):
+        cur.execute(f"DELETE FROM review_votes WHERE review_key IN ({marks})", chunk)
+        cur.execute(f"DELETE FROM review_keys WHERE review_key IN ({marks})", chunk)
+    _insert(cur, "review_votes (review_key, seq, vote)", [vote for _, _, votes, _ in written for vote in votes])
+    _insert(cur, "review_keys (review_key, delivery_key)", [key for _, _, _, keys in written for key in keys])
+
+
+def _stored(cur: Any, keys: list[str], pairs: list[tuple[str, str]]) -> tuple[dict[str, int], set[tuple[str, str]]]:
+    """The next seq of each review of ``keys``, and which (review key, delivery key) ``pairs`` are stored: one
+    statement per 250 of them. Read under the reviews' locks: on PostgreSQL a statement that waited for a lock
+    sees the other tables as they were before, so this cannot be the statement that locks."""
+    probes: list[tuple[str, tuple[str, ...]]] = [
+        ("(SELECT coalesce(max(seq) + 1, 0) FROM review_votes WHERE review_key = %s)", (key,)) for key in keys]
+    probes += [("EXISTS (SELECT 1 FROM review_keys WHERE review_key = %s AND delivery_key = %s)", pair)
+               for pair in pairs]
+    answers: list[Any] = []
+    for _, chunk in _chunks(probes, 250):
+        answers += cur.execute("SELECT " + ", ".join(probe for probe, _ in chunk),
+                               [value for _, values in chunk for value in values]).fetchone()
+    return ({key: int(seq) for key, seq in zip(keys, answers[:len(keys)], strict=True)},
+            {pair for pair, there in zip(pairs, answers[len(keys):], strict=True) if there})
 
 
 def posted_at(review: Review, channel: str, context: Mapping[str, Any]) -> bool:
@@ -100,42 +145,6 @@ class ReviewTables:
             return [row[0] for marks, chunk in _chunks(near)
                     for row in cur.execute(f"SELECT key FROM reviews WHERE key IN ({marks})", chunk).fetchall()]
 
-    def _write_review(self, cur: Any, review: Review, was_archived: bool | None, stored: _Stored | None = None) -> None:
-        """The review's row, and the votes and delivery keys after ``stored`` as rows of their own (None: all of
-        them, anew): a vote appends a row to each, so neither the row nor a vote's cost grows with the votes."""
-        ended = _ended(review)
-        if was_archived and not ended:
-            raise StoreError(
-                f"review {review.id} has ended and is archived; it cannot become {review.status!r} again"
-                " - start a new one"
-            )
-        document = review.to_dict()
-        del document["history"], document["delivery_keys"]
-        key = checked_key("review", review.id)
-        cur.execute(
-            "INSERT INTO reviews (key, id, run_key, checkpoint_id, status, created_at, num, deadline, archived, doc)"
-            " VALUES (%(key)s, %(id)s, %(run_key)s, %(checkpoint_id)s, %(status)s, %(created_at)s, %(num)s,"
-            " %(deadline)s, %(archived)s, %(doc)s) ON CONFLICT (key) DO UPDATE SET id = excluded.id,"
-            " run_key = excluded.run_key, checkpoint_id = excluded.checkpoint_id, status = excluded.status,"
-            " created_at = excluded.created_at, num = excluded.num, deadline = excluded.deadline,"
-            " archived = excluded.archived, doc = excluded.doc",
-            {
-                "key": key, "id": review.id, "run_key": run_key(review.run_id),
-                "checkpoint_id": review.checkpoint_id, "status": review.status, "created_at": review.created_at,
-                "num": number(review.id), "deadline": None if ended else next_deadline(review),
-                "archived": ended, "doc": encode(document),
-            },
-        )
-        seq, votes, keys = stored or (0, 0, 0)
-        if stored is None or votes > len(review.history) or keys > len(review.delivery_keys):  # not appended to
-            cur.execute("DELETE FROM review_votes WHERE review_key = %s", (key,))
-            cur.execute("DELETE FROM review_keys WHERE review_key = %s", (key,))
-            seq = votes = keys = 0
-        _insert(cur, "review_votes (review_key, seq, vote)",
-                [(key, seq + n, encode(vote.to_dict())) for n, vote in enumerate(review.history[votes:])])
-        _insert(cur, "review_keys (review_key, delivery_key)",
-                [(key, delivery_key) for delivery_key in dict.fromkeys(review.delivery_keys[keys:])])
-
     def get_review(self, review_id: str, *, history: bool = True) -> Review:
         """The review; ``history=False``: without its history and delivery keys (both empty), read in one
         statement whatever its votes - enough to check a voter before casting."""
@@ -186,67 +195,59 @@ class ReviewTables:
     def list_reviews(self, *, archived: bool = False, history: bool = True, request: bool = True) -> list[Review]:
         return self._reviews_where("true" if archived else "NOT archived", history=history, request=request)
 
-    def _update_in(self, cur: Any, key: str, review_id: str, mutate: Callable[[Review], T],
-                   casting: Sequence[Cast] | None = None) -> T:
-        """``mutate`` the locked review and write what changed. ``casting``: the votes ``mutate`` casts, which only
-        append to the history and ask for their own delivery keys (``reviews.cast_votes``), so the review is read
-        without its history and with only those of its keys: casting costs the same at the 10th vote and the
-        10,000th."""
-        row = cur.execute("SELECT key, doc, archived FROM reviews WHERE key = %s FOR UPDATE", (key,)).fetchone()
-        if row is None:
-            raise self._unknown_review(review_id)
-        # read under the row's lock (on PostgreSQL a statement that waited for it sees rows as they were before)
-        wanted = sorted({vote.delivery_key for vote, _ in casting if vote.delivery_key is not None} if casting else ())
-        known = "".join(f", EXISTS (SELECT 1 FROM review_keys WHERE review_key = %(key)s AND delivery_key = %(k{n})s)"
-                        for n in range(len(wanted)))  # which of its votes' keys it has, with the next seq
-        seq, *found = cur.execute(
-            f"SELECT (SELECT coalesce(max(seq) + 1, 0) FROM review_votes WHERE review_key = %(key)s){known}",
-            {"key": key, **{f"k{n}": wanted_key for n, wanted_key in enumerate(wanted)}}).fetchone()
-        if casting is None:
-            (review,) = self._histories(cur, [row[:2]], strict=True)
-        else:
-            review = self._with_rows(row, "[]", [k for k, there in zip(wanted, found, strict=True) if there])
-        stored = (int(seq), len(review.history), len(review.delivery_keys))
-        return mutate_record("review", review_id, key, review, mutate,
-                             lambda: self._write_review(cur, review, bool(row[2]), stored))
-
     def update_review(self, review_id: str, mutate: Callable[[Review], T]) -> T:
         """Change a review in one transaction; one that becomes applied or failed is archived by the same write."""
         key = key_of(review_id)
-        if key is None:
-            raise self._unknown_review(review_id)
         with self.engine.write() as cur:
-            return self._update_in(cur, key, review_id, mutate)
+            row = key and cur.execute("SELECT key, doc, archived FROM reviews WHERE key = %s FOR UPDATE",
+                                      (key,)).fetchone()
+            if not row:
+                raise self._unknown_review(review_id)
+            seqs, _ = _stored(cur, [row[0]], [])
+            (review,) = self._histories(cur, [row[:2]], strict=True)
+            stored = (seqs[row[0]], len(review.history), len(review.delivery_keys))  # as read, before mutate
+            written: list[_Rows] = []
+            result = mutate_record("review", review_id, row[0], review, mutate,
+                                   lambda: written.append(review_rows(review, bool(row[2]), stored)))
+            write_reviews(cur, written)
+            return result
 
     def cast_votes(self, batch: Mapping[str, Sequence[Cast]]) -> dict[str, list[VoteResult] | Exception]:
-        """Every review's votes cast in one transaction, each review under its own savepoint (module doc)."""
+        """Every review's votes cast in one transaction; a review that fails fails alone (module doc)."""
         results: dict[str, list[VoteResult] | Exception] = {}
-        keyed = sorted((key_of(review_id) or "", review_id) for review_id in batch)
-        for key, review_id in keyed:
-            if not key:
-                results[review_id] = self._unknown_review(review_id)
-        todo = [(key, review_id) for key, review_id in keyed if key]
-        if todo:
-            try:
-                self._cast_in_one(batch, todo, results)
-            except DatabaseError as err:  # the commit failed: no vote of the batch was stored, none is acknowledged
-                results.update({review_id: err for _, review_id in todo})
+        todo = sorted((key_of(review_id) or "", review_id) for review_id in batch)  # "": no such key, not found
+        try:
+            self._cast_in_one(batch, todo, results)
+        except DatabaseError as err:  # the commit failed: no vote of the batch was stored, none is acknowledged
+            results.update({review_id: err for _, review_id in todo})
         return {review_id: results[review_id] for review_id in batch}
 
     def _cast_in_one(self, batch: Mapping[str, Sequence[Cast]], todo: list[tuple[str, str]],
                      results: dict[str, list[VoteResult] | Exception]) -> None:
-        with self.engine.write() as cur:
+        """Each review is cast on its row without its history and with only its votes' delivery keys, which is
+        all ``reviews.cast_votes`` asks of it: casting costs the same at the 10th vote and the 10,000th."""
+        with self.engine.write(pipelined=True) as cur:
+            rows = {row[0]: row for marks, chunk in _chunks([key for key, _ in todo]) for row in cur.execute(
+                f'SELECT key, doc, archived FROM reviews WHERE key IN ({marks}) ORDER BY key COLLATE "C" FOR UPDATE',
+                chunk).fetchall()}  # locked in the order sorted, chunk after chunk
+            wanted = {key: sorted({vote.delivery_key for vote, _ in batch[review_id] if vote.delivery_key is not None})
+                      for key, review_id in todo if key in rows}
+            seqs, known = _stored(cur, list(wanted), [(key, k) for key, keys in wanted.items() for k in keys])
+            written: list[_Rows] = []
             for key, review_id in todo:
-                cur.execute("SAVEPOINT one_review")
                 try:
-                    cast = partial(cast_votes, casts=batch[review_id])
-                    results[review_id] = self._update_in(cur, key, review_id, cast, batch[review_id])
+                    if key not in rows:
+                        raise self._unknown_review(review_id)
+                    review = self._with_rows(rows[key], "[]", [k for k in wanted[key] if (key, k) in known])
+                    stored = (seqs[key], 0, len(review.delivery_keys))  # as read, before casting
+                    results[review_id] = cast = cast_votes(review, batch[review_id])
+                    if any(result.accepted for result in cast):  # a vote changes the review only by being accepted
+                        written.append(review_rows(review, bool(rows[key][2]), stored))
                 except Exception as err:  # noqa: BLE001 - that review's failure, handed to its voters
                     if self.engine.fatal(err):  # the engine failed, not the review: the batch fails as one
                         raise
-                    cur.execute("ROLLBACK TO SAVEPOINT one_review")
                     results[review_id] = err
-                # not released: rolling back to one_review rolls back to the latest, and the commit releases all
+            write_reviews(cur, written)
 
     def open_reviews(self, limit: int | None = None) -> list[Review]:
         tail = "" if limit is None else f"LIMIT {max(int(limit), 0)}"
@@ -311,12 +312,8 @@ class ReviewTables:
             cur.execute("SELECT status, count(*) FROM reviews WHERE NOT archived GROUP BY status")
             reviews = {status: int(n) for status, n in cur.fetchall()}
             pending = int(cur.execute("SELECT count(*) FROM outbox").fetchone()[0])
-        return {
-            "runs": runs,
-            "open_reviews": reviews.get("open", 0),
-            "decided_reviews": reviews.get("decided", 0),
-            "outbox_pending": pending,
-        }
+        return {"runs": runs, "open_reviews": reviews.get("open", 0), "decided_reviews": reviews.get("decided", 0),
+                "outbox_pending": pending}
 
     def outbox_backlog(self) -> dict[str, int]:
         """Pending outbox tasks by channel (a channel with none is absent), from the channel index."""
