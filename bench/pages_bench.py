@@ -47,7 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.config import BotConfig, load_config  # noqa: E402
 from bot.review_records import Review, ReviewPolicy, Reviewers  # noqa: E402
-from bot.server import bind_socket, create_app  # noqa: E402
+from bot.http_server import bind_socket  # noqa: E402
+from bot.server import create_app  # noqa: E402
 from bot.store.base import OutboxTask, Store  # noqa: E402
 from bot.store.open import open_store  # noqa: E402
 from bot.web.metrics import Metrics  # noqa: E402

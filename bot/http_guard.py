@@ -3,7 +3,7 @@
 ``guarded_protocol``: uvicorn's h11 protocol with a deadline for the whole
 request and the eviction of idle connections - no public uvicorn option does
 either, hence the subclass. ``limit_head``: an ASGI wrapper refusing a
-request line or headers over ``MAX_HEAD``. ``bot.server.HttpServer`` puts
+request line or headers over ``MAX_HEAD``. ``bot.http_server.HttpServer`` puts
 both in front of the app.
 """
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bot.config import load_config
-from bot.server import Bot, bind_socket
+from bot.http_server import bind_socket
+from bot.server import Bot
 from bot.store import SqliteStore
 from bot.serve_lock import AlreadyRunningError, ServeLock
 

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from bot.server import HttpServer, bind_socket
+from bot.http_server import HttpServer, bind_socket
 
 
 async def healthz(request: Request) -> PlainTextResponse:

@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 
 from bot.config import load_config
+import bot.http_server as http_server
 import bot.server as server_module
-from bot.server import HttpServer, serve
+from bot.http_server import HttpServer
+from bot.server import serve
 from bot.service import Service
 from bot.serve_lock import ServeLock
 
@@ -85,9 +87,9 @@ def test_at_restart_the_waiting_reviews_are_named_with_the_line_that_answers_the
 def test_settle_collector_freezes_what_start_up_loaded_and_collects_the_young_less_often() -> None:
     before = gc.get_threshold()
     try:
-        server_module.settle_collector()
+        http_server.settle_collector()
         assert gc.get_freeze_count() > 0
-        assert gc.get_threshold() == (server_module.YOUNG_COLLECTION_EVERY, *before[1:])
+        assert gc.get_threshold() == (http_server.YOUNG_COLLECTION_EVERY, *before[1:])
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
@@ -96,8 +98,8 @@ def test_settle_collector_freezes_what_start_up_loaded_and_collects_the_young_le
 def test_the_event_loop_waits_at_most_the_short_switch_interval_for_the_interpreter() -> None:
     before = sys.getswitchinterval()
     try:
-        server_module.favour_the_event_loop()
-        assert sys.getswitchinterval() == pytest.approx(server_module.SWITCH_INTERVAL) and before > 0.001
+        http_server.favour_the_event_loop()
+        assert sys.getswitchinterval() == pytest.approx(http_server.SWITCH_INTERVAL) and before > 0.001
     finally:
         sys.setswitchinterval(before)
 

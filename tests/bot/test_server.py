@@ -15,7 +15,8 @@ from starlette.responses import PlainTextResponse
 from starlette.testclient import TestClient
 
 from bot.health import health
-from bot.server import bind_socket, create_app
+from bot.http_server import bind_socket
+from bot.server import create_app
 from bot.service import Service
 
 from .runtime_support import bench, db_execute, demo

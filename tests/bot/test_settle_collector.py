@@ -10,7 +10,7 @@ import ast
 import subprocess
 import sys
 
-from bot import server as server_module
+from bot import http_server
 
 
 def test_the_collector_is_the_generational_one_settle_collector_is_tuned_for() -> None:
@@ -18,4 +18,4 @@ def test_the_collector_is_the_generational_one_settle_collector_is_tuned_for() -
     fresh = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     # a young collection every 700 allocations, three generations, nothing frozen yet
     assert ast.literal_eval(fresh) == ((700, 10, 10), 3, 0)
-    assert server_module.YOUNG_COLLECTION_EVERY > 700
+    assert http_server.YOUNG_COLLECTION_EVERY > 700

@@ -21,7 +21,9 @@ from typing import Any
 import pytest
 import uvicorn
 
-from bot.server import bind_socket, create_app
+from bot.http_server import bind_socket
+
+from bot.server import create_app
 from bot.web.links import ReviewLinks
 from bot.web.metrics import Metrics
 from bot.web.pages import review_links, web_routes
