@@ -1,13 +1,9 @@
 """How does loopbot talk to GitHub's REST API? A thin PyGithub wrapper with only the calls the channel needs.
 
-Every call maps PyGithub's and requests' errors to ``ChannelError`` so that
-the bot's outbox, not this client, decides when to try again:
-
-- 403 secondary / primary rate limits and 429 -> ``retry_after`` from
-  ``Retry-After``, else ``x-ratelimit-reset`` minus now, else 60 s;
-- 5xx, timeouts and connection errors -> retryable ``ChannelError``;
-- 404 / 410 (a deleted issue or comment, a repository the token cannot see),
-  422 and other 4xx -> ``permanent=True``.
+Every call maps PyGithub's and requests' errors to ``ChannelError``
+(``errors``: rate limits with their wait, retryable, permanent) so that the
+bot's outbox, not this client, decides when to try again; timeouts and
+connection errors are retryable.
 
 The client never sleeps: PyGithub's own retry is replaced by one immediate
 retry of a failed connection (nothing was sent, so even a POST is safe), and
@@ -17,7 +13,6 @@ its pauses between requests and writes are off.
 from __future__ import annotations
 
 import json
-import math
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -31,7 +26,7 @@ from github import Auth, Consts, Github, GithubException
 from urllib3.util.retry import Retry
 
 from ..channel import ChannelError
-from ..waits import clamp_wait, parse_wait
+from .errors import channel_error, header
 from .identity import Me
 
 __all__ = [
@@ -40,7 +35,6 @@ __all__ = [
     "GitHubClient",
     "IssueInfo",
     "JsonPage",
-    "channel_error",
     "comment_from_json",
     "issue_from_json",
     "make_client",
@@ -53,8 +47,6 @@ API_VERSION = "2022-11-28"
 #: GitHub's current media type; PyGithub still asks for the retired machine-man preview when it fetches an
 #: App installation token.
 MEDIA_TYPE = "application/vnd.github+json"
-#: Wait asked of the outbox when a rate limit names no time of its own.
-DEFAULT_RATE_LIMIT_WAIT = 60.0
 
 
 @dataclass(frozen=True)
@@ -89,57 +81,6 @@ class JsonPage:
     etag: str | None = None
     next_url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
-
-
-def _header(headers: Mapping[str, Any] | None, name: str) -> str | None:
-    for key, value in (headers or {}).items():
-        if key.lower() == name.lower():
-            return str(value)
-    return None
-
-
-def _finite(text: str | None) -> float | None:
-    """A header's number when it is one and finite (a reset time in epoch seconds), else None."""
-    try:
-        number = float(text) if text is not None else None
-    except ValueError:
-        return None
-    return number if number is not None and math.isfinite(number) else None
-
-
-def rate_limit_wait(status: int, headers: Mapping[str, Any] | None, message: str, now: float) -> float | None:
-    """Seconds to wait when this response is a rate limit, else None; always finite, within ``adapters.waits``'s bounds.
-
-    The headers are clamped before any arithmetic: ``Retry-After: inf`` or a
-    reset of ``1e20`` is the longest wait, ``nan`` or garbage no wait of its own.
-    """
-    remaining = _header(headers, "x-ratelimit-remaining")
-    limited = status == 429 or (
-        status == 403 and ("rate limit" in message.lower() or remaining == "0" or _header(headers, "retry-after"))
-    )
-    if not limited:
-        return None
-    retry_after = parse_wait(_header(headers, "retry-after"))
-    if retry_after is not None:
-        return retry_after
-    reset = _finite(_header(headers, "x-ratelimit-reset")) if remaining == "0" else None
-    if reset is not None:
-        return clamp_wait(max(reset - now, 1.0))
-    return DEFAULT_RATE_LIMIT_WAIT
-
-
-def channel_error(exc: GithubException, what: str, now: float) -> ChannelError:
-    """The ChannelError the outbox understands for one failed GitHub call."""
-    data = exc.data if isinstance(exc.data, dict) else {}
-    message = str(data.get("message") or exc.message or "")
-    status = exc.status
-    wait = rate_limit_wait(status, exc.headers, message, now)
-    text = f"GitHub {what}: HTTP {status}" + (f" {message}" if message else "")
-    if wait is not None:
-        return ChannelError(f"{text} (rate limited; retry in {wait:.0f}s)", retry_after=wait)
-    if status >= 500 or status in (401, 408):
-        return ChannelError(text)  # 401: an App token refreshes; a revoked token is fixed in config
-    return ChannelError(text, permanent=True)
 
 
 class _AppAuth(Auth.AppAuth):
@@ -400,8 +341,8 @@ class GitHubClient:
                     data = {"message": output[:200]}
                 raise self.github.requester.createException(status, response_headers, data)
         data = json.loads(output) if status == 200 and output else None
-        return JsonPage(status, data, _header(response_headers, "etag"),
-                        _next_link(_header(response_headers, "link")), dict(response_headers))
+        return JsonPage(status, data, header(response_headers, "etag"),
+                        _next_link(header(response_headers, "link")), dict(response_headers))
 
     def get_all(self, path: str, params: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
         """Every item of a list endpoint, following ``Link: rel="next"`` (per_page=100)."""
