@@ -2,8 +2,7 @@
 
 ``accept_many(deliveries)`` (the webhook's batches) and ``accept(key,
 replies)`` (the poller's one) record deliveries together with their votes in
-one durable write (``Store.record_deliveries``: the deliveries that arrive
-while a commit is in flight share the next one) and return: the
+one durable write (``Store.record_deliveries``) and return: the
 webhook answers GitHub (which waits at most 10 s), the poller moves its
 cursor. The caster thread then takes every delivery waiting, casts all
 their votes through the vote path's entrance in one ``handle_many`` (one
@@ -51,17 +50,6 @@ _Delivery = tuple[str, list[Reply]]
 Finish = Callable[[Sequence[str], Sequence[tuple[Reply, Answer]]], None]
 
 
-class _Recording:
-    """A delivery waiting for its commit; ``new`` is set (first time seen?) once it is committed."""
-
-    __slots__ = ("key", "work", "new", "error")
-
-    def __init__(self, key: str, work: list[dict[str, Any]]) -> None:
-        self.key, self.work = key, work
-        self.new: bool | None = None
-        self.error: BaseException | None = None
-
-
 class AnswerQueue:
     """``accept_many`` for the webhook route, ``accept`` for the poller; ``start``/``stop`` for the caster thread."""
 
@@ -75,9 +63,6 @@ class AnswerQueue:
         self._last_take = -linger
         self._last_accept = -QUIET
         self._waiting: queue.SimpleQueue[_Delivery | None] = queue.SimpleQueue()
-        self._recording: list[_Recording] = []  # accepted, waiting for their commit
-        self._recording_lock = threading.Lock()
-        self._commit_lock = threading.Lock()  # one commit of deliveries at a time; the next takes all waiting
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -85,46 +70,25 @@ class AnswerQueue:
         """Seconds until the intake counts as quiet: ``QUIET`` s after the latest delivery accepted."""
         return self._last_accept + QUIET - time.monotonic()
 
-    @property
-    def recording(self) -> int:
-        """Deliveries handed to ``accept`` that wait for the commit in flight to end, to be recorded together."""
-        return len(self._recording)
-
     def accept(self, key: str, replies: list[Reply]) -> bool:
         """Record one delivery with its votes durably (``accept_many``); False when ``key`` came before."""
         return self.accept_many([(key, replies)])[0]
 
     def accept_many(self, deliveries: Sequence[_Delivery]) -> list[bool]:
-        """Record the deliveries with their votes durably; for each, was its key new (a redelivery is not queued)?
+        """Record the deliveries with their votes in one transaction (one fsync); for each, was its key new?
 
-        Group commit: the deliveries that arrive while a commit is in flight are recorded after it, together
-        in one transaction (one fsync) by whichever of their callers gets the commit next; each call returns
-        only once its own transaction is committed, and a failed one fails every delivery in it.
+        A redelivery is not queued; a failed commit fails them all and keeps none. The webhook route already
+        gathers the deliveries that arrive during a commit into the next call (``adapters.github.webhook``).
         """
         self._last_accept = time.monotonic()
-        mine = [_Recording(key, [reply.to_dict() for reply in replies]) for key, replies in deliveries]
-        if not mine:
+        if not deliveries:
             return []
-        with self._recording_lock:
-            self._recording += mine  # together: one transaction records all of them
-        with self._commit_lock:
-            if mine[0].new is None:
-                with self._recording_lock:
-                    batch, self._recording = self._recording, []
-                try:
-                    new = self._store.record_deliveries([(each.key, each.work) for each in batch])
-                except BaseException as err:
-                    for each in batch:
-                        each.new, each.error = False, err
-                else:
-                    for each, first in zip(batch, new, strict=True):
-                        each.new = first
-        if mine[0].error is not None:
-            raise mine[0].error
-        for each, (key, replies) in zip(mine, deliveries, strict=True):
-            if each.new:
+        new = self._store.record_deliveries([(key, [reply.to_dict() for reply in replies])
+                                             for key, replies in deliveries])
+        for first, (key, replies) in zip(new, deliveries, strict=True):
+            if first:
                 self._waiting.put((key, list(replies)))
-        return [bool(each.new) for each in mine]
+        return new
 
     def start(self) -> None:
         """Queue what an earlier process accepted but did not finish, then cast in the background."""

@@ -6,10 +6,10 @@ on review demo-1 (delivery keys ``hook:d-<n>``) through ``AnswerQueue.accept``
 it moves its cursor - prints "accepted" and waits for its SIGKILL with every
 cast blocked.
 
-With ``--die-in-commit`` delivery 0 is committed alone while deliveries
-1..N-1 wait for it (``test_answer_queue.accept_behind_a_commit``); the process
-kills itself with SIGKILL inside their shared commit, after its first row. It
-prints each key ``accept`` acknowledged, as it returns.
+With ``--die-in-commit`` delivery 0 is committed alone, then deliveries
+1..N-1 in one batch (``test_answer_queue.accept_a_batch_after_one``); the
+process kills itself with SIGKILL inside that batch's commit, after its first
+row. It prints each key acknowledged, as its acceptance returns.
 """
 
 from __future__ import annotations
@@ -34,22 +34,18 @@ def vote(n: int) -> Reply:
                  respond={"repository": "octo/ops", "comment_id": n})
 
 
-class HeldClock:
-    """A store's clock that, once ``armed``, holds its first call until ``release`` (the commit in flight) and
-    fails its call number ``fail_at`` (a row of a later commit): raising, or killing the process with SIGKILL."""
+class FailingClock:
+    """A store's clock that, once ``armed``, fails its call number ``fail_at`` (one per row a commit writes):
+    raising, or killing the process with SIGKILL."""
 
-    def __init__(self, fail_at: int | None = None, *, kill: bool = False) -> None:
+    def __init__(self, fail_at: int, *, kill: bool = False) -> None:
         self.armed = False
         self.calls = 0
-        self.entered, self.release = threading.Event(), threading.Event()
         self._fail_at, self._kill = fail_at, kill
 
     def __call__(self) -> datetime:
         if self.armed:
             self.calls += 1
-            if self.calls == 1:
-                self.entered.set()
-                assert self.release.wait(15), "the test never released the first commit"
             if self.calls == self._fail_at:
                 if self._kill:
                     os.kill(os.getpid(), signal.SIGKILL)
@@ -58,19 +54,20 @@ class HeldClock:
 
 
 def die_in_commit(state: str, count: int) -> None:
-    from tests.bot.desk.test_answer_queue import accept_behind_a_commit
+    from tests.bot.desk.test_answer_queue import accept_a_batch_after_one
 
-    clock = HeldClock(fail_at=3, kill=True)
+    clock = FailingClock(fail_at=3, kill=True)
     store = SqliteStore(Path(state), clock=clock)
     clock.armed = True
 
     class Printing(AnswerQueue):
-        def accept(self, key: str, replies: list[Reply]) -> bool:
-            new = super().accept(key, replies)
-            print(key, flush=True)
+        def accept_many(self, deliveries: Sequence[tuple[str, list[Reply]]]) -> list[bool]:
+            new = super().accept_many(deliveries)
+            for key, _replies in deliveries:
+                print(key, flush=True)
             return new
 
-    accept_behind_a_commit(Printing(store, lambda replies: [], lambda keys, answered: None), clock, count)
+    accept_a_batch_after_one(Printing(store, lambda replies: [], lambda keys, answered: None), count)
 
 
 def main(state: str, count: int) -> None:

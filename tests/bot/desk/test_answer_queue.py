@@ -25,7 +25,7 @@ from bot.store import SqliteStore
 from bot.store.base import OutboxTask
 
 from ..runtime_support import FakeClock, wait_for
-from .answer_queue_child import HeldClock, vote
+from .answer_queue_child import FailingClock, vote
 from .support import make_review
 
 REPO = Path(__file__).resolve().parents[3]
@@ -146,28 +146,16 @@ def test_while_deliveries_stream_in_the_caster_waits_to_cast_them_together(tmp_p
     assert store.casts == [1, 3], "one cast for the three that came one after another"
 
 
-def accept_behind_a_commit(answers: AnswerQueue, clock: HeldClock, count: int) -> list[bool | BaseException]:
-    """Delivery 0 is committed alone and held inside its commit while deliveries 1..count-1 arrive; then released.
+def accept_a_batch_after_one(answers: AnswerQueue, count: int) -> list[bool | BaseException]:
+    """Delivery 0 is accepted alone, then deliveries 1..count-1 in one batch (the webhook route's next commit).
 
-    What each ``accept`` returned (or raised), by delivery.
+    What each delivery's acceptance returned (or raised), by delivery.
     """
-    results: list[bool | BaseException] = [False] * count
-
-    def accept(n: int) -> None:
-        try:
-            results[n] = answers.accept(f"hook:d-{n}", [vote(n)])
-        except Exception as err:  # noqa: BLE001 - what the route would answer 500 for
-            results[n] = err
-
-    threads = [threading.Thread(target=accept, args=(n,)) for n in range(count)]
-    threads[0].start()
-    assert clock.entered.wait(10), "the first delivery's commit never began"
-    for thread in threads[1:]:
-        thread.start()
-    wait_for(lambda: answers.recording == count - 1, what="the later deliveries waiting for the commit in flight")
-    clock.release.set()
-    for thread in threads:
-        thread.join(10)
+    results: list[bool | BaseException] = [answers.accept("hook:d-0", [vote(0)])]
+    try:
+        results += answers.accept_many([(f"hook:d-{n}", [vote(n)]) for n in range(1, count)])
+    except Exception as err:  # noqa: BLE001 - what the route would answer 500 for, to each of the batch
+        results += [err] * (count - 1)
     return results
 
 
@@ -178,17 +166,6 @@ def test_the_intake_is_busy_for_a_moment_after_each_delivery(tmp_path: Path) -> 
     assert answers.accept("hook:d-1", [vote(1)])
     assert 0 < answers.busy() <= answer_queue_module.QUIET
     wait_for(lambda: answers.busy() <= 0, what="quiet again QUIET s after the delivery")
-
-
-def test_deliveries_that_arrive_during_a_commit_are_recorded_together_in_the_next(tmp_path: Path) -> None:
-    clock = HeldClock()
-    store = CountingStore(tmp_path / "state", clock=clock)
-    clock.armed = True
-    answers = AnswerQueue(store, lambda replies: [], lambda keys, answered: None)  # never started: nothing cast
-    assert accept_behind_a_commit(answers, clock, 6) == [True] * 6
-    assert store.records == [1, 5], "one transaction (one fsync) for the five that waited"
-    assert sorted(key for key, _work in store.pending_deliveries()) == [f"hook:d-{n}" for n in range(6)]
-    assert not answers.accept("hook:d-3", [vote(3)]) and store.records[-1] == 1, "a redelivery, alone"
 
 
 def test_a_batch_of_deliveries_is_recorded_in_one_commit_and_only_its_new_ones_queued(tmp_path: Path) -> None:
@@ -205,11 +182,11 @@ def test_a_batch_of_deliveries_is_recorded_in_one_commit_and_only_its_new_ones_q
 
 
 def test_a_commit_that_fails_fails_every_delivery_in_it_and_keeps_none(tmp_path: Path) -> None:
-    clock = HeldClock(fail_at=3)  # the second commit fails after writing one of its rows
+    clock = FailingClock(fail_at=3)  # the second commit fails after writing one of its rows
     store = SqliteStore(tmp_path / "state", clock=clock)
     clock.armed = True
     answers = AnswerQueue(store, lambda replies: [], lambda keys, answered: None)
-    results = accept_behind_a_commit(answers, clock, 4)
+    results = accept_a_batch_after_one(answers, 4)
     assert results[0] is True
     assert all(isinstance(result, RuntimeError) for result in results[1:]), results
     assert [key for key, _work in store.pending_deliveries()] == ["hook:d-0"]
