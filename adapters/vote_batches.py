@@ -5,7 +5,8 @@ event loop: casting a vote reads and fsyncs a file. ``VoteBatches`` runs
 the handler on a few pool threads (``workers``) in two stages:
 
 * **prepare**, one reply at a time: which review, and may this voter
-  answer it. A check may ask an API (a Slack user group, a channel's
+  answer it (a batch's preparer is told the replies waiting when it
+  begins, so it can read their reviews in one go). A check may ask an API (a Slack user group, a channel's
   members): when every worker has been inside one reply's check for
   ``stall`` seconds and others wait, one more worker starts (up to
   ``workers``), so a slow check holds up its own reply, not the others'.
@@ -54,10 +55,12 @@ class VoteStages(Protocol[B]):
     A preparer turns one reply into the answer it gets at once (help, a
     refusal, an exception) or a ballot to cast; it serves the replies of one
     batch, so it may keep what it read for them (a review asked about by many).
+    ``upcoming`` are the replies waiting when the batch begins (more may
+    follow): it may read for all of them at once.
     ``cast`` gives one answer per ballot, in order, or an exception in its place.
     """
 
-    def preparer(self) -> Callable[[Reply], Answer | Exception | B]: ...
+    def preparer(self, upcoming: Sequence[Reply]) -> Callable[[Reply], Answer | Exception | B]: ...
 
     def cast(self, ballots: Sequence[B]) -> list[Answer | Exception]: ...
 
@@ -83,7 +86,7 @@ class _Unprepared:
     def __init__(self, handle_many: VotesHandler) -> None:
         self.cast = handle_many
 
-    def preparer(self) -> Callable[[Reply], Reply]:
+    def preparer(self, upcoming: Sequence[Reply]) -> Callable[[Reply], Reply]:
         return _itself
 
 
@@ -156,6 +159,7 @@ class VoteBatches(Generic[B]):
         """One worker: cast what is prepared when nobody is casting and nothing waits to be prepared
         (or a full batch does), else prepare the next reply; done when there is neither."""
         prepare: Callable[[Reply], Any] | None = None
+        upcoming: list[Reply] = []
         me = next(self._ids)
         while True:
             with self._lock:
@@ -164,6 +168,8 @@ class VoteBatches(Generic[B]):
                     self._casting = True
                     cast, self._to_cast = self._to_cast[: self._most], self._to_cast[self._most :]
                 elif self._to_prepare:
+                    if prepare is None:  # a new batch: the replies waiting now are its first
+                        upcoming = [waiting for waiting, _ in self._to_prepare]
                     reply, future = self._to_prepare.popleft()
                     self._preparing[me] = self._clock()
                 else:
@@ -178,7 +184,7 @@ class VoteBatches(Generic[B]):
                 prepare = None  # the next batch reads afresh what this one wrote
                 continue
             if prepare is None:
-                prepare = self._stages.preparer()
+                prepare = self._stages.preparer(upcoming)
             try:
                 ballot = prepare(reply)
             except Exception as err:  # noqa: BLE001 - that reply's answer: its sender is told

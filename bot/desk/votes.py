@@ -107,16 +107,27 @@ class VotePath:
         the order they came. A review that cannot be written fails its own
         replies (an exception in place of their answers), not the others'.
         """
-        prepare = self.preparer()
+        prepare = self.preparer(replies)
         prepared = [prepare(reply) for reply in replies]
         ballots = [ballot for ballot in prepared if isinstance(ballot, Ballot)]
         cast = iter(self.cast(ballots) if ballots else [])
         return [next(cast) if isinstance(ballot, Ballot) else ballot for ballot in prepared]
 
-    def preparer(self) -> Callable[[Reply], Answer | Exception | Ballot]:
+    def preparer(self, upcoming: Sequence[Reply] = ()) -> Callable[[Reply], Answer | Exception | Ballot]:
         """The first stage for the replies of one batch (``adapters.vote_batches.VoteStages``): each reply's
-        answer when it needs no vote or may not vote, else its ``Ballot``; a review is read once per batch."""
+        answer when it needs no vote or may not vote, else its ``Ballot``; a review is read once per batch.
+
+        The reviews the ``upcoming`` votes name are read at once, in one store call: read one by one, each
+        would wait for its own round trip to the database (PostgreSQL) while the replies behind it queue.
+        """
         found: dict[str, Review | UnknownReviewError | list[Review]] = {}
+        named = [reply.review_id for reply in upcoming
+                 if reply.review_id and getattr(reply.command, "decision", None) is not None]
+        if len(named) > 1:
+            try:
+                found.update(self._store.get_reviews(named))
+            except Exception:  # noqa: BLE001 - each reply's own read fails again, and its voter is told why
+                log.debug("reading the reviews of %d votes at once failed; reading them one by one", len(named))
 
         def prepare(reply: Reply) -> Answer | Exception | Ballot:
             try:

@@ -135,8 +135,8 @@ class MeteredVotePath(VotePath):
         super().__init__(*args, **kwargs)
         self._metrics = metrics
 
-    def preparer(self) -> Callable[[Reply], Answer | Exception | Ballot]:
-        prepare = super().preparer()
+    def preparer(self, upcoming: Sequence[Reply] = ()) -> Callable[[Reply], Answer | Exception | Ballot]:
+        prepare = super().preparer(upcoming)
 
         def counted(reply: Reply) -> Answer | Exception | Ballot:
             prepared = prepare(reply)

@@ -71,7 +71,7 @@ class SlowCheck:
         self.release = threading.Event()
         self.casts: list[list[str]] = []
 
-    def preparer(self) -> Callable[[Reply], Answer | Exception | Reply]:
+    def preparer(self, upcoming: Sequence[Reply]) -> Callable[[Reply], Answer | Exception | Reply]:
         def prepare(r: Reply) -> Reply:
             if r.voter.id == self.slow:
                 self.checking.set()
@@ -95,6 +95,37 @@ async def test_a_slow_check_holds_up_its_own_reply_only() -> None:
     check.release.set()
     assert (await asyncio.wait_for(slow, 10)).text == "counted U0"
     assert check.casts[-1] == ["U0"] and sorted(v for cast in check.casts for v in cast) == ["U0", "U1", "U2"]
+
+
+class HeldCast:
+    """Stages whose first cast waits until released; records what each batch's preparer was told was waiting."""
+
+    def __init__(self) -> None:
+        self.upcoming: list[list[str]] = []
+        self.casting = threading.Event()
+        self.release = threading.Event()
+
+    def preparer(self, upcoming: Sequence[Reply]) -> Callable[[Reply], Reply]:
+        self.upcoming.append([r.voter.id for r in upcoming])
+        return lambda r: r
+
+    def cast(self, ballots: Sequence[Reply]) -> list[Answer | Exception]:
+        if len(self.upcoming) == 1:
+            self.casting.set()
+            assert self.release.wait(10)
+        return [counted(r) for r in ballots]
+
+
+async def test_each_batch_is_prepared_knowing_the_replies_waiting_when_it_begins() -> None:
+    stages = HeldCast()
+    batches = VoteBatches(stages, workers=1)
+    first = asyncio.ensure_future(batches.vote(reply(0)))
+    assert await asyncio.to_thread(stages.casting.wait, 10)
+    waiting = [asyncio.ensure_future(batches.vote(reply(n))) for n in (1, 2, 3)]
+    await asyncio.sleep(0)
+    stages.release.set()
+    assert [a.text for a in await asyncio.gather(first, *waiting)] == [f"counted U{n}" for n in range(4)]
+    assert stages.upcoming == [["U0"], ["U1", "U2", "U3"]]  # the second preparer may read for all three at once
 
 
 async def test_with_every_worker_stuck_in_a_check_the_others_wait_for_one_to_come_free() -> None:

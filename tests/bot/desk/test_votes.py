@@ -186,6 +186,38 @@ def test_votes_that_arrive_together_are_cast_in_order_in_one_write_per_review(tm
     assert [v.voter for v in store.get_review("demo-1").votes] == ["local:alice", "local:bob"]
 
 
+class CountedReads(SqliteStore):
+    """The SQLite store, recording each read of reviews by id."""
+
+    reads: list[list[str]]
+
+    def get_review(self, review_id: str, *, history: bool = True):  # type: ignore[no-untyped-def]
+        self.reads.append([review_id])
+        return super().get_review(review_id, history=history)
+
+    def get_reviews(self, review_ids):  # type: ignore[no-untyped-def]
+        self.reads.append(list(review_ids))
+        return super().get_reviews(review_ids)
+
+
+def test_the_reviews_a_batch_names_are_read_in_one_store_call(tmp_path: Path) -> None:
+    store = CountedReads(tmp_path / "state")
+    for n in range(1, 4):
+        review = make_review(local=["alice", "bob"])
+        review.id, review.run_id, review.policy.approvals_required = f"demo-{n}", f"run-{n}", 2
+        store.put_review(review)
+    store.reads = []
+    votes = VotePath(store, Authorizer(ALL), clock=FakeClock())
+    answers = votes.handle_many([reply("approve demo-1"), reply("help"), reply("approve demo-2", BOB),
+                                 reply("approve DEMO-3"), reply("approve demo-1", BOB), reply("approve demo-9")])
+    assert [a.kind for a in answers if isinstance(a, Answer)] == [
+        AnswerKind.COUNTED, AnswerKind.INFO, AnswerKind.COUNTED, AnswerKind.COUNTED, AnswerKind.DECIDED,
+        AnswerKind.UNKNOWN_REVIEW]
+    # one read for the batch; only the unknown id is asked again alone, then its close ids for the did-you-mean
+    assert store.reads[:2] == [["demo-1", "demo-2", "DEMO-3", "demo-1", "demo-9"], ["demo-9"]]
+    assert sorted(read for [read] in store.reads[2:]) == ["demo-1", "demo-2", "demo-3"]
+
+
 def test_a_review_that_cannot_be_written_fails_its_own_replies_only(tmp_path: Path) -> None:
     votes, store, _ = path_for(tmp_path, local=["alice"])
     other = make_review(local=["alice"])

@@ -156,6 +156,17 @@ def test_reviews_round_trip_case_insensitively(store: Store) -> None:
     assert [r.id for r in store.list_reviews()] == ["demo-8", "Demo-7"]
 
 
+def test_get_reviews_reads_many_as_get_review_without_history_reads_each(store: Store) -> None:
+    store.put_review(make_review("Demo-7"))
+    voted = make_review("demo-8", required=2)
+    cast_vote(voted, Vote("local:alice", HumanDecision.APPROVE, at=T0, delivery_key="k1"), now=T0)
+    store.put_review(voted)
+    found = store.get_reviews(["DEMO-7", "demo-8", "demo-9", "../x", "demo-8"])
+    assert found == {"DEMO-7": store.get_review("demo-7", history=False),
+                     "demo-8": store.get_review("demo-8", history=False)}
+    assert found["demo-8"].history == [] and store.get_reviews([]) == {}
+
+
 def test_update_review_records_votes_and_returns_the_result(store: Store, impl: Impl, tmp_path: Path) -> None:
     store.put_review(make_review(required=2))
     vote = Vote("local:alice", HumanDecision.APPROVE)
