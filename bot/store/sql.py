@@ -1,25 +1,16 @@
 """The store: one SQL implementation of the ``Store`` contract on SQLite (default) or PostgreSQL.
 
 ``SqliteStore`` keeps ``state_dir/loopbot.db``; ``PostgresStore`` a
-PostgreSQL schema (``store: {url: ...}``), for several ``serve`` replicas on
-one database. Both are this one class over an engine (``engines``): the
-same tables (``sql_schema``), statements and transactions. Records are kept
-as their JSON documents (``doc``) beside the columns the queries need;
-every write is committed - on SQLite synced to disk - before the method
-returns, so an acknowledged change survives kill -9.
+PostgreSQL schema, for several ``serve`` replicas on one database: one class
+over an engine (``engines``), the same tables (``sql_schema``), statements
+and transactions. Records are kept as their JSON documents (``doc``) beside
+the columns the queries need.
 
-``update_*(id, mutate)`` reads the row and writes it back in one
-transaction: PostgreSQL locks the row (``FOR UPDATE``), SQLite serialises
-every writer of the file (``BEGIN IMMEDIATE``), so concurrent updates from
-any thread, process or replica never lose one another.
-
-On PostgreSQL, work that must happen once across replicas is leased to the
-asking replica (``owner``, host:pid by default) when it is handed out:
-``decided_reviews``, ``due_reviews``, ``take_requests`` and ``due_tasks``
-return only what is free, expired or already this owner's, and lease it
-(``FOR UPDATE SKIP LOCKED``) for ``lease`` seconds. On SQLite one ``serve``
-owns a state dir (``serve.lock``), so nothing is leased and ``claim_run``
-always grants.
+On PostgreSQL, work that must happen once across replicas
+(``decided_reviews``, ``due_reviews``, ``take_requests``, ``due_tasks``) is
+leased to the asking replica (``owner``) for ``lease`` seconds. On SQLite
+one ``serve`` owns a state dir (``serve.lock``): nothing is leased and
+``claim_run`` always grants.
 """
 
 from __future__ import annotations
@@ -236,13 +227,6 @@ class SqlStore(RunTables, ReviewTables):
         with self.engine.write_one() as cur:
             cur.execute(_ADD_TASK + " RETURNING id", self._task_columns(task))
             return cur.fetchone() is not None
-
-    def get_task(self, task_id: str) -> OutboxTask:
-        with self.engine.read() as cur:
-            row = cur.execute("SELECT id, doc FROM outbox WHERE id = %s", (task_id,)).fetchone()
-        if row is None:
-            raise UnknownTaskError(task_id)
-        return self._task(row)
 
     def due_tasks(self, channel: str, now: datetime, limit: int = 50) -> list[OutboxTask]:
         """Ready tasks of ``channel``, oldest first (on PostgreSQL leased, so one replica delivers each)."""
