@@ -37,9 +37,9 @@ TASK_FORMAT = 1
 _TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
 
 
-def is_task_id(value: object) -> bool:
-    """Task ids are kept as given (callers choose them and compare them exactly), so only safe ones are taken."""
-    return isinstance(value, str) and _TASK_ID.fullmatch(value) is not None and ".." not in value
+def task_stem(task_id: str) -> str | None:
+    """A task id is its own key, kept as given (callers choose ids and compare them exactly): only safe ones."""
+    return task_id if isinstance(task_id, str) and _TASK_ID.fullmatch(task_id) and ".." not in task_id else None
 
 
 class StoreError(Exception):
@@ -153,11 +153,9 @@ class OutboxTask:
     last_error: str | None = None
 
     def __post_init__(self) -> None:
-        if not is_task_id(self.id):
-            raise StoreError(
-                f"invalid task id {self.id!r}: use letters, digits, '.', '_', '-' or ':' "
-                "(up to 200, e.g. demo-1.post.slack-c0123)"
-            )
+        if task_stem(self.id) is None:
+            raise StoreError(f"invalid task id {self.id!r}: use letters, digits, '.', '_', '-' or ':' "
+                             "(up to 200, e.g. demo-1.post.slack-c0123)")
 
     @property
     def ready_at(self) -> datetime:

@@ -17,10 +17,10 @@ from typing import Any, TypeVar
 
 import orjson
 
-from .base import CorruptDocumentError, NewerFormatError, StoreError, is_task_id
+from .base import CorruptDocumentError, NewerFormatError, StoreError
 
 __all__ = ["SNAPSHOT_FORMAT", "FEW_IDS", "key_of", "checked_key", "mutate_record", "encode", "parse", "check_name",
-           "number", "run_key", "one_edit", "task_stem", "engine_state", "delivery_digest"]
+           "number", "run_key", "one_edit", "engine_state", "delivery_digest"]
 
 T = TypeVar("T")
 SAFE_ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
@@ -56,11 +56,6 @@ def mutate_record(noun: str, record_id: str, key: str, record: Any, mutate: Call
             raise StoreError(f"{noun} {record_id}: an update may not change its id to {record.id!r}")
         write()
     return result
-
-
-def task_stem(task_id: str) -> str | None:
-    """Task ids are their own keys (``is_task_id``)."""
-    return task_id if is_task_id(task_id) else None
 
 
 def number(doc_id: str) -> int:

@@ -23,12 +23,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-
 from ..review_records import REVIEW_FORMAT, Review
 from .base import RUN_FORMAT, TASK_FORMAT, CorruptDocumentError, NewerFormatError, OutboxTask, Request, RunRecord
-from .base import StoreError, UnknownTaskError
+from .base import StoreError, UnknownTaskError, task_stem
 from .engines import DB_NAME, BUSY_TIMEOUT, DatabaseError, Engine, Postgres, Sqlite, describe_url
-from .records import check_name, checked_key, delivery_digest, encode, key_of, mutate_record, number, parse, task_stem
+from .records import check_name, checked_key, delivery_digest, encode, key_of, mutate_record, number, parse
 from .sql_reviews import ReviewTables, locked_archived, review_rows, write_reviews
 from .sql_runs import RunTables
 from . import sql_schema
@@ -40,11 +39,10 @@ T = TypeVar("T")
 
 #: How long work handed to a replica stays its own without it asking again.
 LEASE_SECONDS = 60.0
-_ADD_TASK = ("INSERT INTO outbox (id, channel, review_id, created_at, ready_at, attempts, doc) VALUES (%(id)s,"
-             " %(channel)s, %(review_id)s, %(created_at)s, %(ready_at)s, %(attempts)s, %(doc)s)"
+_TASK_COLUMNS = ("id", "channel", "review_id", "created_at", "ready_at", "attempts", "doc")
+_ADD_TASK = (f"INSERT INTO outbox ({', '.join(_TASK_COLUMNS)}) VALUES ({', '.join(f'%({c})s' for c in _TASK_COLUMNS)})"
              " ON CONFLICT (id) DO NOTHING")
-_UPDATE_TASK = ("UPDATE outbox SET channel = %(channel)s, review_id = %(review_id)s, created_at = %(created_at)s,"
-                " ready_at = %(ready_at)s, attempts = %(attempts)s, doc = %(doc)s WHERE id = %(id)s")
+_UPDATE_TASK = f"UPDATE outbox SET {', '.join(f'{c} = %({c})s' for c in _TASK_COLUMNS[1:])} WHERE id = %(id)s"
 
 
 def migrate_database(url: str, schema: str = "loopbot") -> tuple[str, int, int]:
