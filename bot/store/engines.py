@@ -109,7 +109,8 @@ class _Pool:
     def connection(self) -> Iterator[Any]:
         with self._lock:
             conn = self._idle.pop() if self._idle else None
-        conn = conn or self._connect()
+        if conn is None:
+            conn = self._connect()
         try:
             yield conn
         finally:
