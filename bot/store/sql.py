@@ -4,7 +4,9 @@
 PostgreSQL schema, for several ``serve`` replicas on one database: one class
 over an engine (``engines``), the same tables (``sql_schema``), statements
 and transactions. Records are kept as their JSON documents (``doc``) beside
-the columns the queries need.
+the columns the queries need. ``update_*`` read the row ``FOR UPDATE`` (on
+SQLite the write transaction serialises every writer of the file), so
+concurrent updates from any thread, process or replica never lose one another.
 
 On PostgreSQL, work that must happen once across replicas
 (``decided_reviews``, ``due_reviews``, ``take_requests``, ``due_tasks``) is
