@@ -304,10 +304,8 @@ class Sqlite(Engine):
 
     @contextlib.contextmanager
     def write(self, *, pipelined: bool = False) -> Iterator[Any]:
-        """``BEGIN IMMEDIATE`` on this store's one writer connection; committed (and synced) at the end.
-
-        A write begun inside another of the same thread (a mutator that writes) joins it, as one transaction.
-        """
+        """``BEGIN IMMEDIATE`` on this store's one writer connection, committed (and synced) at the end; a write
+        begun inside another of the same thread (a mutator that writes) joins it, as one transaction."""
         with self._write_lock:
             if self._writer is None:
                 self._writer = self.connect()

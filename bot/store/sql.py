@@ -323,11 +323,8 @@ class SqlStore(RunTables, ReviewTables):
                         (digest, key, at))
 
     def problems(self) -> list[str]:
-        """'<table>/<key>: why' of every damaged row a listing skipped, for ``status`` and /healthz.
-
-        On SQLite the first call also looks for damaged rows of the hot set nothing has read yet (once per
-        process: one query a table, SQLite checks the JSON itself); an archived one is named when it is read.
-        """
+        """'<table>/<key>: why' of every damaged row a listing skipped. On SQLite the first call also finds the
+        hot set's damaged rows nothing has read yet (one query a table); an archived one is named when read."""
         if not self._scanned and self.engine.name == "sqlite":
             self._scanned = True
             self._scan()
@@ -359,12 +356,8 @@ class SqliteStore(SqlStore):
 
 
 class PostgresStore(SqlStore):
-    """The store on a PostgreSQL schema, for replicas.
-
-    ``migrate`` (default) creates or upgrades the tables on open; with
-    ``migrate=False`` an unmigrated database is refused with the command to
-    run. A database migrated by a newer loopbot is refused either way.
-    """
+    """The store on a PostgreSQL schema, for replicas. With ``migrate=False`` an unmigrated database is refused
+    with the command to run; one a newer loopbot migrated is refused either way."""
 
     def __init__(self, url: str, *, schema: str = "loopbot", migrate: bool = True, owner: str | None = None,
                  lease: float = LEASE_SECONDS, clock: Callable[[], datetime] | None = None) -> None:
