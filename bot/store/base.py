@@ -24,7 +24,6 @@ __all__ = ["RUN_FORMAT", "StoreError", "UnknownRunError", "UnknownReviewError", 
     "CounterStore", "RequestStore", "Claim", "NO_CLAIM"]
 
 T = TypeVar("T")
-R = TypeVar("R")
 
 #: Format version written into every stored run record.
 RUN_FORMAT = 1
@@ -83,7 +82,7 @@ def _document(record: Any, version: int) -> dict[str, Any]:
     return document
 
 
-def _from_document(cls: type[R], kind: str, data: dict[str, Any], supported: int) -> R:
+def _from_document(cls: type[T], kind: str, data: dict[str, Any], supported: int) -> T:
     """The record of a document ``_document`` wrote: a field with a default may be absent, times are ISO text."""
     version = data.get("format")
     if not isinstance(version, int) or version > supported:

@@ -226,6 +226,18 @@ class _Cursor(sqlite3.Cursor):
         return super().execute(translate(statement), params)
 
 
+#: (words in SQLite's message, the error it is, what to say)
+_FAILURES: tuple[tuple[tuple[str, ...], type[DatabaseError], str], ...] = (
+    (("full",), DiskFullError, "the disk is full ({text}); nothing was committed - free space and try again"),
+    (("locked", "busy"), DatabaseLockedError, "the database stayed locked by another process for {wait:g} s"
+     " ({text}); is a stuck loopbot or another program holding it?"),
+    (("readonly", "read-only", "unable to open", "permission"), DatabaseReadOnlyError, "cannot open or write the"
+     " database ({text}); check that this user may write the file and its directory"),
+    (("not a database", "malformed", "corrupt"), DatabaseCorruptError, "the database is damaged ({text}); restore"
+     " it from a backup (`loopbot export` of a good copy) or move it aside to start empty"),
+)
+
+
 class Sqlite(Engine):
     """``loopbot.db`` in a state dir (see the module doc); errors name the file and say what to do."""
 
@@ -255,33 +267,17 @@ class Sqlite(Engine):
                 raise
         return conn
 
-    def classify(self, err: sqlite3.Error) -> DatabaseError:
-        """The error as the store names it: what happened to which file, and what to do."""
-        text = str(err)
-        low = text.lower()
-        if "full" in low:
-            return DiskFullError(f"{self.where}: the disk is full ({text}); nothing was committed - free space "
-                                 "and try again")
-        if "locked" in low or "busy" in low:
-            return DatabaseLockedError(
-                f"{self.where}: the database stayed locked by another process for {self.busy_timeout:g} s "
-                f"({text}); is a stuck loopbot or another program holding it?")
-        if "readonly" in low or "read-only" in low or "unable to open" in low or "permission" in low:
-            return DatabaseReadOnlyError(
-                f"{self.where}: cannot open or write the database ({text}); check that this user may write "
-                "the file and its directory")
-        if "not a database" in low or "malformed" in low or "corrupt" in low:
-            return DatabaseCorruptError(
-                f"{self.where}: the database is damaged ({text}); restore it from a backup "
-                "(`loopbot export` of a good copy) or move it aside to start empty")
-        return DatabaseError(f"{self.where}: {type(err).__name__}: {text}")
-
     @contextlib.contextmanager
     def errors(self) -> Iterator[None]:
+        """SQLite's errors as the store names them: what happened to which file, and what to do."""
         try:
             yield
         except sqlite3.Error as err:
-            raise self.classify(err) from err
+            text = str(err)
+            for words, kind, why in _FAILURES:
+                if any(word in text.lower() for word in words):
+                    raise kind(f"{self.where}: " + why.format(text=text, wait=self.busy_timeout)) from err
+            raise DatabaseError(f"{self.where}: {type(err).__name__}: {text}") from err
 
     def read(self) -> contextlib.AbstractContextManager[Any]:
         return self._reader(begin=False)
