@@ -255,10 +255,9 @@ class Sqlite(Engine):
     def connect(self) -> sqlite3.Connection:
         with self.errors():
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,  # busy_timeout
                                    check_same_thread=False)
             try:
-                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
                 if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                     conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = FULL")

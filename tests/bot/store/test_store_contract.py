@@ -36,6 +36,7 @@ from bot.store import (
     UnknownRunError,
     UnknownTaskError,
 )
+from bot.store.engines import BUSY_TIMEOUT
 from bot.store.sql import PostgresStore, SqliteStore
 from loop_engine.checkpoint import HumanDecision
 
@@ -337,7 +338,7 @@ def test_the_database_is_one_file_in_wal_mode_synced_in_full(tmp_path: Path) -> 
     with store.engine.write() as cur:  # the pragmas every connection of the store runs with
         assert cur.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert cur.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
-        assert cur.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
+        assert cur.execute("PRAGMA busy_timeout").fetchone()[0] == BUSY_TIMEOUT * 1000  # another writer is waited for
     assert sorted(p.name for p in (tmp_path / "state").iterdir() if p.name.startswith("loopbot.db")) == [
         "loopbot.db", "loopbot.db-shm", "loopbot.db-wal"]
 
