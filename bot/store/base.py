@@ -180,7 +180,6 @@ class Claim(Protocol):
     def held(self) -> bool:
         """False once the claim is lost while this process lives on: another replica may claim the run now,
         so this one must write nothing more of it."""
-        ...
 
 
 class _NoClaim:
@@ -211,12 +210,10 @@ class RunStore(Protocol):
 
     def run_counts(self) -> dict[tuple[str, str], int]:
         """Every run ever stored, ended ones included, by (loop, status): one aggregate, for /metrics."""
-        ...
 
     def claim_run(self, run_id: str) -> Claim | None:
         """The right to execute (start, resume, continue) ``run_id``, or None while another process holds it:
         replicas on one store never run one run twice. A claim whose holder died is free again."""
-        ...
 
     def load_snapshot(self, run_id: str) -> dict[str, Any] | None: ...
     def save_state(self, run_id: str, state: LoopState) -> None: ...
@@ -272,11 +269,9 @@ class OutboxStore(Protocol):
     def finish_task(self, task_id: str) -> None: ...
     def finish_tasks(self, task_ids: Sequence[str]) -> None:
         """``finish_task`` of each, in one write (the outbox finishes a round's deliveries together)."""
-        ...
 
     def outbox_backlog(self) -> dict[str, int]:
         """Tasks not delivered yet by channel (channels with none are absent): one aggregate, for /metrics."""
-        ...
 
 
 class DeliveryStore(Protocol):
@@ -286,22 +281,18 @@ class DeliveryStore(Protocol):
         """True the first time ``key`` is seen, False after. ``work`` (a delivery's votes) is recorded in the
         same write and waits in ``pending_deliveries`` until ``finish_deliveries``: the sender is answered
         before the votes are cast, and a crash in between loses none of them."""
-        ...
 
     def record_deliveries(self, batch: Sequence[tuple[str, list[dict[str, Any]] | None]]) -> list[bool]:
         """``record_delivery`` of each, in one write (one fsync for a burst); all or none."""
-        ...
 
     def pending_deliveries(self) -> list[tuple[str, list[dict[str, Any]]]]:
         """(key, work) of every delivery recorded with work and not finished, oldest first."""
-        ...
 
     def finish_deliveries(self, keys: Sequence[str], answers: Sequence[OutboxTask] = ()) -> None:
         """The deliveries' work is done and ``answers`` (its voters') are queued: one write for a batch.
 
         Finishing twice, or a key without work, is harmless; an answer whose id is pending is added once.
         """
-        ...
 
 
 class CounterStore(Protocol):
@@ -334,4 +325,3 @@ class Store(RunStore, ReviewStore, OutboxStore, DeliveryStore, CounterStore, Req
 
     def problems(self) -> list[str]:
         """What is wrong with the stored data (damaged rows, each named), for ``status`` and /healthz."""
-        ...
