@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from .base import (
-    ACTIVE_RUN_STATUSES, HOT_REVIEW_STATUSES, RUN_STATUSES, CorruptDocumentError, NewerFormatError, OutboxTask,
-    Request, RunRecord, Store, StoreError, UnknownReviewError, UnknownRunError, UnknownTaskError,
+    CorruptDocumentError, NewerFormatError, OutboxTask, RunRecord, Store, StoreError, UnknownReviewError,
+    UnknownRunError, UnknownTaskError,
 )
 from .open import open_store
 from .sql import PostgresStore, SqliteStore  # psycopg itself loads only when a PostgresStore connects
 
-__all__ = ["ACTIVE_RUN_STATUSES", "HOT_REVIEW_STATUSES", "RUN_STATUSES",
-    "CorruptDocumentError", "NewerFormatError", "OutboxTask", "PostgresStore", "Request", "RunRecord",
-    "SqliteStore", "Store", "StoreError", "UnknownReviewError", "UnknownRunError", "UnknownTaskError", "open_store"]
+__all__ = ["CorruptDocumentError", "NewerFormatError", "OutboxTask", "PostgresStore", "RunRecord", "SqliteStore",
+           "Store", "StoreError", "UnknownReviewError", "UnknownRunError", "UnknownTaskError", "open_store"]

@@ -1,12 +1,7 @@
-"""The Store contract: what the bot keeps durably, and the errors it raises.
+"""The Store contract: what the bot keeps durably, as small contracts ``Store`` joins, and the errors it raises.
 
-Runs with their engine snapshots, reviews with their votes, the outbox of
-tasks channel senders deliver, the deliveries seen (dedupe keys, with the
-votes not yet cast), id counters and the run-request inbox, as small
-contracts (``RunStore``, ``ReviewStore``, ``OutboxStore``, ``DeliveryStore``,
-``CounterStore``, ``RequestStore``) that ``Store`` joins. The SQL store passes
-tests/bot/store/test_store_contract.py and its companions on each engine;
-code outside ``bot/store`` sees only these Protocols and these records.
+Code outside ``bot/store`` sees only these Protocols and records; the SQL
+store passes tests/bot/store/test_store_contract.py on each engine.
 """
 
 from __future__ import annotations
@@ -23,18 +18,15 @@ from ..reviews import Cast, VoteResult
 if TYPE_CHECKING:  # pragma: no cover - annotations only: listing runs and reviews needs no engine state
     from loop_engine.types import LoopState
 
-__all__ = ["RUN_FORMAT", "RUN_STATUSES", "StoreError", "UnknownRunError", "UnknownReviewError", "UnknownTaskError",
+__all__ = ["RUN_FORMAT", "StoreError", "UnknownRunError", "UnknownReviewError", "UnknownTaskError",
     "CorruptDocumentError", "NewerFormatError", "RunRecord", "Request", "OutboxTask", "TASK_FORMAT",
     "ACTIVE_RUN_STATUSES", "HOT_REVIEW_STATUSES", "Store", "RunStore", "ReviewStore", "OutboxStore", "DeliveryStore",
     "CounterStore", "RequestStore", "Claim", "NO_CLAIM"]
 
 T = TypeVar("T")
-R = TypeVar("R")
 
 #: Format version written into every stored run record.
 RUN_FORMAT = 1
-#: The run statuses the CLI and ``status --json`` show; more may be added.
-RUN_STATUSES = ("running", "waiting", "completed", "failed", "rejected", "cancelled")
 #: Runs in these statuses are in progress; any other status has ended and leaves the hot set.
 ACTIVE_RUN_STATUSES = ("running", "waiting")
 #: Reviews in these statuses still need the bot (votes, deadlines, an outcome to apply); others are archived.
@@ -44,9 +36,9 @@ TASK_FORMAT = 1
 _TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
 
 
-def is_task_id(value: object) -> bool:
-    """Task ids are kept as given (callers choose them and compare them exactly), so only safe ones are taken."""
-    return isinstance(value, str) and _TASK_ID.fullmatch(value) is not None and ".." not in value
+def task_stem(task_id: str) -> str | None:
+    """A task id is its own key, kept as given (callers choose ids and compare them exactly): only safe ones."""
+    return task_id if isinstance(task_id, str) and _TASK_ID.fullmatch(task_id) and ".." not in task_id else None
 
 
 class StoreError(Exception):
@@ -58,11 +50,8 @@ class UnknownRunError(StoreError, LookupError):
 
 
 class UnknownReviewError(StoreError, LookupError):
-    """No review has this id; the message lists close ids when there are some.
-
-    ``close``: the ids it picked them from, for a caller that may show only
-    some of them (the vote path names only reviews the voter may answer).
-    """
+    """No review has this id; the message lists close ids when there are some. ``close``: the ids it picked
+    them from, for a caller that may show only some (the vote path names only reviews the voter may answer)."""
 
     def __init__(self, message: str, close: Sequence[str] = ()) -> None:
         super().__init__(message)
@@ -93,7 +82,7 @@ def _document(record: Any, version: int) -> dict[str, Any]:
     return document
 
 
-def _from_document(cls: type[R], kind: str, data: dict[str, Any], supported: int) -> R:
+def _from_document(cls: type[T], kind: str, data: dict[str, Any], supported: int) -> T:
     """The record of a document ``_document`` wrote: a field with a default may be absent, times are ISO text."""
     version = data.get("format")
     if not isinstance(version, int) or version > supported:
@@ -145,13 +134,11 @@ class Request:
 
 @dataclass
 class OutboxTask:
-    """Something a channel's delivery thread must deliver (post, update, escalate, ...), kept until it is done.
+    """Something a channel's delivery thread must deliver (post, update, ...), kept until ``finish_task``.
 
-    Durable so a crash between deciding to post and posting loses nothing:
-    the thread retries (``attempts``, ``not_before``, ``last_error``) and
-    calls ``finish_task`` once delivered. ``id`` is chosen by the caller and
-    deterministic (e.g. "demo-1.post.slack-c0123"), so adding the same task
-    twice is a no-op rather than a double post.
+    Durable so a crash between deciding to post and posting loses nothing.
+    ``id`` is the caller's, deterministic ("demo-1.post.slack-c0123"), so
+    adding the same task twice is a no-op rather than a double post.
     """
 
     id: str
@@ -165,11 +152,9 @@ class OutboxTask:
     last_error: str | None = None
 
     def __post_init__(self) -> None:
-        if not is_task_id(self.id):
-            raise StoreError(
-                f"invalid task id {self.id!r}: use letters, digits, '.', '_', '-' or ':' "
-                "(up to 200, e.g. demo-1.post.slack-c0123)"
-            )
+        if task_stem(self.id) is None:
+            raise StoreError(f"invalid task id {self.id!r}: use letters, digits, '.', '_', '-' or ':' "
+                             "(up to 200, e.g. demo-1.post.slack-c0123)")
 
     @property
     def ready_at(self) -> datetime:
@@ -193,9 +178,8 @@ class Claim(Protocol):
     def release(self) -> None: ...
 
     def held(self) -> bool:
-        """False once the claim is lost while this process lives on (its database session was cut):
-        another replica may claim the run now, so this one must write nothing more of it."""
-        ...
+        """False once the claim is lost while this process lives on: another replica may claim the run now,
+        so this one must write nothing more of it."""
 
 
 class _NoClaim:
@@ -206,9 +190,6 @@ class _NoClaim:
 
     def held(self) -> bool:
         return True
-
-    def __repr__(self) -> str:
-        return "NO_CLAIM"
 
 
 #: What a one-process store's ``claim_run`` returns: always granted, nothing to release.
@@ -229,19 +210,11 @@ class RunStore(Protocol):
 
     def run_counts(self) -> dict[tuple[str, str], int]:
         """Every run ever stored, ended ones included, by (loop, status): one aggregate, for /metrics."""
-        ...
 
     def claim_run(self, run_id: str) -> Claim | None:
-        """The right to execute (start, resume, continue) ``run_id``, or None while another process holds it.
+        """The right to execute (start, resume, continue) ``run_id``, or None while another process holds it:
+        replicas on one store never run one run twice. A claim whose holder died is free again."""
 
-        Several replicas on one store must never run one run twice: a run thread
-        claims the run before touching it and releases the claim when it
-        stops; a claim whose holder died is free again. A store used by one
-        process grants every claim (``NO_CLAIM``).
-        """
-        ...
-
-    def save_snapshot(self, run_id: str, snapshot: dict[str, Any]) -> None: ...
     def load_snapshot(self, run_id: str) -> dict[str, Any] | None: ...
     def save_state(self, run_id: str, state: LoopState) -> None: ...
     def load_state(self, run_id: str) -> LoopState | None: ...
@@ -292,7 +265,6 @@ class OutboxStore(Protocol):
     """Tasks channels' delivery threads deliver, kept until they are done."""
 
     def add_task(self, task: OutboxTask) -> bool: ...
-    def get_task(self, task_id: str) -> OutboxTask: ...
     def due_tasks(self, channel: str, now: datetime, limit: int = 50) -> list[OutboxTask]: ...
     def next_task_at(self, channel: str) -> datetime | None: ...
     def pending_tasks(self, review_id: str | None = None) -> list[OutboxTask]: ...
@@ -301,41 +273,30 @@ class OutboxStore(Protocol):
     def finish_task(self, task_id: str) -> None: ...
     def finish_tasks(self, task_ids: Sequence[str]) -> None:
         """``finish_task`` of each, in one write (the outbox finishes a round's deliveries together)."""
-        ...
 
     def outbox_backlog(self) -> dict[str, int]:
         """Tasks not delivered yet by channel (channels with none are absent): one aggregate, for /metrics."""
-        ...
 
 
 class DeliveryStore(Protocol):
     """Dedupe keys: each webhook delivery or polled comment is acted on once, and its votes are not lost."""
 
     def record_delivery(self, key: str, work: list[dict[str, Any]] | None = None) -> bool:
-        """True the first time ``key`` is seen, False after; durable.
-
-        With ``work`` (the votes of a webhook delivery or a polled comment, as
-        dicts) the delivery and its work are recorded in one write and the
-        work waits in ``pending_deliveries`` until ``finish_deliveries``: the
-        sender is answered before the votes are cast, and a crash in between
-        loses none of them.
-        """
-        ...
+        """True the first time ``key`` is seen, False after. ``work`` (a delivery's votes) is recorded in the
+        same write and waits in ``pending_deliveries`` until ``finish_deliveries``: the sender is answered
+        before the votes are cast, and a crash in between loses none of them."""
 
     def record_deliveries(self, batch: Sequence[tuple[str, list[dict[str, Any]] | None]]) -> list[bool]:
-        """``record_delivery`` of each (key, work), all in one durable write (one fsync for a burst); all or none."""
-        ...
+        """``record_delivery`` of each, in one write (one fsync for a burst); all or none."""
 
     def pending_deliveries(self) -> list[tuple[str, list[dict[str, Any]]]]:
         """(key, work) of every delivery recorded with work and not finished, oldest first."""
-        ...
 
     def finish_deliveries(self, keys: Sequence[str], answers: Sequence[OutboxTask] = ()) -> None:
         """The deliveries' work is done and ``answers`` (its voters') are queued: one write for a batch.
 
         Finishing twice, or a key without work, is harmless; an answer whose id is pending is added once.
         """
-        ...
 
 
 class CounterStore(Protocol):
@@ -356,14 +317,11 @@ class Store(RunStore, ReviewStore, OutboxStore, DeliveryStore, CounterStore, Req
     """Durable state of one bot. Every write is one transaction, committed before the method returns.
 
     ``update_*`` run ``mutate`` on the current record in a transaction that
-    serialises threads and processes, write the result and only then return
-    ``mutate``'s return value: an acknowledged change survives kill -9.
-
-    Applied and failed reviews and ended runs are archived by the write that
-    ends them. What a tick, a health check or a status asks (``open_reviews``,
-    ``due_reviews``, ``counts``, ``due_tasks``, ...) is an indexed query of
-    what is not archived, so its cost grows with the work to do, not with the
-    history kept; ``get_*`` and ``list_*(archived=True)`` still see the archive.
+    serialises threads and processes and return its result only once written:
+    an acknowledged change survives kill -9. Ended runs and reviews are
+    archived by the write that ends them, so what a tick or a status asks
+    costs what there is to do, not the history kept (``get_*`` and
+    ``list_*(archived=True)`` still see the archive).
     """
 
     #: Where the store keeps its state, for messages (the database file, or the PostgreSQL URL without password).
@@ -371,4 +329,3 @@ class Store(RunStore, ReviewStore, OutboxStore, DeliveryStore, CounterStore, Req
 
     def problems(self) -> list[str]:
         """What is wrong with the stored data (damaged rows, each named), for ``status`` and /healthz."""
-        ...

@@ -1,19 +1,14 @@
 """The two engines under the SQL store: what differs between SQLite and PostgreSQL, and nothing else.
 
-The store writes its statements once, in psycopg's style (``%s`` and
-``%(name)s`` placeholders, ``FOR UPDATE`` where a row is read to be
-changed, ``COLLATE "C"`` for byte order). An engine opens connections,
-runs a block as one transaction, names its failures, and (SQLite) turns the
-statements and values into its own: ``?`` and ``:name``, no row locks (a
-write transaction is ``BEGIN IMMEDIATE``, which serialises every writer of
-the file, in any process), times as fixed-width UTC text so they compare
-as they sort.
+The store writes each statement once, in psycopg's style; SQLite's engine
+turns it into its own (``translate``: ``?`` placeholders, no row locks - a
+write is ``BEGIN IMMEDIATE``, which serialises every writer of the file -
+and times as fixed-width UTC text, which compares as it sorts).
 
-SQLite: ``state_dir/loopbot.db`` in WAL mode with ``synchronous=FULL`` (a
-committed transaction is on disk before the commit returns), one writer
-connection per store shared by its threads, readers on connections of
-their own, and a ``busy_timeout`` so a writer in another process is waited
-for rather than failed. PostgreSQL: a few pooled autocommit connections.
+SQLite: WAL with ``synchronous=FULL`` (a commit is on disk when it returns),
+one writer connection per store, readers on their own, and a
+``busy_timeout`` so another process's write is waited for, not failed.
+PostgreSQL: a few pooled autocommit connections.
 """
 
 from __future__ import annotations
@@ -30,10 +25,8 @@ from typing import Any, Protocol
 
 from .base import StoreError
 
-__all__ = [
-    "DatabaseError", "DatabaseCorruptError", "DatabaseLockedError", "DatabaseReadOnlyError", "DiskFullError",
-    "Engine", "Postgres", "Sqlite", "describe_url", "DB_NAME", "BUSY_TIMEOUT",
-]
+__all__ = ["DatabaseError", "DatabaseCorruptError", "DatabaseLockedError", "DatabaseReadOnlyError",
+           "DiskFullError", "Engine", "Postgres", "Sqlite", "describe_url", "DB_NAME", "BUSY_TIMEOUT"]
 
 #: The embedded database's file name in state_dir.
 DB_NAME = "loopbot.db"
@@ -69,10 +62,9 @@ def describe_url(url: str, schema: str | None = None) -> str:
         info = conninfo_to_dict(url)
     except Exception:  # noqa: BLE001 - a URL libpq cannot parse is still named, minus what could be secret
         return "postgresql://(unparsable URL)"
-    host = str(info.get("host") or "localhost")
     user = f"{info['user']}@" if info.get("user") else ""
     port = f":{info['port']}" if info.get("port") else ""
-    where = f"postgresql://{user}{host}{port}/{info.get('dbname') or ''}"
+    where = f"postgresql://{user}{info.get('host') or 'localhost'}{port}/{info.get('dbname') or ''}"
     return where if schema is None else f"{where} (schema {schema})"
 
 
@@ -84,8 +76,7 @@ class Engine(Protocol):
     #: Work is leased to the asking replica (PostgreSQL); with one serve per file there is nobody to lease from.
     leases: bool
 
-    def read(self) -> contextlib.AbstractContextManager[Any]:
-        """A cursor for reading (autocommit)."""
+    def read(self) -> contextlib.AbstractContextManager[Any]: ...
 
     def write(self, *, pipelined: bool = False) -> contextlib.AbstractContextManager[Any]:
         """A cursor whose statements commit together when the block ends (rolled back on an error). ``pipelined``
@@ -98,14 +89,12 @@ class Engine(Protocol):
     def snapshot(self) -> contextlib.AbstractContextManager[Any]:
         """A cursor whose reads all see the database as of one moment (a review's row and its votes' rows)."""
 
-    def time(self, value: Any) -> datetime | None:
-        """A time column as read back."""
+    def time(self, value: Any) -> datetime | None: ...
 
     def fatal(self, err: BaseException) -> bool:
         """Did the engine itself fail (the transaction may be gone), rather than the store's own code?"""
 
-    def close(self) -> None:
-        """Close every connection the engine holds."""
+    def close(self) -> None: ...
 
 
 class _Pool:
@@ -164,8 +153,9 @@ class Postgres(Engine):
         """An autocommit connection with the bot's search_path; ``options``: more of libpq's (keepalives)."""
         import psycopg
 
-        return psycopg.connect(self.url, autocommit=True, options=f"-c search_path={self.schema} -c timezone=UTC",
-                               connect_timeout=10, **options)
+        with self.errors():
+            return psycopg.connect(self.url, autocommit=True, connect_timeout=10,
+                                   options=f"-c search_path={self.schema} -c timezone=UTC", **options)
 
     @contextlib.contextmanager
     def errors(self) -> Iterator[None]:
@@ -202,7 +192,7 @@ class Postgres(Engine):
         return isinstance(err, psycopg.Error)
 
     def time(self, value: Any) -> datetime | None:
-        return value if value is None or isinstance(value, datetime) else datetime.fromisoformat(str(value))
+        return value  # every time column is timestamptz, which psycopg reads as a datetime
 
     def close(self) -> None:
         self._pool.close()
@@ -225,30 +215,27 @@ def sqlite_time(value: datetime) -> str:
     return value.astimezone(UTC).isoformat(timespec="microseconds")
 
 
-def _values(params: Any) -> Any:
-    """The values as SQLite keeps them: times as ``sqlite_time`` text."""
-    if isinstance(params, dict):
-        return {key: sqlite_time(v) if isinstance(v, datetime) else v for key, v in params.items()}
-    return tuple(sqlite_time(v) if isinstance(v, datetime) else v for v in params)
-
-
-class _Cursor:
-    """A sqlite3 cursor that takes the store's statements and values (``translate``)."""
-
-    __slots__ = ("_cur",)
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._cur = conn.cursor()
+class _Cursor(sqlite3.Cursor):
+    """A sqlite3 cursor that takes the store's statements (``translate``) and times (``sqlite_time``)."""
 
     def execute(self, statement: str, params: Any = ()) -> _Cursor:
-        self._cur.execute(translate(statement), _values(params))
-        return self
+        if isinstance(params, dict):
+            params = {key: sqlite_time(v) if isinstance(v, datetime) else v for key, v in params.items()}
+        else:
+            params = tuple(sqlite_time(v) if isinstance(v, datetime) else v for v in params)
+        return super().execute(translate(statement), params)
 
-    def fetchone(self) -> Any:
-        return self._cur.fetchone()
 
-    def fetchall(self) -> list[Any]:
-        return self._cur.fetchall()
+#: (words in SQLite's message, the error it is, what to say)
+_FAILURES: tuple[tuple[tuple[str, ...], type[DatabaseError], str], ...] = (
+    (("full",), DiskFullError, "the disk is full ({text}); nothing was committed - free space and try again"),
+    (("locked", "busy"), DatabaseLockedError, "the database stayed locked by another process for {wait:g} s"
+     " ({text}); is a stuck loopbot or another program holding it?"),
+    (("readonly", "read-only", "unable to open", "permission"), DatabaseReadOnlyError, "cannot open or write the"
+     " database ({text}); check that this user may write the file and its directory"),
+    (("not a database", "malformed", "corrupt"), DatabaseCorruptError, "the database is damaged ({text}); restore"
+     " it from a backup (`loopbot export` of a good copy) or move it aside to start empty"),
+)
 
 
 class Sqlite(Engine):
@@ -268,10 +255,9 @@ class Sqlite(Engine):
     def connect(self) -> sqlite3.Connection:
         with self.errors():
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,  # busy_timeout
                                    check_same_thread=False)
             try:
-                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
                 if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                     conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = FULL")
@@ -280,33 +266,17 @@ class Sqlite(Engine):
                 raise
         return conn
 
-    def classify(self, err: sqlite3.Error) -> DatabaseError:
-        """The error as the store names it: what happened to which file, and what to do."""
-        text = str(err)
-        low = text.lower()
-        if "full" in low:
-            return DiskFullError(f"{self.where}: the disk is full ({text}); nothing was committed - free space "
-                                 "and try again")
-        if "locked" in low or "busy" in low:
-            return DatabaseLockedError(
-                f"{self.where}: the database stayed locked by another process for {self.busy_timeout:g} s "
-                f"({text}); is a stuck loopbot or another program holding it?")
-        if "readonly" in low or "read-only" in low or "unable to open" in low or "permission" in low:
-            return DatabaseReadOnlyError(
-                f"{self.where}: cannot open or write the database ({text}); check that this user may write "
-                "the file and its directory")
-        if "not a database" in low or "malformed" in low or "corrupt" in low:
-            return DatabaseCorruptError(
-                f"{self.where}: the database is damaged ({text}); restore it from a backup "
-                "(`loopbot export` of a good copy) or move it aside to start empty")
-        return DatabaseError(f"{self.where}: {type(err).__name__}: {text}")
-
     @contextlib.contextmanager
     def errors(self) -> Iterator[None]:
+        """SQLite's errors as the store names them: what happened to which file, and what to do."""
         try:
             yield
         except sqlite3.Error as err:
-            raise self.classify(err) from err
+            text = str(err)
+            for words, kind, why in _FAILURES:
+                if any(word in text.lower() for word in words):
+                    raise kind(f"{self.where}: " + why.format(text=text, wait=self.busy_timeout)) from err
+            raise DatabaseError(f"{self.where}: {type(err).__name__}: {text}") from err
 
     def read(self) -> contextlib.AbstractContextManager[Any]:
         return self._reader(begin=False)
@@ -321,7 +291,7 @@ class Sqlite(Engine):
                 with self.errors():
                     if begin:
                         conn.execute("BEGIN")
-                    yield _Cursor(conn)
+                    yield conn.cursor(_Cursor)
             finally:
                 if conn.in_transaction:
                     with contextlib.suppress(sqlite3.Error):
@@ -329,22 +299,20 @@ class Sqlite(Engine):
 
     @contextlib.contextmanager
     def write(self, *, pipelined: bool = False) -> Iterator[Any]:
-        """``BEGIN IMMEDIATE`` on this store's one writer connection; committed (and synced) at the end.
-
-        A write begun inside another of the same thread (a mutator that writes) joins it, as one transaction.
-        """
+        """``BEGIN IMMEDIATE`` on this store's one writer connection, committed (and synced) at the end; a write
+        begun inside another of the same thread (a mutator that writes) joins it, as one transaction."""
         with self._write_lock:
             if self._writer is None:
                 self._writer = self.connect()
             conn = self._writer
             if conn.in_transaction:
                 with self.errors():
-                    yield _Cursor(conn)
+                    yield conn.cursor(_Cursor)
                 return
             with self.errors():
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    yield _Cursor(conn)
+                    yield conn.cursor(_Cursor)
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:

@@ -1,21 +1,13 @@
 """The upgrade from the directory store: read its files once, import them, keep them as a backup.
 
 loopbot before the SQLite store kept one JSON document per file under
-state_dir: ``runs/`` and ``reviews/`` (the hot set), ``archive/runs`` and
-``archive/reviews`` (``<prefix>~<id>.json``), ``snapshots/``, ``outbox/``,
-``counters/``, ``inbox/``, ``deliveries/<xx>/<hash>.json`` (keys seen), two
-journals - ``reviews/votes.jsonl`` (counted votes not yet written into their
-review) and ``deliveries/pending.jsonl`` (webhook votes accepted and not yet
-cast) - and ``quarantine/``. This reader is read-only and reads them as that
-store's readers did: an archived copy wins over a hot leftover, a review's
-journal lines are folded in unless the review already has their delivery, a
-journal line cut short (never acknowledged) is dropped.
-
-``read`` returns it all as an export would (``sql_transfer``);
-``upgrade`` imports it (``sql_transfer.load``: writes that can be
-repeated, so a crash half-way imports again at the next start), then moves
-the old directories into ``state_dir/directory-store-backup-<time>/`` and
-returns the one line that says so.
+state_dir (``LEGACY_DIRS``; ended records in ``archive/`` as
+``<prefix>~<id>.json``, keys seen in ``deliveries/<xx>/<hash>.json``) and two
+journals: ``reviews/votes.jsonl`` (counted votes not yet in their review)
+and ``deliveries/pending.jsonl`` (webhook votes accepted, not yet cast).
+They are read as that store's readers did: an archived copy wins over a hot
+leftover, a review's journal lines are folded in unless it already has
+their delivery, a line cut short (never acknowledged) is dropped.
 """
 
 from __future__ import annotations
@@ -69,9 +61,7 @@ def _lines(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def _files(directory: Path) -> dict[str, Path]:
-    """stem -> file of the documents in ``directory`` (archived ones by the id after ``~``)."""
-    if not directory.is_dir():
-        return {}
+    """stem -> file of the documents in ``directory`` (archived ones by the id after ``~``); none if it is absent."""
     return {p.stem.rsplit("~", 1)[-1]: p for p in sorted(directory.glob("*.json")) if not p.name.startswith(".")}
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .base import Store
+from . import legacy
+from .base import Store, StoreError
+from .sql import PostgresStore, SqliteStore
 
 __all__ = ["open_store", "store_url"]
 
@@ -17,25 +18,17 @@ def store_url(config: Any) -> str | None:
 
 
 def open_store(config: Any, *, migrate: bool = True, upgrading: bool = False) -> Store:
-    """A ``PostgresStore`` or a ``SqliteStore`` (``state_dir/loopbot.db``), migrated to this loopbot's schema
-    unless ``migrate=False``.
+    """A ``PostgresStore`` or a ``SqliteStore`` (``state_dir/loopbot.db``), migrated unless ``migrate=False``.
 
     A state_dir still holding an older loopbot's directory store is refused
-    (``serve`` and ``loopbot migrate`` import it: ``upgrading``), so no
-    command answers from an empty database beside it. psycopg is imported
-    only when a ``store:`` block asks for PostgreSQL.
+    unless ``upgrading`` (``serve`` and ``loopbot migrate`` import it), so no
+    command answers from an empty database beside it.
     """
     url = store_url(config)
-    from .sql import PostgresStore, SqliteStore
-
     if url is None:
-        from . import legacy
-        from .base import StoreError
-
         if not upgrading and legacy.found(config.state_dir):
             raise StoreError(f"{config.state_dir} holds the directory store of an older loopbot; "
                              "`loopbot migrate` (or `loopbot serve`) imports it into loopbot.db once")
         return SqliteStore(config.state_dir, migrate=migrate)
-
     return PostgresStore(url, schema=config.store.schema_name, migrate=migrate,
                          lease=float(getattr(config.store, "lease_seconds", 60.0)))

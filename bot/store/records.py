@@ -17,12 +17,10 @@ from typing import Any, TypeVar
 
 import orjson
 
-from .base import CorruptDocumentError, NewerFormatError, StoreError, is_task_id
+from .base import CorruptDocumentError, NewerFormatError, StoreError
 
-__all__ = [
-    "SAFE_ID", "SNAPSHOT_FORMAT", "FEW_IDS", "key_of", "checked_key", "mutate_record", "encode", "parse",
-    "check_name", "number", "run_key", "one_edit", "task_stem", "engine_state", "delivery_digest",
-]
+__all__ = ["SNAPSHOT_FORMAT", "FEW_IDS", "key_of", "checked_key", "mutate_record", "encode", "parse", "check_name",
+           "number", "run_key", "one_edit", "engine_state", "delivery_digest"]
 
 T = TypeVar("T")
 SAFE_ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
@@ -35,12 +33,8 @@ _ID_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789-_."
 
 def key_of(doc_id: str) -> str | None:
     """The key of an id (lower-cased: lookups ignore case), or None if it is not a safe id."""
-    if not isinstance(doc_id, str):
-        return None
-    name = doc_id.strip().lower()
-    if not SAFE_ID.fullmatch(name) or ".." in name:
-        return None
-    return name
+    name = doc_id.strip().lower() if isinstance(doc_id, str) else ""
+    return name if SAFE_ID.fullmatch(name) and ".." not in name else None
 
 
 def checked_key(noun: str, doc_id: str) -> str:
@@ -62,11 +56,6 @@ def mutate_record(noun: str, record_id: str, key: str, record: Any, mutate: Call
             raise StoreError(f"{noun} {record_id}: an update may not change its id to {record.id!r}")
         write()
     return result
-
-
-def task_stem(task_id: str) -> str | None:
-    """Task ids are their own keys (``is_task_id``)."""
-    return task_id if is_task_id(task_id) else None
 
 
 def number(doc_id: str) -> int:
@@ -99,10 +88,8 @@ def one_edit(word: str) -> set[str]:
 
 
 def encode(document: dict[str, Any]) -> str:
-    """A document as JSON text with sorted keys: orjson where it can write it (five times faster than json on a
-    review with a long history), else json, whose escapes keep lone surrogates and integers past 64 bits.
-    (orjson writes NaN as null; the command grammar refuses NaN in a vote, and engine states are orjson's already.)
-    """
+    """JSON text with sorted keys: orjson (five times faster on a long history), else json, which keeps lone
+    surrogates and integers past 64 bits. (orjson writes NaN as null; the grammar refuses NaN in a vote.)"""
     try:
         return orjson.dumps(document, option=orjson.OPT_SORT_KEYS).decode("utf-8")
     except (TypeError, orjson.JSONEncodeError):
@@ -117,28 +104,20 @@ def parse(where: str | os.PathLike[str], raw: bytes | str, supported: int) -> di
         try:  # what json.dumps wrote and orjson refuses (NaN, Infinity, lone surrogates)
             document = json.loads(raw if isinstance(raw, str) else raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise CorruptDocumentError(
-                f"{where}: not a valid JSON document ({err}); restore it from a backup"
-            ) from err
-    if not isinstance(document, dict) or isinstance(document.get("format"), bool) or not isinstance(
-        document.get("format"), int
-    ):
+            raise CorruptDocumentError(f"{where}: not a valid JSON document ({err}); restore it from a backup") from err
+    if not isinstance(document, dict) or type(document.get("format")) is not int:
         raise CorruptDocumentError(f"{where}: not a loopbot document (no integer 'format' field)")
     if document["format"] > supported:
-        raise NewerFormatError(
-            f"{where}: format version {document['format']} is newer than this loopbot reads "
-            f"(up to {supported}); upgrade loopbot to use this store"
-        )
+        raise NewerFormatError(f"{where}: format version {document['format']} is newer than this loopbot reads "
+                               f"(up to {supported}); upgrade loopbot to use this store")
     return document
 
 
 def check_name(where: str, key: str, doc_id: Any, name_of: Callable[[str], str | None] = key_of) -> None:
     """Refuse a document whose id is not the key it is stored under (it would take the other one's votes)."""
     if not isinstance(doc_id, str) or name_of(doc_id) != key:
-        raise CorruptDocumentError(
-            f"{where}: holds id {doc_id!r}, not {key!r} as its key says; "
-            "a copied or renamed document would take the other one's votes"
-        )
+        raise CorruptDocumentError(f"{where}: holds id {doc_id!r}, not {key!r} as its key says; "
+                                   "a copied or renamed document would take the other one's votes")
 
 
 def engine_state(where: Any, document: dict[str, Any]) -> dict[str, Any]:

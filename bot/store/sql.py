@@ -1,25 +1,18 @@
 """The store: one SQL implementation of the ``Store`` contract on SQLite (default) or PostgreSQL.
 
 ``SqliteStore`` keeps ``state_dir/loopbot.db``; ``PostgresStore`` a
-PostgreSQL schema (``store: {url: ...}``), for several ``serve`` replicas on
-one database. Both are this one class over an engine (``engines``): the
-same tables (``sql_schema``), statements and transactions. Records are kept
-as their JSON documents (``doc``) beside the columns the queries need;
-every write is committed - on SQLite synced to disk - before the method
-returns, so an acknowledged change survives kill -9.
+PostgreSQL schema, for several ``serve`` replicas on one database: one class
+over an engine (``engines``), the same tables (``sql_schema``), statements
+and transactions. Records are kept as their JSON documents (``doc``) beside
+the columns the queries need. ``update_*`` read the row ``FOR UPDATE`` (on
+SQLite the write transaction serialises every writer of the file), so
+concurrent updates from any thread, process or replica never lose one another.
 
-``update_*(id, mutate)`` reads the row and writes it back in one
-transaction: PostgreSQL locks the row (``FOR UPDATE``), SQLite serialises
-every writer of the file (``BEGIN IMMEDIATE``), so concurrent updates from
-any thread, process or replica never lose one another.
-
-On PostgreSQL, work that must happen once across replicas is leased to the
-asking replica (``owner``, host:pid by default) when it is handed out:
-``decided_reviews``, ``due_reviews``, ``take_requests`` and ``due_tasks``
-return only what is free, expired or already this owner's, and lease it
-(``FOR UPDATE SKIP LOCKED``) for ``lease`` seconds. On SQLite one ``serve``
-owns a state dir (``serve.lock``), so nothing is leased and ``claim_run``
-always grants.
+On PostgreSQL, work that must happen once across replicas
+(``decided_reviews``, ``due_reviews``, ``take_requests``, ``due_tasks``) is
+leased to the asking replica (``owner``) for ``lease`` seconds. On SQLite
+one ``serve`` owns a state dir (``serve.lock``): nothing is leased and
+``claim_run`` always grants.
 """
 
 from __future__ import annotations
@@ -32,12 +25,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-
 from ..review_records import REVIEW_FORMAT, Review
 from .base import RUN_FORMAT, TASK_FORMAT, CorruptDocumentError, NewerFormatError, OutboxTask, Request, RunRecord
-from .base import StoreError, UnknownTaskError
+from .base import StoreError, UnknownTaskError, task_stem
 from .engines import DB_NAME, BUSY_TIMEOUT, DatabaseError, Engine, Postgres, Sqlite, describe_url
-from .records import check_name, checked_key, delivery_digest, encode, key_of, mutate_record, number, parse, task_stem
+from .records import check_name, checked_key, delivery_digest, encode, key_of, mutate_record, number, parse
 from .sql_reviews import ReviewTables, locked_archived, review_rows, write_reviews
 from .sql_runs import RunTables
 from . import sql_schema
@@ -49,11 +41,10 @@ T = TypeVar("T")
 
 #: How long work handed to a replica stays its own without it asking again.
 LEASE_SECONDS = 60.0
-_ADD_TASK = ("INSERT INTO outbox (id, channel, review_id, created_at, ready_at, attempts, doc) VALUES (%(id)s,"
-             " %(channel)s, %(review_id)s, %(created_at)s, %(ready_at)s, %(attempts)s, %(doc)s)"
+_TASK_COLUMNS = ("id", "channel", "review_id", "created_at", "ready_at", "attempts", "doc")
+_ADD_TASK = (f"INSERT INTO outbox ({', '.join(_TASK_COLUMNS)}) VALUES ({', '.join(f'%({c})s' for c in _TASK_COLUMNS)})"
              " ON CONFLICT (id) DO NOTHING")
-_UPDATE_TASK = ("UPDATE outbox SET channel = %(channel)s, review_id = %(review_id)s, created_at = %(created_at)s,"
-                " ready_at = %(ready_at)s, attempts = %(attempts)s, doc = %(doc)s WHERE id = %(id)s")
+_UPDATE_TASK = f"UPDATE outbox SET {', '.join(f'{c} = %({c})s' for c in _TASK_COLUMNS[1:])} WHERE id = %(id)s"
 
 
 def migrate_database(url: str, schema: str = "loopbot") -> tuple[str, int, int]:
@@ -237,13 +228,6 @@ class SqlStore(RunTables, ReviewTables):
             cur.execute(_ADD_TASK + " RETURNING id", self._task_columns(task))
             return cur.fetchone() is not None
 
-    def get_task(self, task_id: str) -> OutboxTask:
-        with self.engine.read() as cur:
-            row = cur.execute("SELECT id, doc FROM outbox WHERE id = %s", (task_id,)).fetchone()
-        if row is None:
-            raise UnknownTaskError(task_id)
-        return self._task(row)
-
     def due_tasks(self, channel: str, now: datetime, limit: int = 50) -> list[OutboxTask]:
         """Ready tasks of ``channel``, oldest first (on PostgreSQL leased, so one replica delivers each)."""
         if limit <= 0:
@@ -339,11 +323,8 @@ class SqlStore(RunTables, ReviewTables):
                         (digest, key, at))
 
     def problems(self) -> list[str]:
-        """'<table>/<key>: why' of every damaged row a listing skipped, for ``status`` and /healthz.
-
-        On SQLite the first call also looks for damaged rows of the hot set nothing has read yet (once per
-        process: one query a table, SQLite checks the JSON itself); an archived one is named when it is read.
-        """
+        """'<table>/<key>: why' of every damaged row a listing skipped. On SQLite the first call also finds the
+        hot set's damaged rows nothing has read yet (one query a table); an archived one is named when read."""
         if not self._scanned and self.engine.name == "sqlite":
             self._scanned = True
             self._scan()
@@ -375,12 +356,8 @@ class SqliteStore(SqlStore):
 
 
 class PostgresStore(SqlStore):
-    """The store on a PostgreSQL schema, for replicas.
-
-    ``migrate`` (default) creates or upgrades the tables on open; with
-    ``migrate=False`` an unmigrated database is refused with the command to
-    run. A database migrated by a newer loopbot is refused either way.
-    """
+    """The store on a PostgreSQL schema, for replicas. With ``migrate=False`` an unmigrated database is refused
+    with the command to run; one a newer loopbot migrated is refused either way."""
 
     def __init__(self, url: str, *, schema: str = "loopbot", migrate: bool = True, owner: str | None = None,
                  lease: float = LEASE_SECONDS, clock: Callable[[], datetime] | None = None) -> None:

@@ -50,12 +50,10 @@ def _owner_lives(conn: Any, store: PostgresStore, run_key: str) -> str | None:
 class RunClaim:
     """An advisory lock on ``run:<id>`` held by a session of its own, and ``run_owners`` naming this replica.
 
-    Released by ``release`` or by the process dying. A session cut while the
-    replica lives (a PostgreSQL restart, ``idle_session_timeout``, an
-    administrator) frees the lock, but the run still belongs to this replica
-    while its election session holds its liveness lock: ``claim_run`` of
-    another replica refuses it, and ``held`` takes the lock again before the
-    next write. Only a replica that is gone loses its runs to the others.
+    A session cut while the replica lives (a PostgreSQL restart, an idle
+    timeout) frees the lock, but the run stays this replica's while its
+    election session holds its liveness lock: another replica's ``claim_run``
+    refuses it, and ``held`` takes the lock again before the next write.
     """
 
     def __init__(self, conn: Any, run_id: str, store: PostgresStore) -> None:
@@ -75,12 +73,8 @@ class RunClaim:
             conn.close()
 
     def held(self) -> bool:
-        """Is the run still this replica's? One round trip, asked before each write of the run.
-
-        When the session holding the lock is gone, the claim is taken again
-        on a new one if no other replica took the run meanwhile; otherwise the
-        run thread here must stop before it writes again (``bot.snapshots.ClaimLost``).
-        """
+        """Is the run still this replica's? One round trip, asked before each write of the run. A lost session's
+        claim is taken again on a new one unless another replica took the run (``bot.snapshots.ClaimLost``)."""
         conn = self._conn
         if conn is None:
             return False
@@ -109,23 +103,21 @@ class RunClaim:
 def claim_run(store: PostgresStore, run_id: str) -> RunClaim | None:
     """Claim ``run_id`` for this replica, or None while another session holds it or another living replica owns it."""
     run_key = checked_key("run", run_id)
+    conn = session(store)
     try:
-        conn = session(store)
-    except Exception as err:  # noqa: BLE001 - psycopg's errors, named like the store's
-        raise DatabaseError(f"{store.where}: {type(err).__name__}: {str(err).strip()}") from err
-    try:
-        if not try_lock(conn, advisory_key(store.schema, f"run:{run_id}")):
-            conn.close()
-            return None
-        owner = _owner_lives(conn, store, run_key)
-        if owner is not None:
-            log.debug("run %s belongs to replica %s, which lives: left to it", run_id, owner)
-            conn.close()
-            return None
-        conn.execute("INSERT INTO run_owners (run_key, owner, since) VALUES (%s, %s, now())"
-                     " ON CONFLICT (run_key) DO UPDATE SET owner = excluded.owner, since = excluded.since",
-                     (run_key, store.owner))
-    except Exception as err:  # noqa: BLE001
+        with store.engine.errors():
+            if not try_lock(conn, advisory_key(store.schema, f"run:{run_id}")):
+                conn.close()
+                return None
+            owner = _owner_lives(conn, store, run_key)
+            if owner is not None:
+                log.debug("run %s belongs to replica %s, which lives: left to it", run_id, owner)
+                conn.close()
+                return None
+            conn.execute("INSERT INTO run_owners (run_key, owner, since) VALUES (%s, %s, now())"
+                         " ON CONFLICT (run_key) DO UPDATE SET owner = excluded.owner, since = excluded.since",
+                         (run_key, store.owner))
+    except BaseException:
         conn.close()
-        raise DatabaseError(f"{store.where}: {type(err).__name__}: {str(err).strip()}") from err
+        raise
     return RunClaim(conn, run_id, store)

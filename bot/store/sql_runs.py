@@ -19,10 +19,9 @@ T = TypeVar("T")
 #: Every run by loop and status; the ``runs_loop_status`` index covers it (schema version 5).
 RUN_COUNTS = "SELECT loop, status, count(*) FROM runs GROUP BY loop, status"
 _ACTIVE = "status IN (" + ", ".join(f"'{s}'" for s in ACTIVE_RUN_STATUSES) + ")"
-
-
-def _ended_run(run: RunRecord) -> bool:
-    return run.status not in ACTIVE_RUN_STATUSES
+_COLUMNS = ("key", "id", "loop", "status", "trigger", "created_at", "num", "archived", "doc")
+_WRITE_RUN = (f"INSERT INTO runs ({', '.join(_COLUMNS)}) VALUES ({', '.join(['%s'] * len(_COLUMNS))})"
+              " ON CONFLICT (key) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:]))
 
 
 class RunTables:
@@ -43,27 +42,17 @@ class RunTables:
         return UnknownRunError(f"no run {run_id!r} in {self.where}; `loopbot status` lists the runs")
 
     def _write_run(self, cur: Any, run: RunRecord, was_archived: bool | None) -> None:
-        if was_archived and not _ended_run(run):
+        ended = run.status not in ACTIVE_RUN_STATUSES
+        if was_archived and not ended:
             raise StoreError(
                 f"run {run.id} has ended and is archived; it cannot become {run.status!r} again - start a new one"
             )
-        cur.execute(
-            "INSERT INTO runs (key, id, loop, status, trigger, created_at, num, archived, doc)"
-            " VALUES (%(key)s, %(id)s, %(loop)s, %(status)s, %(trigger)s, %(created_at)s, %(num)s, %(archived)s,"
-            " %(doc)s) ON CONFLICT (key) DO UPDATE SET id = excluded.id, loop = excluded.loop,"
-            " status = excluded.status, trigger = excluded.trigger, created_at = excluded.created_at,"
-            " num = excluded.num, archived = excluded.archived, doc = excluded.doc",
-            {"key": checked_key("run", run.id), "id": run.id, "loop": run.loop, "status": run.status,
-             "trigger": run.trigger, "created_at": run.created_at, "num": number(run.id),
-             "archived": _ended_run(run), "doc": encode(run.to_dict())},
-        )
+        cur.execute(_WRITE_RUN, (checked_key("run", run.id), run.id, run.loop, run.status, run.trigger,
+                                 run.created_at, number(run.id), ended, encode(run.to_dict())))
 
     def get_run(self, run_id: str) -> RunRecord:
-        key = key_of(run_id)
-        if key is None:
-            raise self._unknown_run(run_id)
-        with self.engine.read() as cur:
-            row = cur.execute("SELECT key, doc FROM runs WHERE key = %s", (key,)).fetchone()
+        with self.engine.read() as cur:  # "": no run has an unsafe id
+            row = cur.execute("SELECT key, doc FROM runs WHERE key = %s", (key_of(run_id) or "",)).fetchone()
         if row is None:
             raise self._unknown_run(run_id)
         return self._run(row)
@@ -105,15 +94,13 @@ class RunTables:
         return next(iter(self._runs_where("NOT archived AND trigger = %s", (trigger,), "LIMIT 1", LATEST)), None)
 
     def run_counts(self) -> dict[tuple[str, str], int]:
-        """Every run, ended ones too, by (loop, status): the ``runs_loop_status`` index covers the count, so no
-        run's document is read (at 100,000 ended runs on SQLite, ~12 ms instead of ~400 ms)."""
+        """From the ``runs_loop_status`` index: no run's document is read (100,000 runs: ~12 ms, not ~400 ms)."""
         with self.engine.read() as cur:
             cur.execute(RUN_COUNTS)
             return {(loop, status): int(n) for loop, status, n in cur.fetchall()}
 
     def claim_run(self, run_id: str) -> Claim | None:
-        """On PostgreSQL an advisory lock on the run held by a session of its own (``sql_claims.claim_run``);
-        on SQLite always granted: one ``serve`` per state dir, whose runner serialises its threads."""
+        """On SQLite always granted: one ``serve`` per state dir, whose runner serialises its threads."""
         if not self.engine.leases:
             return NO_CLAIM
         from .sql_claims import claim_run
@@ -129,9 +116,6 @@ class RunTables:
                 " ON CONFLICT (run_key) DO UPDATE SET data = excluded.data, saved_at = excluded.saved_at",
                 (checked_key("run", run_id), data, self._clock()),
             )
-
-    def save_snapshot(self, run_id: str, snapshot: dict[str, Any]) -> None:
-        self._save_snapshot_bytes(run_id, orjson.dumps({"format": 1, "run_id": run_id, "snapshot": snapshot}))
 
     def save_state(self, run_id: str, state: Any) -> None:
         """The engine's own encoding wrapped in the store's document (NotJSONSerialisableError first)."""

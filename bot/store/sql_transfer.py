@@ -1,14 +1,9 @@
 """``loopbot export`` / ``import``: everything a store keeps as one JSON dump, and back into an empty store.
 
-Runs (hot and ended), reviews with every vote and their history, snapshots,
-id counters, pending run requests, outbox tasks, webhook votes accepted and
-not yet cast, and intake dedupe keys. Between SQLite and PostgreSQL: export
-with one config, import with the other. ``import`` also reads a directory
-store (a state_dir of loopbot before the SQLite store, ``legacy``).
-Counters are raised, never lowered, so no id is handed out twice after a
-move; the target must be empty (no run, review or task), so a copy never
-mixes two bots' histories. The markdown files people read and the
-scheduler's job store are not part of the store and stay where they are.
+Between SQLite and PostgreSQL (export with one config, import with the
+other), or from a directory store (``legacy``). Counters are raised, never
+lowered, so no id is handed out twice after a move; the target must be
+empty, so a copy never mixes two bots' histories.
 """
 
 from __future__ import annotations
@@ -24,7 +19,7 @@ from loop_engine.atomic import atomic_write_bytes
 from ..review_records import Review
 from .base import OutboxTask, Request, RunRecord, StoreError
 
-__all__ = ["DUMP_FORMAT", "check_empty", "counted", "dump", "load", "read_dump", "write_dump"]
+__all__ = ["DUMP_FORMAT", "counted", "dump", "load", "read_dump", "write_dump"]
 
 #: The dump's own format version; a newer one is refused by name.
 DUMP_FORMAT = 1
@@ -38,12 +33,6 @@ def counted(data: dict[str, Any]) -> str:
             f"{len(data['snapshots'])} snapshots, {len(data['counters'])} id counters, "
             f"{len(data['requests'])} pending requests, {len(data['tasks'])} outbox tasks, "
             f"{len(data['pending_deliveries']) + len(data['deliveries'])} delivery keys")
-
-
-def check_empty(store: Any, where: str) -> None:
-    """StoreError unless ``store`` holds no run, review or task (a copy goes only into an empty store)."""
-    if store.list_runs(archived=True) or store.list_reviews(archived=True) or store.pending_tasks():
-        raise StoreError(f"{where} already holds runs, reviews or tasks; copy only into an empty store")
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -72,8 +61,8 @@ def load(target: Any, data: dict[str, Any], where: str, *, empty: bool = True) -
     """Put a dump into ``target`` (empty unless ``empty=False``), then check every run, review and vote arrived
     as it left; what was copied (``counted``). Every write can be repeated: loading a dump twice changes nothing
     more."""
-    if empty:
-        check_empty(target, where)
+    if empty and (target.list_runs(archived=True) or target.list_reviews(archived=True) or target.pending_tasks()):
+        raise StoreError(f"{where} already holds runs, reviews or tasks; copy only into an empty store")
     target.put_records([RunRecord.from_dict(run) for run in data["runs"]],
                        [Review.from_dict(review) for review in data["reviews"]])
     for key, text in data["snapshots"].items():

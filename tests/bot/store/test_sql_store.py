@@ -176,7 +176,7 @@ def test_concurrent_replicas_take_each_task_once(url: str, schema: str) -> None:
 
 def test_without_binaries_the_tests_skip_but_fail_under_ci(tmp_path: Path) -> None:
     env = {**os.environ, "LOOPBOT_PG_BIN": str(tmp_path / "missing")}
-    target = "tests/bot/store/test_store_contract.py::test_snapshots"
+    target = "tests/bot/store/test_store_contract.py::test_snapshots_load_as_imported_until_a_state_replaces_them"
     args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", target]
     local = subprocess.run(args, cwd=ROOT, env={**env, "CI": ""}, capture_output=True, text=True, timeout=120)
     assert local.returncode == 0 and "1 passed, 1 skipped" in local.stdout
