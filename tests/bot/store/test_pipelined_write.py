@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from bot.store import sql_schema
-from bot.store.engines import Postgres
+from bot.store.engines import DatabaseError, Postgres
 
 from . import pg_cluster
 
@@ -65,3 +65,17 @@ def test_a_migration_in_a_pipelined_write_sees_the_schema_it_recorded(url: str, 
             assert sql_schema.migrate(engine, "test") == (sql_schema.SCHEMA_VERSION, sql_schema.SCHEMA_VERSION)
     finally:
         engine.close()
+
+
+def test_a_write_that_fails_unread_in_a_pipelined_block_commits_nothing_of_it(engine: Postgres) -> None:
+    """The error comes back at a later statement or at the commit, never as a commit of the rows around it."""
+    sql_schema.migrate(engine, "test")
+    insert = "INSERT INTO counters (prefix, last) VALUES (%s, %s)"
+    with engine.write() as cur:
+        cur.execute(insert, ("taken", 1))
+    with pytest.raises(DatabaseError, match="UniqueViolation"), engine.write(pipelined=True) as cur:
+        cur.execute(insert, ("before", 1))
+        cur.execute(insert, ("taken", 2))  # fails on the server; nothing here waits for its answer
+        cur.execute(insert, ("after", 3))
+    with engine.read() as cur:
+        assert cur.execute("SELECT prefix, last FROM counters ORDER BY prefix").fetchall() == [("taken", 1)]
