@@ -1,11 +1,11 @@
 """What the voter check costs per vote against a 1,200-name reviewer list, next to folding that list once.
 
 Every vote asks ``bot.review_voters.authorize`` (and the desk's
-``Authorizer.refusal``, which adds ``people:``) whether its voter is listed.
-Folding the whole list into a set of case-folded names on each vote - what
-the check did before - was 4-6% of a replica's interpreter time in
-``bench/replicas_bench.py``. The reference line here is that fold, timed in
-the same run; each case prints its time and its ratio to it:
+``Authorizer.refusal``, which adds ``people:``) whether its voter is listed,
+``bench/replicas_bench.py`` among 1,200 Slack reviewers. The reference line
+is what folding that list into a set of case-folded names costs once - the
+price of a check that folds the list per vote (about 6% of a replica's GIL
+time there, by py-spy). Each case prints its time and its ratio to it:
 
 - a listed Slack id, as Slack sends it (the common vote);
 - a listed GitHub login in another case (found after folding half the list);
