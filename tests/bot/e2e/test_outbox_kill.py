@@ -125,8 +125,10 @@ def test_kill_9_inside_a_round_of_slack_posts_leaves_one_message_per_post(ws: Wo
 
     ws.serve()
     wait_for(lambda: not _pending(ws, "slack", "post"), timeout=20, what="the third serve to empty the outbox")
-    wait_for(lambda: all(entry.get("delivered") for entry in (ws.review(review["id"]) or {}).get("targets", [{}])), timeout=10,
-             what="every target recorded as delivered")
+    def delivered() -> bool:
+        return all(entry.get("delivered") for entry in (ws.review(review["id"]) or {}).get("targets", [{}]))
+
+    wait_for(delivered, timeout=10, what="every target recorded as delivered")
     assert _slack_posts(slack, review) == {channel: sorted([EVENT_REVIEW, EVENT_RUN]) for channel in SLACK_CHANNELS}
     assert len(slack.calls_to("chat.postMessage")) == 6, "the third serve posted only the third channel's two"
     assert SqliteStore(Path(ws.state_dir)).pending_tasks() == []
