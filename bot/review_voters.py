@@ -13,14 +13,26 @@ from collections.abc import Callable
 
 from .review_records import MembershipCheck, Reviewers
 
-__all__ = ["Authorize", "authorize"]
+__all__ = ["Authorize", "authorize", "is_listed"]
 
 #: Says why ``voter`` may not vote under ``reviewers`` (None: may vote); ``authorize`` is the default.
 Authorize = Callable[[Reviewers, str], "str | None"]
 
 
-def _fold(names: list[str] | None) -> set[str]:
-    return {n.casefold() for n in names or []}
+def is_listed(listed: list[str] | None, name: str) -> bool:
+    """Whether ``listed`` names ``name``, ignoring case.
+
+    Asked on every vote, against lists of a thousand names and more: an exact
+    match (an id as the channel sends it, as the config usually spells it) is
+    one C-level scan, and only a name in another case folds the list, up to
+    its first match - never a set of every name folded per vote.
+    """
+    if not listed:
+        return False
+    if name in listed:
+        return True
+    key = name.casefold()
+    return any(entry.casefold() == key for entry in listed)
 
 
 def authorize(reviewers: Reviewers, voter: str, is_member: MembershipCheck | None = None) -> str | None:
@@ -30,16 +42,15 @@ def authorize(reviewers: Reviewers, voter: str, is_member: MembershipCheck | Non
         return f"voter {voter!r} is not a channel-qualified id like local:alice or slack:U0AAA"
     if reviewers.anyone:
         return None
-    key = name.casefold()
     if channel == "local":
-        if key in _fold(reviewers.local):
+        if is_listed(reviewers.local, name):
             return None
         if reviewers.local == []:
             return "review.reviewers.local is empty, so nobody may vote locally; add names to it (e.g. local: [alice])"
         named = ", ".join(reviewers.local or []) or "nobody"
         return f"{name} is not a reviewer of this loop for local votes (review.reviewers.local: {named})"
     if channel == "slack":
-        if key in _fold(reviewers.slack_users):
+        if is_listed(reviewers.slack_users, name):
             return None
         if reviewers.slack_groups and is_member is not None and is_member(voter):
             return None
@@ -49,7 +60,7 @@ def authorize(reviewers: Reviewers, voter: str, is_member: MembershipCheck | Non
         return (f"<@{name}> is not one of this loop's Slack reviewers "
                 f"(review.reviewers.slack_users / slack_groups){may}")
     if channel == "github":
-        if key in _fold(reviewers.github_users):
+        if is_listed(reviewers.github_users, name):
             return None
         if (reviewers.github_teams or reviewers.github_min_permission) and is_member is not None and is_member(voter):
             return None

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from adapters.channel import ChannelError
-from bot.review_voters import authorize
+from bot.review_voters import authorize, is_listed
 from bot.review_records import Reviewers
 
 from .people import People
@@ -89,8 +89,7 @@ class Authorizer:
         if reviewers.anyone and not (membership is not None and membership.always_checks):
             return None
         person = self._people.person_of(voter)
-        named = {name.casefold() for name in reviewers.people or []}
-        if person is not None and person.casefold() in named:
+        if person is not None and is_listed(reviewers.people, person):
             return None
         if membership is None:
             return f"votes from channel {channel!r} are not accepted by this bot (it is not configured)"

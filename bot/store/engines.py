@@ -173,8 +173,11 @@ class Postgres(Engine):
 
     @contextlib.contextmanager
     def write(self, *, pipelined: bool = False) -> Iterator[Any]:
-        with (self.errors(), self._pool.connection() as conn,
-              conn.pipeline() if pipelined else contextlib.nullcontext(), conn.transaction(), conn.cursor() as cur):
+        if pipelined:
+            with self.errors(), self._pool.connection() as conn, conn.pipeline(), conn.transaction():
+                yield _Statements(conn)
+            return
+        with self.errors(), self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             yield cur
 
     def write_one(self) -> contextlib.AbstractContextManager[Any]:
@@ -196,6 +199,31 @@ class Postgres(Engine):
 
     def close(self) -> None:
         self._pool.close()
+
+
+class _Statements:
+    """A pipelined block's cursor: each statement on a psycopg cursor of its own, fetched from the last one.
+
+    In pipeline mode psycopg hands each result to its cursor as it arrives, and an ``execute`` takes in
+    whatever has arrived: on one shared cursor, the rows of an earlier statement not fetched yet (a lock's
+    void) can land after a later ``execute`` and be what its ``fetchone`` returns.
+    """
+
+    __slots__ = ("_conn", "_last")
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self._last: Any = None  # the cursor of the latest statement
+
+    def execute(self, statement: Any, params: Any = None) -> Any:
+        self._last = self._conn.execute(statement, params)
+        return self._last
+
+    def fetchone(self) -> Any:
+        return self._last.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self._last.fetchall()
 
 
 # -- SQLite -----------------------------------------------------------------------

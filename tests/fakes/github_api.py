@@ -95,7 +95,7 @@ class FakeGitHub:
         self.issues: dict[tuple[str, int], dict[str, Any]] = {}
         self.deleted_issues: set[tuple[str, int]] = set()
         self.comments: dict[int, dict[str, Any]] = {}
-        self.stalls: list[tuple[str, re.Pattern[str], threading.Event]] = []
+        self.stalls: list[list[Any]] = []  # [method, path pattern, release event, matching calls to let through]
         self.comment_repo: dict[int, str] = {}
         self.reactions: list[tuple[int, str, str]] = []
         self.events: dict[str, list[dict[str, Any]]] = {}
@@ -207,21 +207,25 @@ class FakeGitHub:
         with self.lock:
             self.failures.append(Failure(method, re.compile(path), status, times, headers or {}, message or default))
 
-    def stall(self, method: str, path: str) -> threading.Event:
-        """The next ``method`` request whose path matches ``path`` takes effect, but its answer waits for the event.
+    def stall(self, method: str, path: str, *, skip: int = 0) -> threading.Event:
+        """After ``skip`` such requests, the next ``method`` request whose path matches ``path`` takes effect, but
+        its answer waits for the event.
 
         The bot's comment exists on GitHub while the bot has heard nothing
         back: the moment a crash is worst.
         """
         release = threading.Event()
         with self.lock:
-            self.stalls.append((method, re.compile(path), release))
+            self.stalls.append([method, re.compile(path), release, skip])
         return release
 
     def _stall_for(self, call: Call) -> threading.Event | None:
         with self.lock:
-            for n, (method, pattern, release) in enumerate(self.stalls):
+            for n, (method, pattern, release, skip) in enumerate(self.stalls):
                 if method == call.method and pattern.search(call.path):
+                    if skip > 0:
+                        self.stalls[n][3] = skip - 1
+                        return None
                     del self.stalls[n]
                     return release
         return None
