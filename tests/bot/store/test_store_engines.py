@@ -215,3 +215,14 @@ def test_kill_9_while_casting_votes_loses_no_acknowledged_vote_and_decides_each_
     for review in reviews.values():
         assert len(set(review.delivery_keys)) == len(review.delivery_keys) <= 3
         assert (review.outcome is not None) == (len(review.votes) == 3)
+
+
+def test_postgres_statements_are_sent_with_numbered_placeholders() -> None:
+    from bot.store.engines import numbered
+
+    assert numbered("INSERT INTO t VALUES (%s, %s), (%s, %s)", [1, 2, 3, 4]) == (
+        "INSERT INTO t VALUES ($1, $2), ($3, $4)", [1, 2, 3, 4])
+    assert numbered("SELECT %(a)s::text, %(b)s, %(a)s", {"b": 2, "a": "x"}) == ("SELECT $1::text, $2, $1", ["x", 2])
+    assert numbered("SELECT 1", ()) == ("SELECT 1", ())
+    composed = object()  # a psycopg ``sql.Composed`` goes through as it is
+    assert numbered(composed, None) == (composed, None)
