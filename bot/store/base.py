@@ -251,9 +251,15 @@ class ReviewStore(Protocol):
     """Reviews and their votes."""
 
     def put_review(self, review: Review) -> None: ...
-    def get_review(self, review_id: str, *, history: bool = True) -> Review: ...
+    def get_review(self, review_id: str, *, history: bool = True, votes: bool = True) -> Review:
+        """Without its history and delivery keys (``history=False``) and then without its current votes either
+        (``votes=False``: the vote path's check of a voter; it costs the same whatever the voters)."""
+        ...
     def list_reviews(self, *, archived: bool = False, history: bool = True, request: bool = True) -> list[Review]:
-        """Without histories and delivery keys (``history=False``) or the requests, most of a review (``request``)."""
+        """Without histories and delivery keys (``history=False``) or the requests, most of a review (``request``).
+
+        Every read but the two that say otherwise gives each review's current votes, in the order of each
+        person's latest vote."""
         ...
     def update_review(self, review_id: str, mutate: Callable[[Review], T]) -> T: ...
 
@@ -263,6 +269,8 @@ class ReviewStore(Protocol):
         A review that cannot be found or changed fails alone: its exception
         stands in place of its results. When the transaction cannot be
         committed every review's result is that error: no vote is acknowledged.
+        A cast reads what ``bot.reviews.cast_votes`` says it needs, so it costs
+        the same however many votes and voters a review has had.
         """
         ...
 
@@ -273,8 +281,9 @@ class ReviewStore(Protocol):
 
     def open_reviews_posted_at(self, channel: str, context: Mapping[str, Any]) -> list[Review]:
         """Open reviews with a post on ``channel`` whose message data holds every item of ``context``:
-        where an answer without a review id belongs (a Slack thread, a GitHub issue). Without their history
-        and delivery keys, as ``get_review(id, history=False)``: finding costs the same however many votes came."""
+        where an answer without a review id belongs (a Slack thread, a GitHub issue). Without their history,
+        delivery keys and current votes, as ``get_review(id, history=False, votes=False)``: finding costs the same
+        however many votes came."""
         ...
 
     def decided_reviews(self) -> list[Review]: ...
