@@ -46,6 +46,7 @@ __all__ = [
     "ALREADY_DECIDED",
     "cast_vote",
     "cast_votes",
+    "record_vote",
     "Cast",
     "changes_problem",
     "changes_text",
@@ -140,11 +141,12 @@ def cast_vote(
             until = pause_until(vote, now)
         except ValueError as err:
             return VoteResult(False, str(err), kind=REFUSED)
-        replaced = _record(review, replace(vote, modifications={**vote.modifications, "until": until.isoformat()}), now)
+        paused = replace(vote, modifications={**vote.modifications, "until": until.isoformat()})
+        replaced = record_vote(review, paused, now)
         review.paused_until = until
         quiet = "no reminders or default decision until then; the review stays open"
         return VoteResult(True, f"paused until {until.isoformat()}: {quiet}{replaced}")
-    replaced = _record(review, vote, now)
+    replaced = record_vote(review, vote, now)
     outcome = _outcome(review, vote, now)
     if outcome is None:
         return VoteResult(True, _tally(review, vote) + replaced)
@@ -229,8 +231,10 @@ def _refusing(refusal: str | None) -> Authorize:
     return lambda _reviewers, _voter: refusal
 
 
-def _record(review: Review, vote: Vote, now: datetime) -> str:
-    """Keep one vote per person: a later vote replaces theirs. Returns the note saying what it replaced."""
+def record_vote(review: Review, vote: Vote, now: datetime) -> str:
+    """Keep one vote per person: a later vote replaces theirs. Returns the note saying what it replaced.
+
+    The one place current votes change (the store keeps them as rows: a cast writes the ones changed here)."""
     key = vote.who
     earlier = next((v for v in review.votes if v.who == key), None)
     cast = replace(vote, at=vote.at or now)

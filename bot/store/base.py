@@ -252,14 +252,11 @@ class ReviewStore(Protocol):
 
     def put_review(self, review: Review) -> None: ...
     def get_review(self, review_id: str, *, history: bool = True, votes: bool = True) -> Review:
-        """Without its history and delivery keys (``history=False``) and then without its current votes either
-        (``votes=False``: the vote path's check of a voter; it costs the same whatever the voters)."""
+        """``history=False``: without history and delivery keys; ``votes=False`` too: without the current votes
+        (checking a voter costs the same whatever the voters). Other reads give every current vote, in order."""
         ...
     def list_reviews(self, *, archived: bool = False, history: bool = True, request: bool = True) -> list[Review]:
-        """Without histories and delivery keys (``history=False``) or the requests, most of a review (``request``).
-
-        Every read but the two that say otherwise gives each review's current votes, in the order of each
-        person's latest vote."""
+        """Without histories and delivery keys (``history=False``) or the requests, most of a review (``request``)."""
         ...
     def update_review(self, review_id: str, mutate: Callable[[Review], T]) -> T: ...
 
@@ -269,8 +266,7 @@ class ReviewStore(Protocol):
         A review that cannot be found or changed fails alone: its exception
         stands in place of its results. When the transaction cannot be
         committed every review's result is that error: no vote is acknowledged.
-        A cast reads what ``bot.reviews.cast_votes`` says it needs, so it costs
-        the same however many votes and voters a review has had.
+        It reads only what ``bot.reviews.cast_votes`` needs: the same cost whatever the votes and voters before.
         """
         ...
 
@@ -281,9 +277,8 @@ class ReviewStore(Protocol):
 
     def open_reviews_posted_at(self, channel: str, context: Mapping[str, Any]) -> list[Review]:
         """Open reviews with a post on ``channel`` whose message data holds every item of ``context``:
-        where an answer without a review id belongs (a Slack thread, a GitHub issue). Without their history,
-        delivery keys and current votes, as ``get_review(id, history=False, votes=False)``: finding costs the same
-        however many votes came."""
+        where an answer without a review id belongs (a Slack thread, a GitHub issue). As ``get_review(id,
+        history=False, votes=False)`` reads them: finding costs the same however many votes came."""
         ...
 
     def decided_reviews(self) -> list[Review]: ...

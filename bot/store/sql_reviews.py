@@ -1,19 +1,15 @@
 """The store's reviews: reads, updates, the tick's queries, and a batch of votes in one transaction.
 
-Part of ``SqlStore`` (``sql``); the same statements on both engines. A
-review is its row (the document, without votes), its history
-(``review_votes``, appended to), its delivery keys (``review_keys``) and
-each person's current vote (``review_ballots``: ``who``, the ``agreement``
-it counts towards, ``seq`` ordering them - a cast's is its history seq).
-
+Part of ``SqlStore`` (``sql``); the same statements on both engines. A review is its row (the document), its
+history (``review_votes``), its delivery keys (``review_keys``) and each person's current vote (``review_ballots``).
 ``cast_votes`` casts a batch in one transaction of six statements whatever
 its reviews (on PostgreSQL pipelined, in three round trips): lock the rows in
-key order (replicas casting batches that share reviews cannot deadlock); read
-every next seq, known delivery key, voter's current vote and count of an
-agreement voted (a seventh, only when a decision may complete or a modify is
-cast: the votes that agree); write reviews, votes, keys and current votes.
-Each review's rows are made in full before any is written, so a review that
-cannot be cast fails alone, having written nothing. One commit (one SQLite sync).
+key order (replicas casting batches that share reviews cannot deadlock), read
+every next seq, known delivery key, voter's current vote and count of what
+they vote, write reviews, votes, keys and current votes (a review the batch
+may decide, or gets a modify, reads the agreeing votes too: one more). Each
+review's rows are made in full before any is written, so a review that cannot
+be cast fails alone, having written nothing. One commit (one SQLite sync).
 """
 
 from __future__ import annotations
@@ -46,6 +42,7 @@ _UPSERT = " ON CONFLICT (key) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" 
 _BALLOT = " ON CONFLICT (review_key, who) DO UPDATE SET kind = excluded.kind, seq = excluded.seq, vote = excluded.vote"
 #: Every modify's agreement ("MODIFY <digest>", ``reviews.agreement``), in the column's byte order.
 _MODIFIES = "kind >= 'MODIFY ' AND kind < 'MODIFY!'"
+_NEXT_SEQ = "(SELECT coalesce(max(seq) + 1, 0) FROM review_votes WHERE review_key = %s)"
 #: Runs and reviews in creation order (demo-10 after demo-9), and latest first.
 ORDER = 'created_at, num, id COLLATE "C"'
 LATEST = 'created_at DESC, num DESC, id COLLATE "C" DESC'
@@ -66,12 +63,11 @@ def ballot_rows(key: str, votes: Sequence[Vote]) -> list[tuple[Any, ...]]:
                  for n, v in enumerate(votes)}.values())
 
 
-def review_rows(review: Review, was_archived: bool | None, stored: tuple[int, int, int] | None = None, *,
-                cast: bool = False) -> _Rows:
+def review_rows(review: Review, was_archived: bool | None, stored: tuple[int, int, int] | None = None) -> _Rows:
     """The review's row, and its votes and delivery keys after ``stored`` (the next seq, and how many of its votes
     and keys are rows already; None: all, anew) as rows of their own: a vote appends a row to each, so neither
-    the row nor a vote's cost grows with the votes. Its current votes: all of them, or (``cast``: the review holds
-    only some, ``reviews.cast_votes``) the last vote of each person of the history appended."""
+    the row nor a vote's cost grows with the votes. Its current votes: all of them, or (a ``tally``: the review
+    holds only some, ``reviews.cast_votes``) the last vote of each person in the history appended."""
     ended = review.status not in HOT_REVIEW_STATUSES
     if was_archived and not ended:
         raise StoreError(f"review {review.id} has ended and is archived; it cannot become {review.status!r} again"
@@ -86,10 +82,11 @@ def review_rows(review: Review, was_archived: bool | None, stored: tuple[int, in
     if anew:
         seq = votes = keys = 0
     history = [(key, seq + n, vote, encode(vote.to_dict())) for n, vote in enumerate(review.history[votes:])]
-    ballots = list({vote.who: (key, vote.who, agreement(vote), n, text) for _, n, vote, text in history}.values()
-                   ) if cast else ballot_rows(key, review.votes)
+    whole = review.tally is None
+    ballots = ballot_rows(key, review.votes) if whole else list(
+        {vote.who: (key, vote.who, agreement(vote), n, text) for _, n, vote, text in history}.values())
     return (row, anew, [(key, n, text) for _, n, _, text in history],
-            [(key, delivery_key) for delivery_key in dict.fromkeys(review.delivery_keys[keys:])], ballots, not cast)
+            [(key, delivery_key) for delivery_key in dict.fromkeys(review.delivery_keys[keys:])], ballots, whole)
 
 
 def write_reviews(cur: Any, written: list[_Rows]) -> None:
@@ -106,35 +103,28 @@ def write_reviews(cur: Any, written: list[_Rows]) -> None:
             [ballot for *_, ballots, _ in written for ballot in ballots], _BALLOT)
 
 
-def _probe(cur: Any, probes: list[tuple[str, tuple[Any, ...]]]) -> Iterator[Any]:
-    """The answers of scalar ``probes`` (subquery, values), one statement per 250 of them. Read under the
-    reviews' locks: on PostgreSQL a statement that waited for a lock sees the other tables as they were before,
-    so this cannot be the statement that locks."""
-    for _, chunk in _chunks(probes, 250):
-        yield from cur.execute("SELECT " + ", ".join(probe for probe, _ in chunk),
-                               [value for _, values in chunk for value in values]).fetchone()
-
-
-def _next_seq(key: str) -> tuple[str, tuple[str]]:
-    return "(SELECT coalesce(max(seq) + 1, 0) FROM review_votes WHERE review_key = %s)", (key,)
-
-
 def _stored(cur: Any, batches: dict[str, Sequence[Cast]]) -> dict[str, tuple[int, list[str], dict[str, int],
                                                                             dict[str, tuple[int, str]]]]:
     """Of each review (key -> its casts): the next seq, which of its votes' delivery keys are stored, the number
-    of current votes of each agreement voted, and its voters' current votes (who -> (seq, vote))."""
-    probes, asked = [], []
+    of current votes of each agreement voted, and its voters' current votes (who -> (seq, vote)): one statement
+    of scalar probes per 250 of them. Read under the reviews' locks: on PostgreSQL a statement that waited for a
+    lock sees the other tables as they were before, so this cannot be the statement that locks."""
+    probes: list[tuple[str, tuple[str, ...]]] = []
+    asked = []
     for key, casts in batches.items():
         keys = sorted({vote.delivery_key for vote, _ in casts if vote.delivery_key is not None})
         kinds, whos = sorted({agreement(vote) for vote, _ in casts}), sorted({vote.who for vote, _ in casts})
-        probes += [_next_seq(key), *(("EXISTS (SELECT 1 FROM review_keys WHERE review_key = %s AND delivery_key = %s)",
-                                      (key, k)) for k in keys),
+        probes += [(_NEXT_SEQ, (key,)),
+                   *(("EXISTS (SELECT 1 FROM review_keys WHERE review_key = %s AND delivery_key = %s)", (key, k))
+                     for k in keys),
                    *(("(SELECT count(*) FROM review_ballots WHERE review_key = %s AND kind = %s)", (key, kind))
                      for kind in kinds),
                    *((f"(SELECT {column} FROM review_ballots WHERE review_key = %s AND who = %s)", (key, who))
                      for who in whos for column in ("seq", "vote"))]
         asked.append((key, keys, kinds, whos))
-    answers = _probe(cur, probes)
+    answers = iter([answer for _, chunk in _chunks(probes, 250) for answer in cur.execute(
+        "SELECT " + ", ".join(probe for probe, _ in chunk), [value for _, values in chunk for value in values]
+    ).fetchone()])
     found = {}
     for key, keys, kinds, whos in asked:
         seq, known = int(next(answers)), [k for k in keys if next(answers)]
@@ -144,20 +134,14 @@ def _stored(cur: Any, batches: dict[str, Sequence[Cast]]) -> dict[str, tuple[int
     return found
 
 
-def _agreeing(cur: Any, needed: dict[str, tuple[set[str], bool]]) -> list[tuple[str, str, int, str]]:
-    """(review key, who, seq, vote) of every current vote of the agreements ``needed`` names (review key ->
-    ``reviews.agreements_needed``), in one statement."""
-    tests: list[str] = []
-    values: list[str] = []
-    for key, (kinds, modifies) in needed.items():
-        among = [f"kind IN ({', '.join(['%s'] * len(kinds))})"] if kinds else []
-        if among or modifies:
-            tests.append(f"(review_key = %s AND ({' OR '.join(among + [_MODIFIES] * modifies)}))")
-            values += [key, *sorted(kinds)]
-    if not tests:
-        return []
-    return cur.execute(f"SELECT review_key, who, seq, vote FROM review_ballots WHERE {' OR '.join(tests)}",
-                       values).fetchall()
+def _agreeing(cur: Any, key: str, kinds: set[str], modifies: bool) -> dict[str, tuple[int, str]]:
+    """who -> (seq, vote) of every current vote of ``kinds`` (and every modify) of the review of ``key``."""
+    among = [f"kind IN ({', '.join(['%s'] * len(kinds))})"] * bool(kinds) + [_MODIFIES] * modifies
+    if not among:
+        return {}
+    cur.execute(f"SELECT who, seq, vote FROM review_ballots WHERE review_key = %s AND ({' OR '.join(among)})",
+                [key, *sorted(kinds)])
+    return {who: (int(seq), vote) for who, seq, vote in cur.fetchall()}
 
 
 def posted_at(review: Review, channel: str, context: Mapping[str, Any]) -> bool:
@@ -218,9 +202,7 @@ class ReviewTables:
             with self.engine.snapshot() if history or votes else self.engine.read() as cur:  # one row: no snapshot
                 row = cur.execute("SELECT key, doc FROM reviews WHERE key = %s", (key,)).fetchone()
                 if row is not None:
-                    if history or votes:
-                        return self._histories(cur, [row], strict=True, history=history)[0]
-                    return self._with_rows(row)
+                    return self._histories(cur, [row], strict=True, history=history, votes=votes)[0]
         raise self._unknown_review(review_id)
 
     def _reviews_where(self, where: str, params: tuple[Any, ...] | dict[str, Any] = (), tail: str = "", *,
@@ -230,19 +212,18 @@ class ReviewTables:
         doc = "doc" if request or self.engine.name != "sqlite" else _NO_REQUEST
         with self.engine.snapshot() if history or votes else self.engine.read() as cur:
             cur.execute(f"SELECT key, {doc} FROM reviews WHERE {where} ORDER BY {ORDER} {tail}", params)
-            if history or votes:
-                return self._histories(cur, cur.fetchall(), history=history)
-            return self._each(cur.fetchall(), self._with_rows, "reviews")
+            return self._histories(cur, cur.fetchall(), history=history, votes=votes)
 
-    def _histories(self, cur: Any, rows: list[Any], *, strict: bool = False, history: bool = True) -> list[Review]:
-        """The reviews of ``rows`` (key, doc) with their current votes and (``history``) their histories and
-        delivery keys, read in a query each per 500 reviews. ``strict``: a damaged row raises instead of being
-        skipped."""
+    def _histories(self, cur: Any, rows: list[Any], *, strict: bool = False, history: bool = True,
+                   votes: bool = True) -> list[Review]:
+        """The reviews of ``rows`` (key, doc) with their current votes (or not: ``votes``) and histories and
+        delivery keys (``history``, which needs the votes too), read in a query each per 500 reviews. ``strict``:
+        a damaged row raises instead of being skipped."""
         parts: dict[str, dict[str, list[Any]]] = {"review_ballots": {}, "review_votes": {}, "review_keys": {}}
         reads = [("review_ballots", "vote", "seq"), ("review_votes", "vote", "seq"),
                  ("review_keys", "delivery_key", 'delivery_key COLLATE "C"')]
         for marks, chunk in _chunks([row[0] for row in rows]):
-            for table, value, order in reads if history else reads[:1]:
+            for table, value, order in reads[:3 if history else int(votes)]:
                 cur.execute(f"SELECT review_key, {value} FROM {table} WHERE review_key IN ({marks})"
                             f" ORDER BY review_key, {order}", chunk)
                 for review_key, found in cur.fetchall():
@@ -273,7 +254,7 @@ class ReviewTables:
                                       (key,)).fetchone()
             if not row:
                 raise self._unknown_review(review_id)
-            (seq,) = _probe(cur, [_next_seq(row[0])])
+            (seq,) = cur.execute(f"SELECT {_NEXT_SEQ}", (row[0],)).fetchone()
             (review,) = self._histories(cur, [row[:2]], strict=True)
             stored = (int(seq), len(review.history), len(review.delivery_keys))  # as read, before mutate
             written: list[_Rows] = []
@@ -303,26 +284,19 @@ class ReviewTables:
                 f'SELECT key, doc, archived FROM reviews WHERE key IN ({marks}) ORDER BY key COLLATE "C" FOR UPDATE',
                 chunk).fetchall()}  # locked in the order sorted, chunk after chunk
             stored = _stored(cur, {key: batch[review_id] for key, review_id in todo if key in rows})
-            reviews: dict[str, tuple[str, Review]] = {}
+            written: list[_Rows] = []
             for key, review_id in todo:
                 try:
                     if key not in rows:
                         raise self._unknown_review(review_id)
-                    reviews[key] = review_id, self._with_rows(rows[key], "[]", stored[key][1])
-                    reviews[key][1].tally = stored[key][2]
-                except Exception as err:  # noqa: BLE001 - that review's failure, handed to its voters
-                    results[review_id] = err
-            for key, who, seq, vote in _agreeing(cur, {key: agreements_needed(review, batch[review_id])
-                                                       for key, (review_id, review) in reviews.items()}):
-                stored[key][3][who] = (int(seq), vote)
-            written: list[_Rows] = []
-            for key, (review_id, review) in reviews.items():
-                try:
-                    review.votes = [Vote.from_dict(orjson.loads(vote)) for _, vote in sorted(stored[key][3].values())]
+                    seq, keys, tally, ballots = stored[key]
+                    review = self._with_rows(rows[key], "[]", keys)
+                    review.tally = tally
+                    ballots.update(_agreeing(cur, key, *agreements_needed(review, batch[review_id])))
+                    review.votes = [Vote.from_dict(orjson.loads(vote)) for _, vote in sorted(ballots.values())]
                     results[review_id] = cast = cast_votes(review, batch[review_id])
                     if any(result.accepted for result in cast):  # a vote changes the review only by being accepted
-                        written.append(review_rows(review, bool(rows[key][2]), (stored[key][0], 0,
-                                                                                 len(stored[key][1])), cast=True))
+                        written.append(review_rows(review, bool(rows[key][2]), (seq, 0, len(keys))))
                 except Exception as err:  # noqa: BLE001 - that review's failure, handed to its voters
                     if self.engine.fatal(err):  # the engine failed, not the review: the batch fails as one
                         raise

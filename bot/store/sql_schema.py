@@ -63,9 +63,8 @@ def _task_attempts_as_column(cur: Any) -> None:
 
 
 def _current_votes_as_rows(cur: Any) -> None:
-    """Each review's current votes move from its document to ``review_ballots``, in their order: casting a vote
-    then reads only its voters'. A document that is not JSON, or whose votes cannot be read, keeps them, for
-    reading it to name."""
+    """Each review's current votes move from its document to ``review_ballots``, in their order: a vote then reads
+    only its voters'. A document that is not JSON, or whose votes are not readable, keeps them: named when read."""
     import orjson
 
     from ..review_records import Vote
@@ -79,8 +78,7 @@ def _current_votes_as_rows(cur: Any) -> None:
         except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
             continue
         for ballot in ballot_rows(key, votes):
-            cur.execute("INSERT INTO review_ballots (review_key, who, kind, seq, vote) VALUES (%s, %s, %s, %s, %s)",
-                        ballot)
+            cur.execute("INSERT INTO review_ballots VALUES (%s, %s, %s, %s, %s)", ballot)
         cur.execute("UPDATE reviews SET doc = %s WHERE key = %s", (encode(document), key))
 
 

@@ -31,7 +31,8 @@ from .test_store_votes import _one_by_one
 #: (account, person): slack:U1 is local:a's other account, github:dee and local:d are one person too.
 ACCOUNTS = [("local:a", "ann"), ("slack:U1", "Ann"), ("local:b", None), ("local:c", None), ("local:d", "DEE"),
             ("github:dee", "dee")]
-CHANGES: list[dict[str, Any]] = [{"context": {"n": 1}}, {"context": {"n": 1.0}}, {"context": {"n": True}}, {"context": {"x": "y"}}, {}]
+CHANGES: list[dict[str, Any]] = [{"context": {"n": 1}}, {"context": {"n": 1.0}}, {"context": {"n": True}},
+                                 {"context": {"x": "y"}}, {}]
 #: Weighted towards decisions that need several people: a reject (with a reason) ends the example.
 DECISIONS = [HumanDecision.APPROVE, HumanDecision.APPROVE, HumanDecision.RETRY, HumanDecision.MODIFY,
              HumanDecision.MODIFY, HumanDecision.MODIFY, HumanDecision.PAUSE, HumanDecision.REJECT]
