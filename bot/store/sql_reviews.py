@@ -2,12 +2,12 @@
 
 Part of ``SqlStore`` (``sql``); the same statements on both engines. A review is its row (the document), its
 history (``review_votes``), its delivery keys (``review_keys``) and each person's current vote (``review_ballots``).
-``cast_votes`` casts a batch in one transaction of six statements whatever
-its reviews (on PostgreSQL pipelined, in three round trips): lock the rows in
+``cast_votes`` casts a batch in one transaction of seven statements whatever
+its reviews (on PostgreSQL pipelined, in four round trips): lock the rows in
 key order (replicas casting batches that share reviews cannot deadlock), read
-every next seq, known delivery key, voter's current vote and count of what
-they vote, write reviews, votes, keys and current votes (a review the batch
-may decide, or gets a modify, reads the agreeing votes too: one more). Each
+every next seq, known delivery key and count of what the votes vote, then the
+voters' current votes, write reviews, votes, keys and current votes (a review
+the batch may decide, or gets a modify, reads the agreeing votes too). Each
 review's rows are made in full before any is written, so a review that cannot
 be cast fails alone, having written nothing. One commit (one SQLite sync).
 """
@@ -37,6 +37,8 @@ V = TypeVar("V")
 #: A review's row, whether its votes' and keys' rows are written anew, the rows of those appended, the current
 #: votes written, and whether those are all of them (else they replace only their voters').
 _Rows = tuple[tuple[Any, ...], bool, list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]], bool]
+#: Of a review to cast on: the next seq, its votes' delivery keys stored, its tally, its voters' current votes.
+_Stored = tuple[int, list[str], dict[str, int], dict[str, tuple[int, str]]]
 _COLUMNS = ("key", "id", "run_key", "checkpoint_id", "status", "created_at", "num", "deadline", "archived", "doc")
 _UPSERT = " ON CONFLICT (key) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
 _BALLOT = " ON CONFLICT (review_key, who) DO UPDATE SET kind = excluded.kind, seq = excluded.seq, vote = excluded.vote"
@@ -103,34 +105,38 @@ def write_reviews(cur: Any, written: list[_Rows]) -> None:
             [ballot for *_, ballots, _ in written for ballot in ballots], _BALLOT)
 
 
-def _stored(cur: Any, batches: dict[str, Sequence[Cast]]) -> dict[str, tuple[int, list[str], dict[str, int],
-                                                                            dict[str, tuple[int, str]]]]:
+def _stored(cur: Any, batches: dict[str, Sequence[Cast]]) -> dict[str, _Stored]:
     """Of each review (key -> its casts): the next seq, which of its votes' delivery keys are stored, the number
-    of current votes of each agreement voted, and its voters' current votes (who -> (seq, vote)): one statement
-    of scalar probes per 250 of them. Read under the reviews' locks: on PostgreSQL a statement that waited for a
-    lock sees the other tables as they were before, so this cannot be the statement that locks."""
+    of current votes of each agreement voted (one statement of scalar probes per 250 of these), and its voters'
+    current votes (who -> (seq, vote); one statement: as probes they made a text psycopg parses slowly). Read
+    under the reviews' locks: on PostgreSQL a statement that waited for a lock sees the other tables as they were
+    before, so this cannot be the statement that locks."""
     probes: list[tuple[str, tuple[str, ...]]] = []
-    asked = []
+    asked, voters = [], []
     for key, casts in batches.items():
         keys = sorted({vote.delivery_key for vote, _ in casts if vote.delivery_key is not None})
-        kinds, whos = sorted({agreement(vote) for vote, _ in casts}), sorted({vote.who for vote, _ in casts})
+        kinds = sorted({agreement(vote) for vote, _ in casts})
+        voters += [(key, who) for who in sorted({vote.who for vote, _ in casts})]
         probes += [(_NEXT_SEQ, (key,)),
                    *(("EXISTS (SELECT 1 FROM review_keys WHERE review_key = %s AND delivery_key = %s)", (key, k))
                      for k in keys),
                    *(("(SELECT count(*) FROM review_ballots WHERE review_key = %s AND kind = %s)", (key, kind))
-                     for kind in kinds),
-                   *((f"(SELECT {column} FROM review_ballots WHERE review_key = %s AND who = %s)", (key, who))
-                     for who in whos for column in ("seq", "vote"))]
-        asked.append((key, keys, kinds, whos))
+                     for kind in kinds)]
+        asked.append((key, keys, kinds))
     answers = iter([answer for _, chunk in _chunks(probes, 250) for answer in cur.execute(
         "SELECT " + ", ".join(probe for probe, _ in chunk), [value for _, values in chunk for value in values]
     ).fetchone()])
-    found = {}
-    for key, keys, kinds, whos in asked:
+    found: dict[str, _Stored] = {}
+    for key, keys, kinds in asked:
         seq, known = int(next(answers)), [k for k in keys if next(answers)]
         tally = {kind: int(next(answers)) for kind in kinds}
-        mine = {who: (next(answers), next(answers)) for who in whos}
-        found[key] = (seq, known, tally, {who: (int(n), vote) for who, (n, vote) in mine.items() if vote is not None})
+        found[key] = (seq, known, tally, {})
+    for _, chunk in _chunks(voters, 250):
+        pairs = ", ".join(["(%s, %s)"] * len(chunk))
+        cur.execute(f"SELECT review_key, who, seq, vote FROM review_ballots WHERE (review_key, who) IN ({pairs})",
+                    [value for pair in chunk for value in pair])
+        for key, who, seq, vote in cur.fetchall():
+            found[key][3][who] = (int(seq), vote)
     return found
 
 
