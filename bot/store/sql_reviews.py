@@ -284,7 +284,8 @@ class ReviewTables:
         """Each review is cast on what ``reviews.cast_votes`` asks of it: its row, its votes' stored delivery
         keys, its voters' current votes, the count of each agreement voted, and the agreeing votes only when a
         decision may complete (or a modify needs its rivals). Casting costs the same at the 10th vote and the
-        10,000th, and with 10 voters or 10,000: what it reads grows with the batch, not with the review."""
+        10,000th, and with 10 voters or 10,000: what it reads and decodes grows with the batch, not with the
+        review (only the database's count of an agreement walks that agreement's index entries)."""
         with self.engine.write(pipelined=True) as cur:
             rows = {row[0]: row for marks, chunk in _chunks([key for key, _ in todo]) for row in cur.execute(
                 f'SELECT key, doc, archived FROM reviews WHERE key IN ({marks}) ORDER BY key COLLATE "C" FOR UPDATE',
