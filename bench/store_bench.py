@@ -1,9 +1,9 @@
 """The store's operations on SQLite, PostgreSQL and the old directory store, side by side, in one run.
 
 Operations: create a run, save a snapshot (a 1,000-step state), cast a
-batch of 50 votes (one review's, as the Slack intake batches them; and on
-a review that has 5,000 votes already: a vote's cost must not grow with
-them), the
+batch of 50 votes (one review's, as the Slack intake batches them; on a
+review that has 5,000 votes of 50 people already; and on one that has the
+current votes of 5,000 people: a vote's cost must grow with neither), the
 tick's ``due_reviews``, and ``open_reviews`` with 10 and with 10,000 open
 reviews (+10,000 ended). Each figure is the median of several timings, in
 milliseconds; the ratios to SQLite are printed beside them.
@@ -43,8 +43,9 @@ from loop_engine.checkpoint import HumanDecision  # noqa: E402
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 NOW = T0 + timedelta(minutes=30)
-OPS = ("create run", "save snapshot", "cast 50 votes", "cast 50 votes (after 5,000)", "due_reviews (10,000 open)",
-       "open_reviews (10 open)", "open_reviews (10,000 open)")
+OPS = ("create run", "save snapshot", "cast 50 votes", "cast 50 votes (after 5,000)",
+       "cast 50 votes (after 5,000 voters)", "due_reviews (10,000 open)", "open_reviews (10 open)",
+       "open_reviews (10,000 open)")
 
 
 def median_ms(action: Callable[[], object], reps: int) -> float:
@@ -112,11 +113,13 @@ def measure(kind: str, pg: str | None = None) -> dict[str, float]:
         figures["save snapshot"] = median_ms(lambda: small.save_state("demo-run-1", state), 15)
         votes = iter(range(10**9))
 
-        def batch(review_id: str = "demo-5000") -> None:
+        def batch(review_id: str = "demo-5000", people: int = 50) -> None:
+            """50 votes; ``people``: how many voters they come from (the n-th vote's is v{n % people})."""
             casts = []
             for _ in range(50):
                 n = next(votes)
-                casts.append((Vote(f"local:v{n % 50}", HumanDecision.APPROVE, at=NOW, delivery_key=f"k{n}"), None))
+                casts.append((Vote(f"local:v{n % people}", HumanDecision.APPROVE, at=NOW, delivery_key=f"k{n}"),
+                              None))
             result = big.cast_votes({review_id: casts})[review_id]
             assert not isinstance(result, Exception), result
 
@@ -124,6 +127,9 @@ def measure(kind: str, pg: str | None = None) -> dict[str, float]:
         for _ in range(100):  # a review with a long audit trail: a vote must cost what it costs on a new one
             batch("demo-4000")
         figures["cast 50 votes (after 5,000)"] = median_ms(lambda: batch("demo-4000"), 10)
+        for _ in range(100):  # 5,000 people's current votes, each a new voter's: nor may it grow with them
+            batch("demo-3000", 10**9)
+        figures["cast 50 votes (after 5,000 voters)"] = median_ms(lambda: batch("demo-3000", 10**9), 10)
         figures["due_reviews (10,000 open)"] = median_ms(lambda: big.due_reviews(NOW), 10)
         figures["open_reviews (10 open)"] = median_ms(small.open_reviews, 20)
         figures["open_reviews (10,000 open)"] = median_ms(big.open_reviews, 3)

@@ -269,8 +269,11 @@ class Review:
     refused the outcome (``error`` says why; the run failed with it, and no
     tick tries again). ``timed_out_at`` is set when a deadline fired with
     default pause: the review stays open but goes quiet. ``votes`` holds each person's
-    current vote (what counts); ``history`` every vote as cast, in order, with
+    current vote (what counts), in the order of their latest vote; ``history`` every vote as cast, in order, with
     its time - pauses and replaced votes too - and is only ever appended to.
+    ``tally``: None when ``votes`` holds every current vote; else ``votes`` holds only some of them (the store's
+    cast: ``reviews.cast_votes`` says which) and ``tally`` counts the current votes of each agreement
+    (``reviews.agreement``) the cast asks about. It is never stored.
     """
 
     id: str
@@ -293,6 +296,7 @@ class Review:
     error: str | None = None
     targets: list[dict[str, Any]] = field(default_factory=list)
     history: list[Vote] = field(default_factory=list)
+    tally: dict[str, int] | None = field(default=None, compare=False, repr=False)
 
     @property
     def approvals(self) -> list[str]:

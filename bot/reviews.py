@@ -21,7 +21,9 @@ how long a pause lasts (``bot.review_pause``) and what falls due when
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -35,6 +37,8 @@ from .review_voters import Authorize, authorize
 
 __all__ = [
     "VoteResult",
+    "agreement",
+    "agreements_needed",
     "COUNTED",
     "DECIDED",
     "REFUSED",
@@ -42,6 +46,7 @@ __all__ = [
     "ALREADY_DECIDED",
     "cast_vote",
     "cast_votes",
+    "record_vote",
     "Cast",
     "changes_problem",
     "changes_text",
@@ -136,11 +141,12 @@ def cast_vote(
             until = pause_until(vote, now)
         except ValueError as err:
             return VoteResult(False, str(err), kind=REFUSED)
-        replaced = _record(review, replace(vote, modifications={**vote.modifications, "until": until.isoformat()}), now)
+        paused = replace(vote, modifications={**vote.modifications, "until": until.isoformat()})
+        replaced = record_vote(review, paused, now)
         review.paused_until = until
         quiet = "no reminders or default decision until then; the review stays open"
         return VoteResult(True, f"paused until {until.isoformat()}: {quiet}{replaced}")
-    replaced = _record(review, vote, now)
+    replaced = record_vote(review, vote, now)
     outcome = _outcome(review, vote, now)
     if outcome is None:
         return VoteResult(True, _tally(review, vote) + replaced)
@@ -158,18 +164,26 @@ def changes_text(changes: dict[str, Any]) -> str:
     return json.dumps(changes, ensure_ascii=False, default=str)
 
 
-def _same_changes(a: Vote, b: Vote) -> bool:
-    """Equal as JSON, not as Python: ``1``, ``1.0`` and ``true`` are different changes to a run."""
-    return json.dumps(a.modifications, sort_keys=True, default=str) == json.dumps(
-        b.modifications, sort_keys=True, default=str
-    )
+def agreement(vote: Vote) -> str:
+    """What the votes that count together share: the decision, and for a modify its very changes - equal as
+    JSON, not as Python (``1``, ``1.0`` and ``true`` are different changes to a run) - as a digest, so the store
+    can keep and index it ("MODIFY <sha256>"; the other decisions are their names)."""
+    if vote.decision is not HumanDecision.MODIFY:
+        return vote.decision.name
+    changes = json.dumps(vote.modifications, sort_keys=True, default=str)  # ASCII: non-ASCII is escaped
+    return f"MODIFY {hashlib.sha256(changes.encode()).hexdigest()}"
 
 
 def _agrees(other: Vote, vote: Vote) -> bool:
     """Does ``other`` count towards ``vote``'s decision? A modify only with identical changes."""
-    if other.decision is not vote.decision:
-        return False
-    return vote.decision is not HumanDecision.MODIFY or _same_changes(other, vote)
+    return other.decision is vote.decision and agreement(other) == agreement(vote)
+
+
+def _count(review: Review, vote: Vote) -> int:
+    """How many current votes count towards ``vote``'s decision (``vote`` among them once recorded)."""
+    if review.tally is None:
+        return sum(1 for v in review.votes if _agrees(v, vote))
+    return review.tally[agreement(vote)]
 
 
 #: A vote to cast, with why its voter may not answer (None: they may), decided before the store's lock is taken.
@@ -179,10 +193,19 @@ Cast = tuple[Vote, "str | None"]
 def cast_votes(review: Review, casts: Sequence[Cast]) -> list[VoteResult]:
     """Cast ``casts`` in order, each at its ``vote.at``, with the refusal decided for it beforehand.
 
-    Casting only appends to ``review.history`` and asks whether a vote's
-    delivery key is among ``review.delivery_keys``: a review whose history
-    is empty and whose keys are only those of these votes gets the same
-    answers and the same appended votes (the store casts on such a one).
+    Casting only appends to ``review.history``, asks whether a vote's
+    delivery key is among ``review.delivery_keys`` and reads of the current
+    votes only: each voter's own (what it replaces), how many agree with each
+    vote, and the agreeing votes themselves only once a decision is complete
+    (its voters and their notes) or a modify is cast (the rival changes its
+    answer names). So the store casts on a review that holds: ``history``
+    empty; ``delivery_keys`` only those of these votes already stored;
+    ``tally`` the number of current votes of every agreement of these votes
+    (missing ones are never asked); and ``votes`` - in the order of each
+    person's latest vote - the current vote of every person of ``casts``
+    (``Vote.who``), and every current vote of each agreement
+    ``agreements_needed`` names. It gets the same answers and the same
+    appended votes as a review holding everything.
     """
     results: list[VoteResult] = []
     for vote, refusal in casts:
@@ -191,17 +214,35 @@ def cast_votes(review: Review, casts: Sequence[Cast]) -> list[VoteResult]:
     return results
 
 
+def agreements_needed(review: Review, casts: Sequence[Cast]) -> tuple[set[str], bool]:
+    """Of a ``review`` holding a ``tally`` (``cast_votes``), the agreements whose every current vote casting
+    ``casts`` may read: those these votes may complete (the tally and their votes of it reach
+    ``approvals_required``; one with no current vote has none to read), and whether every modify's (a modify's
+    answer names the rival changes)."""
+    assert review.tally is not None, "a review with every current vote needs none read"
+    cast = Counter(agreement(vote) for vote, _ in casts if vote.decision not in SINGLE_VOTE)
+    needed = {kind for kind, n in cast.items()
+              if review.tally[kind] > 0 and review.tally[kind] + n >= review.policy.approvals_required}
+    return needed, any(vote.decision is HumanDecision.MODIFY for vote, _ in casts)
+
+
 def _refusing(refusal: str | None) -> Authorize:
     """The authorisation asked under the store's lock: the one made before, outside it (it may ask an API)."""
     return lambda _reviewers, _voter: refusal
 
 
-def _record(review: Review, vote: Vote, now: datetime) -> str:
-    """Keep one vote per person: a later vote replaces theirs. Returns the note saying what it replaced."""
+def record_vote(review: Review, vote: Vote, now: datetime) -> str:
+    """Keep one vote per person: a later vote replaces theirs. Returns the note saying what it replaced.
+
+    The one place current votes change (the store keeps them as rows: a cast writes the ones changed here)."""
     key = vote.who
     earlier = next((v for v in review.votes if v.who == key), None)
     cast = replace(vote, at=vote.at or now)
     review.votes = [v for v in review.votes if v.who != key] + [cast]
+    if review.tally is not None:  # the store's counts, kept as the votes change
+        review.tally[agreement(cast)] += 1
+        if earlier is not None and agreement(earlier) in review.tally:
+            review.tally[agreement(earlier)] -= 1
     review.history.append(cast)  # the audit trail: every vote as cast, none replaced
     if vote.delivery_key is not None:
         review.delivery_keys.append(vote.delivery_key)
@@ -212,12 +253,12 @@ def _record(review: Review, vote: Vote, now: datetime) -> str:
 
 def _tally(review: Review, vote: Vote) -> str:
     """'approve from local:a recorded: 1 of 2 needed'; a modify also names its changes and any rival ones."""
-    counted = sum(1 for v in review.votes if _agrees(v, vote))
+    counted = _count(review, vote)
     required = review.policy.approvals_required
     text = f"{vote.decision.name.lower()} from {vote.voter} recorded: {counted} of {required} needed"
     if vote.decision is not HumanDecision.MODIFY:
         return text
-    rivals = [v for v in review.votes if v.decision is HumanDecision.MODIFY and not _same_changes(v, vote)]
+    rivals = [v for v in review.votes if v.decision is HumanDecision.MODIFY and not _agrees(v, vote)]
     proposed = "".join(f"; {v.voter} proposed different changes: {changes_text(v.modifications)}" for v in rivals)
     return f"{text} for these changes: {changes_text(vote.modifications)}{proposed}"
 
@@ -233,9 +274,9 @@ def _outcome(review: Review, vote: Vote, now: datetime) -> Outcome | None:
     decision = vote.decision
     if decision in SINGLE_VOTE:
         return Outcome(decision, [vote.voter], now, feedback=vote.feedback)
-    agreeing = [v for v in review.votes if _agrees(v, vote)]
-    if len(agreeing) < review.policy.approvals_required:
+    if _count(review, vote) < review.policy.approvals_required:
         return None
+    agreeing = [v for v in review.votes if _agrees(v, vote)]
     notes = "; ".join(f"{v.voter}: {v.feedback}" for v in agreeing if v.feedback.strip())
     changes = dict(vote.modifications) if decision is HumanDecision.MODIFY else {}
     return Outcome(decision, [v.voter for v in agreeing], now, feedback=notes, modifications=changes)

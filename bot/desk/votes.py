@@ -202,7 +202,7 @@ class VotePath:
             assert not isinstance(review, list)  # keys of places start with a NUL, never an id's
             if review is None:
                 try:
-                    review = self._store.get_review(reply.review_id, history=False)  # who may answer
+                    review = self._store.get_review(reply.review_id, history=False, votes=False)  # who may answer
                 except UnknownReviewError as err:
                     review = err
                 found[reply.review_id] = review

@@ -224,10 +224,13 @@ class ReviewStore(Protocol):
     """Reviews and their votes."""
 
     def put_review(self, review: Review) -> None: ...
-    def get_review(self, review_id: str, *, history: bool = True) -> Review: ...
+    def get_review(self, review_id: str, *, history: bool = True, votes: bool = True) -> Review:
+        """``history=False``: without history and delivery keys; ``votes=False`` too: without the current votes
+        (checking a voter costs the same whatever the voters). Other reads give every current vote, in order."""
+        ...
     def get_reviews(self, review_ids: Sequence[str]) -> dict[str, Review]:
-        """Each review found, by the id as given, as ``get_review(id, history=False)`` reads it, in one read:
-        the vote path reads the reviews of all the replies waiting at once. Unknown and damaged ones are absent."""
+        """Each review found, by the id as given, as ``get_review(id, history=False, votes=False)`` reads it, in
+        one read: the vote path reads the reviews of all the replies waiting at once. Unknown, damaged: absent."""
         ...
     def list_reviews(self, *, archived: bool = False, history: bool = True, request: bool = True) -> list[Review]:
         """Without histories and delivery keys (``history=False``) or the requests, most of a review (``request``)."""
@@ -240,6 +243,7 @@ class ReviewStore(Protocol):
         A review that cannot be found or changed fails alone: its exception
         stands in place of its results. When the transaction cannot be
         committed every review's result is that error: no vote is acknowledged.
+        It reads only what ``bot.reviews.cast_votes`` needs: the same cost whatever the votes and voters before.
         """
         ...
 
@@ -250,8 +254,8 @@ class ReviewStore(Protocol):
 
     def open_reviews_posted_at(self, channel: str, context: Mapping[str, Any]) -> list[Review]:
         """Open reviews with a post on ``channel`` whose message data holds every item of ``context``:
-        where an answer without a review id belongs (a Slack thread, a GitHub issue). Without their history
-        and delivery keys, as ``get_review(id, history=False)``: finding costs the same however many votes came."""
+        where an answer without a review id belongs (a Slack thread, a GitHub issue). As ``get_review(id,
+        history=False, votes=False)`` reads them: finding costs the same however many votes came."""
         ...
 
     def decided_reviews(self) -> list[Review]: ...

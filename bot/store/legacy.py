@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ..review_records import Review, Vote
+from ..reviews import record_vote
 from .base import OutboxTask, RunRecord, StoreError
 from .records import delivery_digest
 
@@ -128,15 +128,11 @@ def read(state_dir: str | os.PathLike[str]) -> dict[str, Any]:
 def _fold(review: Review, votes: list[dict[str, Any]]) -> None:
     """Record journal votes as casting them did (each only counted), skipping those whose delivery it has."""
     keys = set(review.delivery_keys)
-    for raw in votes:
-        vote = Vote.from_dict(raw)
+    for vote in map(Vote.from_dict, votes):
         if vote.delivery_key in keys:
             continue
-        cast = replace(vote, at=vote.at or review.created_at)
-        review.votes = [v for v in review.votes if v.who != vote.who] + [cast]
-        review.history.append(cast)
+        record_vote(review, vote, review.created_at)
         if vote.delivery_key is not None:
-            review.delivery_keys.append(vote.delivery_key)
             keys.add(vote.delivery_key)
 
 

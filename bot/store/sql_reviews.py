@@ -1,10 +1,13 @@
 """The store's reviews: reads, updates, the tick's queries, and a batch of votes in one transaction.
 
-Part of ``SqlStore`` (``sql``); the same statements on both engines.
-``cast_votes`` casts a batch in one transaction of five statements whatever
-its reviews (on PostgreSQL pipelined, in three round trips): lock the rows in
+Part of ``SqlStore`` (``sql``); the same statements on both engines. A review is its row (the document), its
+history (``review_votes``), its delivery keys (``review_keys``) and each person's current vote (``review_ballots``).
+``cast_votes`` casts a batch in one transaction of seven statements whatever
+its reviews (on PostgreSQL pipelined, in four round trips): lock the rows in
 key order (replicas casting batches that share reviews cannot deadlock), read
-every next seq and known delivery key, write reviews, votes and keys. Each
+every next seq, known delivery key and count of what the votes vote, then the
+voters' current votes, write reviews, votes, keys and current votes (a review
+the batch may decide, or gets a modify, reads the agreeing votes too). Each
 review's rows are made in full before any is written, so a review that cannot
 be cast fails alone, having written nothing. One commit (one SQLite sync).
 """
@@ -21,20 +24,27 @@ from adapters.suggest import did_you_mean
 import orjson
 
 from ..review_deadlines import next_deadline
-from ..review_records import REVIEW_FORMAT, Review
-from ..reviews import Cast, VoteResult, cast_votes
+from ..review_records import REVIEW_FORMAT, Review, Vote
+from ..reviews import Cast, VoteResult, agreement, agreements_needed, cast_votes
 from .engines import DatabaseError
 from .base import HOT_REVIEW_STATUSES, StoreError, UnknownReviewError
 from .records import FEW_IDS, checked_key, encode, key_of, mutate_record, number, one_edit, run_key
 
-__all__ = ["ReviewTables", "ORDER", "LATEST", "locked_archived", "review_rows", "write_reviews"]
+__all__ = ["ReviewTables", "ORDER", "LATEST", "locked_archived", "ballot_rows", "review_rows", "write_reviews"]
 
 T = TypeVar("T")
 V = TypeVar("V")
-#: A review's row, whether its votes' and keys' rows are written anew, and the rows of those appended.
-_Rows = tuple[tuple[Any, ...], bool, list[tuple[Any, ...]], list[tuple[Any, ...]]]
+#: A review's row, whether its votes' and keys' rows are written anew, the rows of those appended, the current
+#: votes written, and whether those are all of them (else they replace only their voters').
+_Rows = tuple[tuple[Any, ...], bool, list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]], bool]
+#: Of a review to cast on: the next seq, its votes' delivery keys stored, its tally, its voters' current votes.
+_Stored = tuple[int, list[str], dict[str, int], dict[str, tuple[int, str]]]
 _COLUMNS = ("key", "id", "run_key", "checkpoint_id", "status", "created_at", "num", "deadline", "archived", "doc")
 _UPSERT = " ON CONFLICT (key) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
+_BALLOT = " ON CONFLICT (review_key, who) DO UPDATE SET kind = excluded.kind, seq = excluded.seq, vote = excluded.vote"
+#: Every modify's agreement ("MODIFY <digest>", ``reviews.agreement``), in the column's byte order.
+_MODIFIES = "kind >= 'MODIFY ' AND kind < 'MODIFY!'"
+_NEXT_SEQ = "(SELECT coalesce(max(seq) + 1, 0) FROM review_votes WHERE review_key = %s)"
 #: Runs and reviews in creation order (demo-10 after demo-9), and latest first.
 ORDER = 'created_at, num, id COLLATE "C"'
 LATEST = 'created_at DESC, num DESC, id COLLATE "C" DESC'
@@ -49,16 +59,23 @@ def _insert(cur: Any, into: str, rows: list[tuple[Any, ...]], tail: str = "") ->
         cur.execute(f"INSERT INTO {into} VALUES {values}{tail}", [value for row in chunk for value in row])
 
 
+def ballot_rows(key: str, votes: Sequence[Vote]) -> list[tuple[Any, ...]]:
+    """The rows of a review's current votes written whole: numbered below any seq a cast gives, in their order."""
+    return list({v.who: (key, v.who, agreement(v), n - len(votes), encode(v.to_dict()))
+                 for n, v in enumerate(votes)}.values())
+
+
 def review_rows(review: Review, was_archived: bool | None, stored: tuple[int, int, int] | None = None) -> _Rows:
     """The review's row, and its votes and delivery keys after ``stored`` (the next seq, and how many of its votes
     and keys are rows already; None: all, anew) as rows of their own: a vote appends a row to each, so neither
-    the row nor a vote's cost grows with the votes."""
+    the row nor a vote's cost grows with the votes. Its current votes: all of them, or (a ``tally``: the review
+    holds only some, ``reviews.cast_votes``) the last vote of each person in the history appended."""
     ended = review.status not in HOT_REVIEW_STATUSES
     if was_archived and not ended:
         raise StoreError(f"review {review.id} has ended and is archived; it cannot become {review.status!r} again"
                          " - start a new one")
     document = review.to_dict()
-    del document["history"], document["delivery_keys"]
+    del document["history"], document["delivery_keys"], document["votes"]
     key = checked_key("review", review.id)
     row = (key, review.id, run_key(review.run_id), review.checkpoint_id, review.status, review.created_at,
            number(review.id), None if ended else next_deadline(review), ended, encode(document))
@@ -66,34 +83,71 @@ def review_rows(review: Review, was_archived: bool | None, stored: tuple[int, in
     anew = stored is None or votes > len(review.history) or keys > len(review.delivery_keys)  # not appended to
     if anew:
         seq = votes = keys = 0
-    return (row, anew, [(key, seq + n, encode(vote.to_dict())) for n, vote in enumerate(review.history[votes:])],
-            [(key, delivery_key) for delivery_key in dict.fromkeys(review.delivery_keys[keys:])])
+    history = [(key, seq + n, vote, encode(vote.to_dict())) for n, vote in enumerate(review.history[votes:])]
+    whole = review.tally is None
+    ballots = ballot_rows(key, review.votes) if whole else list(
+        {vote.who: (key, vote.who, agreement(vote), n, text) for _, n, vote, text in history}.values())
+    return (row, anew, [(key, n, text) for _, n, _, text in history],
+            [(key, delivery_key) for delivery_key in dict.fromkeys(review.delivery_keys[keys:])], ballots, whole)
 
 
 def write_reviews(cur: Any, written: list[_Rows]) -> None:
     """The rows of ``review_rows``, in one statement per table (and per 300 rows)."""
-    _insert(cur, f"reviews ({', '.join(_COLUMNS)})", [row for row, _, _, _ in written], _UPSERT)
-    for marks, chunk in _chunks([row[0] for row, anew, _, _ in written if anew]):
+    _insert(cur, f"reviews ({', '.join(_COLUMNS)})", [row for row, *_ in written], _UPSERT)
+    for marks, chunk in _chunks([row[0] for row, anew, *_ in written if anew]):
         cur.execute(f"DELETE FROM review_votes WHERE review_key IN ({marks})", chunk)
         cur.execute(f"DELETE FROM review_keys WHERE review_key IN ({marks})", chunk)
-    _insert(cur, "review_votes (review_key, seq, vote)", [vote for _, _, votes, _ in written for vote in votes])
-    _insert(cur, "review_keys (review_key, delivery_key)", [key for _, _, _, keys in written for key in keys])
+    for marks, chunk in _chunks([row[0] for row, *_, whole in written if whole]):
+        cur.execute(f"DELETE FROM review_ballots WHERE review_key IN ({marks})", chunk)
+    _insert(cur, "review_votes (review_key, seq, vote)", [vote for _, _, votes, *_ in written for vote in votes])
+    _insert(cur, "review_keys (review_key, delivery_key)", [key for _, _, _, keys, *_ in written for key in keys])
+    _insert(cur, "review_ballots (review_key, who, kind, seq, vote)",
+            [ballot for *_, ballots, _ in written for ballot in ballots], _BALLOT)
 
 
-def _stored(cur: Any, keys: list[str], pairs: list[tuple[str, str]]) -> tuple[dict[str, int], set[tuple[str, str]]]:
-    """The next seq of each review of ``keys``, and which (review key, delivery key) ``pairs`` are stored: one
-    statement per 250 of them. Read under the reviews' locks: on PostgreSQL a statement that waited for a lock
-    sees the other tables as they were before, so this cannot be the statement that locks."""
-    probes: list[tuple[str, tuple[str, ...]]] = [
-        ("(SELECT coalesce(max(seq) + 1, 0) FROM review_votes WHERE review_key = %s)", (key,)) for key in keys]
-    probes += [("EXISTS (SELECT 1 FROM review_keys WHERE review_key = %s AND delivery_key = %s)", pair)
-               for pair in pairs]
-    answers: list[Any] = []
-    for _, chunk in _chunks(probes, 250):
-        answers += cur.execute("SELECT " + ", ".join(probe for probe, _ in chunk),
-                               [value for _, values in chunk for value in values]).fetchone()
-    return ({key: int(seq) for key, seq in zip(keys, answers[:len(keys)], strict=True)},
-            {pair for pair, there in zip(pairs, answers[len(keys):], strict=True) if there})
+def _stored(cur: Any, batches: dict[str, Sequence[Cast]]) -> dict[str, _Stored]:
+    """Of each review (key -> its casts): the next seq, which of its votes' delivery keys are stored, the number
+    of current votes of each agreement voted (one statement of scalar probes per 250 of these), and its voters'
+    current votes (who -> (seq, vote); one statement: as probes they made a text psycopg parses slowly). Read
+    under the reviews' locks: on PostgreSQL a statement that waited for a lock sees the other tables as they were
+    before, so this cannot be the statement that locks."""
+    probes: list[tuple[str, tuple[str, ...]]] = []
+    asked, voters = [], []
+    for key, casts in batches.items():
+        keys = sorted({vote.delivery_key for vote, _ in casts if vote.delivery_key is not None})
+        kinds = sorted({agreement(vote) for vote, _ in casts})
+        voters += [(key, who) for who in sorted({vote.who for vote, _ in casts})]
+        probes += [(_NEXT_SEQ, (key,)),
+                   *(("EXISTS (SELECT 1 FROM review_keys WHERE review_key = %s AND delivery_key = %s)", (key, k))
+                     for k in keys),
+                   *(("(SELECT count(*) FROM review_ballots WHERE review_key = %s AND kind = %s)", (key, kind))
+                     for kind in kinds)]
+        asked.append((key, keys, kinds))
+    answers = iter([answer for _, chunk in _chunks(probes, 250) for answer in cur.execute(
+        "SELECT " + ", ".join(probe for probe, _ in chunk), [value for _, values in chunk for value in values]
+    ).fetchone()])
+    found: dict[str, _Stored] = {}
+    for key, keys, kinds in asked:
+        seq, known = int(next(answers)), [k for k in keys if next(answers)]
+        tally = {kind: int(next(answers)) for kind in kinds}
+        found[key] = (seq, known, tally, {})
+    for _, chunk in _chunks(voters, 250):
+        pairs = ", ".join(["(%s, %s)"] * len(chunk))
+        cur.execute(f"SELECT review_key, who, seq, vote FROM review_ballots WHERE (review_key, who) IN ({pairs})",
+                    [value for pair in chunk for value in pair])
+        for key, who, seq, vote in cur.fetchall():
+            found[key][3][who] = (int(seq), vote)
+    return found
+
+
+def _agreeing(cur: Any, key: str, kinds: set[str], modifies: bool) -> dict[str, tuple[int, str]]:
+    """who -> (seq, vote) of every current vote of ``kinds`` (and every modify) of the review of ``key``."""
+    among = [f"kind IN ({', '.join(['%s'] * len(kinds))})"] * bool(kinds) + [_MODIFIES] * modifies
+    if not among:
+        return {}
+    cur.execute(f"SELECT who, seq, vote FROM review_ballots WHERE review_key = %s AND ({' OR '.join(among)})",
+                [key, *sorted(kinds)])
+    return {who: (int(seq), vote) for who, seq, vote in cur.fetchall()}
 
 
 def posted_at(review: Review, channel: str, context: Mapping[str, Any]) -> bool:
@@ -145,59 +199,62 @@ class ReviewTables:
             return [row[0] for marks, chunk in _chunks(near)
                     for row in cur.execute(f"SELECT key FROM reviews WHERE key IN ({marks})", chunk).fetchall()]
 
-    def get_review(self, review_id: str, *, history: bool = True) -> Review:
-        """The review; ``history=False``: without its history and delivery keys (both empty), read in one
-        statement whatever its votes - enough to check a voter before casting."""
+    def get_review(self, review_id: str, *, history: bool = True, votes: bool = True) -> Review:
+        """The review; ``history=False``: without its history and delivery keys (both empty); ``votes=False`` too:
+        without its current votes either (empty), its row alone, read in one statement whatever its votes and
+        voters - who may answer, where it was posted, its outcome: enough to check a voter before casting."""
         key = key_of(review_id)
         if key is not None:
-            with self.engine.snapshot() if history else self.engine.read() as cur:  # one row: no snapshot to keep
+            with self.engine.snapshot() if history or votes else self.engine.read() as cur:  # one row: no snapshot
                 row = cur.execute("SELECT key, doc FROM reviews WHERE key = %s", (key,)).fetchone()
                 if row is not None:
-                    return self._histories(cur, [row], strict=True)[0] if history else self._with_rows(row, "[]", [])
+                    return self._histories(cur, [row], strict=True, history=history, votes=votes)[0]
         raise self._unknown_review(review_id)
 
     def get_reviews(self, review_ids: Sequence[str]) -> dict[str, Review]:
-        """``get_review(id, history=False)`` of each id found, in one statement per 500 (ids as given)."""
+        """``get_review(id, history=False, votes=False)`` of each id found, one statement per 500 (ids as given)."""
         keys = {review_id: key for review_id in review_ids if (key := key_of(review_id)) is not None}
         found: dict[str, Review] = {}
         for marks, chunk in _chunks(sorted(set(keys.values()))):
-            found.update((key_of(review.id) or "", review)
-                         for review in self._reviews_where(f"key IN ({marks})", tuple(chunk), history=False))
+            rows = self._reviews_where(f"key IN ({marks})", tuple(chunk), history=False, votes=False)
+            found.update((key_of(review.id) or "", review) for review in rows)
         return {review_id: found[key] for review_id, key in keys.items() if key in found}
 
     def _reviews_where(self, where: str, params: tuple[Any, ...] | dict[str, Any] = (), tail: str = "", *,
-                       history: bool = True, request: bool = True) -> list[Review]:
-        """The reviews ``where`` holds, as ``list_reviews`` says (without history: in one query)."""
+                       history: bool = True, request: bool = True, votes: bool = True) -> list[Review]:
+        """The reviews ``where`` holds, as ``list_reviews`` says (``votes=False``: without their current votes
+        either, in one query)."""
         doc = "doc" if request or self.engine.name != "sqlite" else _NO_REQUEST
-        with self.engine.snapshot() if history else self.engine.read() as cur:
+        with self.engine.snapshot() if history or votes else self.engine.read() as cur:
             cur.execute(f"SELECT key, {doc} FROM reviews WHERE {where} ORDER BY {ORDER} {tail}", params)
-            if history:
-                return self._histories(cur, cur.fetchall())
-            return self._each(cur.fetchall(), lambda row: self._with_rows(row, "[]", []), "reviews")
+            return self._histories(cur, cur.fetchall(), history=history, votes=votes)
 
-    def _histories(self, cur: Any, rows: list[Any], *, strict: bool = False) -> list[Review]:
-        """The reviews of ``rows`` (key, doc) with their histories and delivery keys, read in two queries per
-        500 reviews. ``strict``: a damaged row raises instead of being skipped."""
-        votes: dict[str, list[Any]] = {}
-        keys: dict[str, list[str]] = {}
+    def _histories(self, cur: Any, rows: list[Any], *, strict: bool = False, history: bool = True,
+                   votes: bool = True) -> list[Review]:
+        """The reviews of ``rows`` (key, doc) with their current votes (or not: ``votes``) and histories and
+        delivery keys (``history``, which needs the votes too), read in a query each per 500 reviews. ``strict``:
+        a damaged row raises instead of being skipped."""
+        parts: dict[str, dict[str, list[Any]]] = {"review_ballots": {}, "review_votes": {}, "review_keys": {}}
+        reads = [("review_ballots", "vote", "seq"), ("review_votes", "vote", "seq"),
+                 ("review_keys", "delivery_key", 'delivery_key COLLATE "C"')]
         for marks, chunk in _chunks([row[0] for row in rows]):
-            among = f"review_key IN ({marks})"
-            cur.execute(f"SELECT review_key, vote FROM review_votes WHERE {among} ORDER BY review_key, seq", chunk)
-            for review_key, vote in cur.fetchall():
-                votes.setdefault(review_key, []).append(vote)
-            cur.execute(f"SELECT review_key, delivery_key FROM review_keys WHERE {among}"
-                        ' ORDER BY review_key, delivery_key COLLATE "C"', chunk)
-            for review_key, delivery_key in cur.fetchall():
-                keys.setdefault(review_key, []).append(delivery_key)
+            for table, value, order in reads[:3 if history else int(votes)]:
+                cur.execute(f"SELECT review_key, {value} FROM {table} WHERE review_key IN ({marks})"
+                            f" ORDER BY review_key, {order}", chunk)
+                for review_key, found in cur.fetchall():
+                    parts[table].setdefault(review_key, []).append(found)
 
         def decode(row: tuple[Any, ...]) -> Review:
-            return self._with_rows(row, "[" + ",".join(votes.get(row[0], ())) + "]", keys.get(row[0], []))
+            votes, trail, keys = (parts[table].get(row[0], []) for table in parts)
+            return self._with_rows(row, "[" + ",".join(trail) + "]", keys, "[" + ",".join(votes) + "]")
 
         return [decode(row) for row in rows] if strict else self._each(rows, decode, "reviews")
 
-    def _with_rows(self, row: tuple[Any, ...], history: str, delivery_keys: list[str]) -> Review:
+    def _with_rows(self, row: tuple[Any, ...], history: str = "[]", delivery_keys: Sequence[str] = (),
+                   votes: str = "[]") -> Review:
         def fill(document: dict[str, Any]) -> None:
-            document["history"], document["delivery_keys"] = orjson.loads(history), delivery_keys
+            document["history"], document["delivery_keys"] = orjson.loads(history), list(delivery_keys)
+            document.setdefault("votes", orjson.loads(votes))  # kept by one the migration could not read: named
 
         return self._decode("reviews", row[0], row[1], REVIEW_FORMAT, Review.from_dict, fill=fill)
 
@@ -212,9 +269,9 @@ class ReviewTables:
                                       (key,)).fetchone()
             if not row:
                 raise self._unknown_review(review_id)
-            seqs, _ = _stored(cur, [row[0]], [])
+            (seq,) = cur.execute(f"SELECT {_NEXT_SEQ}", (row[0],)).fetchone()
             (review,) = self._histories(cur, [row[:2]], strict=True)
-            stored = (seqs[row[0]], len(review.history), len(review.delivery_keys))  # as read, before mutate
+            stored = (int(seq), len(review.history), len(review.delivery_keys))  # as read, before mutate
             written: list[_Rows] = []
             result = mutate_record("review", review_id, row[0], review, mutate,
                                    lambda: written.append(review_rows(review, bool(row[2]), stored)))
@@ -233,25 +290,29 @@ class ReviewTables:
 
     def _cast_in_one(self, batch: Mapping[str, Sequence[Cast]], todo: list[tuple[str, str]],
                      results: dict[str, list[VoteResult] | Exception]) -> None:
-        """Each review is cast on its row without its history and with only its votes' delivery keys, which is
-        all ``reviews.cast_votes`` asks of it: casting costs the same at the 10th vote and the 10,000th."""
+        """Each review is cast on what ``reviews.cast_votes`` asks of it: its row, its votes' stored delivery
+        keys, its voters' current votes, the count of each agreement voted, and the agreeing votes only when a
+        decision may complete (or a modify needs its rivals). Casting costs the same at the 10th vote and the
+        10,000th, and with 10 voters or 10,000: what it reads and decodes grows with the batch, not with the
+        review (only the database's count of an agreement walks that agreement's index entries)."""
         with self.engine.write(pipelined=True) as cur:
             rows = {row[0]: row for marks, chunk in _chunks([key for key, _ in todo]) for row in cur.execute(
                 f'SELECT key, doc, archived FROM reviews WHERE key IN ({marks}) ORDER BY key COLLATE "C" FOR UPDATE',
                 chunk).fetchall()}  # locked in the order sorted, chunk after chunk
-            wanted = {key: sorted({vote.delivery_key for vote, _ in batch[review_id] if vote.delivery_key is not None})
-                      for key, review_id in todo if key in rows}
-            seqs, known = _stored(cur, list(wanted), [(key, k) for key, keys in wanted.items() for k in keys])
+            stored = _stored(cur, {key: batch[review_id] for key, review_id in todo if key in rows})
             written: list[_Rows] = []
             for key, review_id in todo:
                 try:
                     if key not in rows:
                         raise self._unknown_review(review_id)
-                    review = self._with_rows(rows[key], "[]", [k for k in wanted[key] if (key, k) in known])
-                    stored = (seqs[key], 0, len(review.delivery_keys))  # as read, before casting
+                    seq, keys, tally, ballots = stored[key]
+                    review = self._with_rows(rows[key], "[]", keys)
+                    review.tally = tally
+                    ballots.update(_agreeing(cur, key, *agreements_needed(review, batch[review_id])))
+                    review.votes = [Vote.from_dict(orjson.loads(vote)) for _, vote in sorted(ballots.values())]
                     results[review_id] = cast = cast_votes(review, batch[review_id])
                     if any(result.accepted for result in cast):  # a vote changes the review only by being accepted
-                        written.append(review_rows(review, bool(rows[key][2]), stored))
+                        written.append(review_rows(review, bool(rows[key][2]), (seq, 0, len(keys))))
                 except Exception as err:  # noqa: BLE001 - that review's failure, handed to its voters
                     if self.engine.fatal(err):  # the engine failed, not the review: the batch fails as one
                         raise
@@ -264,11 +325,11 @@ class ReviewTables:
 
     def open_reviews_posted_at(self, channel: str, context: Mapping[str, Any]) -> list[Review]:
         """The database picks the rows whose posts match (jsonb containment, or SQLite's json_each); the same
-        check as ``posted_at`` confirms each; without history and keys (the contract's docstring says why)."""
+        check as ``posted_at`` confirms each; without history, keys and votes (the contract's docstring says why)."""
         if self.engine.name == "postgres":
             wanted = json.dumps([{"channel": channel, "data": dict(context)}])
             found = self._reviews_where("NOT archived AND status = 'open' AND (doc::jsonb -> 'posts') @> %s::jsonb",
-                                        (wanted,), history=False)
+                                        (wanted,), history=False, votes=False)
         else:
             tests = ["json_extract(p.value, '$.channel') = %(channel)s"]
             params: dict[str, Any] = {"channel": channel}
@@ -278,7 +339,7 @@ class ReviewTables:
                     params[f"path{n}"], params[f"value{n}"] = f'$.data."{name}"', value
             found = self._reviews_where(
                 "NOT archived AND status = 'open' AND EXISTS (SELECT 1 FROM json_each(reviews.doc, '$.posts') AS p"
-                f" WHERE {' AND '.join(tests)})", params, history=False)
+                f" WHERE {' AND '.join(tests)})", params, history=False, votes=False)
         return [review for review in found if posted_at(review, channel, context)]
 
     def _leased_reviews(self, condition: str, params: dict[str, Any]) -> list[Review]:

@@ -20,7 +20,7 @@ from .base import NewerFormatError, StoreError
 __all__ = ["SCHEMA_VERSION", "MIGRATIONS", "advisory_key", "check", "migrate", "prepare"]
 
 #: The schema this loopbot writes and reads; a database at a higher version is refused.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 def _keys_and_votes_as_rows(cur: Any) -> None:
@@ -60,6 +60,26 @@ def _task_attempts_as_column(cur: Any) -> None:
             continue
         if isinstance(attempts, int) and attempts > 0:
             cur.execute("UPDATE outbox SET attempts = %s WHERE id = %s", (attempts, task_id))
+
+
+def _current_votes_as_rows(cur: Any) -> None:
+    """Each review's current votes move from its document to ``review_ballots``, in their order: a vote then reads
+    only its voters'. A document that is not JSON, or whose votes are not readable, keeps them: named when read."""
+    import orjson
+
+    from ..review_records import Vote
+    from .records import encode
+    from .sql_reviews import ballot_rows
+
+    for key, text in cur.execute("SELECT key, doc FROM reviews").fetchall():
+        try:
+            document = orjson.loads(text)
+            votes = [Vote.from_dict(vote) for vote in document.pop("votes", None) or []]
+        except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
+            continue
+        for ballot in ballot_rows(key, votes):
+            cur.execute("INSERT INTO review_ballots VALUES (%s, %s, %s, %s, %s)", ballot)
+        cur.execute("UPDATE reviews SET doc = %s WHERE key = %s", (encode(document), key))
 
 
 #: version -> the statements (or steps, given the cursor) that bring the schema from version-1 to version.
@@ -156,6 +176,14 @@ MIGRATIONS: dict[int, list[str | Callable[[Any], None]]] = {
         "ALTER TABLE outbox ADD COLUMN attempts integer NOT NULL DEFAULT 0",
         _task_attempts_as_column,
         'CREATE INDEX outbox_failing ON outbox (created_at, id COLLATE "C") WHERE attempts > 0',
+    ],
+    # each person's current vote as a row (who, what it agrees with): a vote reads its voters' and the counts, not
+    # every voter's vote in the document
+    8: [
+        'CREATE TABLE review_ballots (review_key text NOT NULL, who text NOT NULL, kind text COLLATE "C" NOT NULL,'
+        " seq bigint NOT NULL, vote text NOT NULL, PRIMARY KEY (review_key, who))",
+        "CREATE INDEX review_ballots_kind ON review_ballots (review_key, kind)",
+        _current_votes_as_rows,
     ],
 }
 assert max(MIGRATIONS) == SCHEMA_VERSION

@@ -191,9 +191,9 @@ class CountedReads(SqliteStore):
 
     reads: list[list[str]]
 
-    def get_review(self, review_id: str, *, history: bool = True):  # type: ignore[no-untyped-def]
+    def get_review(self, review_id: str, **how: bool):  # type: ignore[no-untyped-def]
         self.reads.append([review_id])
-        return super().get_review(review_id, history=history)
+        return super().get_review(review_id, **how)
 
     def get_reviews(self, review_ids):  # type: ignore[no-untyped-def]
         self.reads.append(list(review_ids))

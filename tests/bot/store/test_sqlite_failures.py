@@ -123,12 +123,13 @@ def test_a_vote_appends_one_row_and_a_review_stored_before_the_votes_table_keeps
         conn.execute("DROP TABLE review_votes")
         conn.execute("DROP INDEX runs_loop_status")
         conn.execute("DROP TABLE review_keys")
+        conn.execute("DROP TABLE review_ballots")
         conn.execute("DROP INDEX outbox_failing")
         conn.execute("ALTER TABLE outbox DROP COLUMN attempts")
         conn.execute("UPDATE reviews SET doc = ?", (whole,))
         conn.execute("UPDATE loopbot_schema SET version = 3")
     store.close()
-    again = SqliteStore(tmp_path)  # migrated to 4, 5, 6 and 7 on open
+    again = SqliteStore(tmp_path)  # migrated to 4, 5, 6, 7 and 8 on open
     assert [v.voter for v in again.get_review("demo-1").history] == ["local:v0", "local:v1", "local:v2"]
     again.cast_votes({"demo-1": [(approve("local:v3"), None)]})
     assert [v.voter for v in SqliteStore(tmp_path).get_review("demo-1").history] == [

@@ -102,9 +102,10 @@ def test_a_database_at_schema_3_is_migrated_on_open_and_keeps_every_vote(
     for n in range(3):
         store.cast_votes({"demo-1": [(approve(f"local:v{n}", f"k{n}"), None)]})
     whole = json.dumps(store.get_review("demo-1").to_dict())
-    # as schema 3 kept it: history and keys inside the document, no votes or keys table, no (loop, status) index,
-    # a task's attempts only in its document
-    for older in ("DROP TABLE review_votes", "DROP TABLE review_keys", "DROP INDEX runs_loop_status",
+    # as schema 3 kept it: votes, history and keys inside the document, no votes, keys or current votes table, no
+    # (loop, status) index, a task's attempts only in its document
+    for older in ("DROP TABLE review_votes", "DROP TABLE review_keys", "DROP TABLE review_ballots",
+                  "DROP INDEX runs_loop_status",
                   "DROP INDEX outbox_failing", "ALTER TABLE outbox DROP COLUMN attempts",
                   "UPDATE loopbot_schema SET version = 3"):
         behind_its_back(impl, state, older)
