@@ -198,50 +198,33 @@ class Postgres(Engine):
         self._pool.close()
 
 
-def numbered(statement: Any, params: Any) -> tuple[Any, Any]:
-    """A statement in psycopg's style with PostgreSQL's own ``$1, $2, ...`` placeholders, and its values in order."""
-    if not isinstance(statement, str) or not params:
-        return statement, params
-    if isinstance(params, dict):
-        text, names = _named(statement)
-        return text, [params[name] for name in names]
+def numbered(statement: str) -> str:
+    """A statement's ``%s`` placeholders as PostgreSQL's own ``$1, $2, ...``."""
     parts = statement.split("%s")
-    return "".join(f"{part}${n}" for n, part in enumerate(parts[:-1], 1)) + parts[-1], params
-
-
-@lru_cache(maxsize=256)
-def _named(statement: str) -> tuple[str, tuple[str, ...]]:
-    names: list[str] = []
-
-    def number(match: re.Match[str]) -> str:
-        if match.group(1) not in names:
-            names.append(match.group(1))
-        return f"${names.index(match.group(1)) + 1}"
-
-    return _NAMED.sub(number, statement), tuple(names)
+    return "".join(f"{part}${n}" for n, part in enumerate(parts[:-1], 1)) + parts[-1]
 
 
 class _Native:
-    """The store's cursor on PostgreSQL: psycopg's ``RawCursor``, given ``numbered`` statements.
+    """The store's cursor on PostgreSQL: a statement with values in a list goes ``numbered`` to a ``RawCursor``.
 
-    psycopg turns ``%s`` into ``$1`` in Python and remembers the result only for statements of at most 50
-    values, so a batch's multi-row INSERT was parsed anew each time: 40% of the CPU of casting on 20 reviews.
-    Each statement runs on a cursor of its own and is fetched from the last: in pipeline mode psycopg hands
-    each result to its cursor as it arrives, and on one shared cursor the rows of an earlier statement not
-    fetched yet (a lock's void) could be what a later ``fetchone`` returns.
+    psycopg turns ``%s`` into ``$1`` in Python and remembers it only for statements of at most 50 values: it
+    parsed a batch's multi-row INSERT anew each time (40% of the CPU of casting on 20 reviews). Each statement
+    has a cursor of its own (in pipeline mode a shared one could fetch an earlier statement's late rows).
     """
 
-    __slots__ = ("_conn", "_cursor", "_last")
+    __slots__ = ("_conn", "_raw", "_last")
 
     def __init__(self, conn: Any) -> None:
         from psycopg import RawCursor
 
-        self._conn, self._cursor = conn, RawCursor
+        self._conn, self._raw = conn, RawCursor
         self._last: Any = None  # the cursor of the latest statement
 
     def execute(self, statement: Any, params: Any = None) -> _Native:
-        self._last = self._cursor(self._conn)
-        self._last.execute(*numbered(statement, params))
+        if isinstance(statement, str) and isinstance(params, (list, tuple)) and params:
+            self._last = self._raw(self._conn).execute(numbered(statement), params)
+        else:
+            self._last = self._conn.execute(statement, params)
         return self
 
     def fetchone(self) -> Any:
