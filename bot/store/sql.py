@@ -196,7 +196,14 @@ class SqlStore(RunTables, ReviewTables):
 
     def take_requests(self) -> list[Request]:
         """Pending requests, oldest first (on PostgreSQL: free, expired or this replica's, leased to it)."""
-        rows = self._leased("inbox", "id, num, kind, payload, created_at", "true", {})
+        return self._requests(self._leased("inbox", "id, num, kind, payload, created_at", "true", {}))
+
+    def pending_requests(self) -> list[Request]:
+        """Every pending request, oldest first, whoever holds it, leasing none (export: a replica keeps its own)."""
+        with self.engine.read() as cur:
+            return self._requests(cur.execute("SELECT id, num, kind, payload, created_at FROM inbox").fetchall())
+
+    def _requests(self, rows: list[Any]) -> list[Request]:
         requests = []
         for request_id, _, kind, payload, created_at in sorted(rows, key=lambda r: (r[1], r[0])):
             try:

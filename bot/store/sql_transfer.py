@@ -50,7 +50,7 @@ def dump(source: Any) -> dict[str, Any]:
                       for key in source.snapshot_ids()},
         "counters": dict(source.counters()),
         "requests": [{"id": q.id, "kind": q.kind, "payload": q.payload, "created_at": _iso(q.created_at)}
-                     for q in source.take_requests()],
+                     for q in source.pending_requests()],
         "tasks": [t.to_dict() for t in source.pending_tasks()],
         "pending_deliveries": [{"key": key, "work": work} for key, work in source.pending_deliveries()],
         "deliveries": [{"digest": d, "key": k, "at": _iso(at)} for d, k, at in source.deliveries()],

@@ -132,6 +132,18 @@ def test_a_decided_review_goes_to_one_replica_until_its_lease_expires(url: str, 
     assert [r.id for r in b.decided_reviews()] == ["demo-1", "demo-2"] and a.decided_reviews() == []
 
 
+def test_an_export_takes_no_request_from_the_replicas_and_holds_those_they_hold(url: str, schema: str) -> None:
+    from bot.store.sql_transfer import dump
+
+    a, b = _replicas(url, schema)
+    held = a.enqueue_request("run", {"loop": "held"})
+    assert [r.id for r in a.take_requests()] == [held]  # replica-a is running it
+    free = a.enqueue_request("run", {"loop": "free"})
+    exporter = PostgresStore(url, schema=schema, owner="export")
+    assert [q["id"] for q in dump(exporter)["requests"]] == [held, free]
+    assert [r.id for r in b.take_requests()] == [free]  # the export leased nothing: a replica takes it at once
+
+
 def test_requests_and_tasks_are_leased_and_taken_over(url: str, schema: str) -> None:
     a, b = _replicas(url, schema, lease=0.5)
     first = a.enqueue_request("run", {"loop": "demo"})
