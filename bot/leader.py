@@ -139,7 +139,8 @@ class LeaderElection:
             self.last_error = None
         except Exception as err:  # noqa: BLE001 - the database went away: step down, try again next round
             self.last_error = f"{type(err).__name__}: {err}"
-            log.warning("leader election on %s: %s", self.store.where, self.last_error)
+            where = "" if isinstance(err, DatabaseError) else f" on {self.store.where}"  # the error names it
+            log.warning("leader election%s: %s", where, self.last_error)
             self._drop_connection()
             self._set_leading(False)
         return self._leading

@@ -14,6 +14,7 @@ and allow a generous bound for "about one interval".
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -318,6 +319,16 @@ def test_a_leader_whose_session_is_killed_is_replaced_and_steps_down_when_it_not
     assert a.last_error is None
     assert _shown(observer) == [("b", True), ("a", False)]
     assert _holders(url, schema, "leader") != []
+
+
+def test_a_database_that_cannot_be_reached_is_named_once_in_the_warning(
+        elections: Callable[..., LeaderElection], caplog: pytest.LogCaptureFixture) -> None:
+    a = elections("a")
+    a.store.engine.url = "postgresql://nobody@/postgres?host=/nonexistent-socket-dir"  # the server went away
+    with caplog.at_level(logging.WARNING, logger="bot.leader"):
+        assert not a.round()
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "bot.leader"]
+    assert warning.startswith("leader election: DatabaseError: ") and warning.count(a.store.where) == 1, warning
 
 
 def test_elections_on_different_schemas_do_not_compete(
