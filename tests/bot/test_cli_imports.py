@@ -88,14 +88,20 @@ def test_status_and_decide_on_the_example_config_load_no_pydantic_nor_engine(arg
     assert heavy_after(config, argv) == []
 
 
-def test_status_and_a_vote_on_an_open_review_load_no_pydantic_and_no_engine(tmp_path: Path) -> None:
-    """With a run waiting on review demo-1: status renders it, decide takes the whole vote path."""
+def waiting_on_demo_1(tmp_path: Path) -> Path:
+    """The example config, with a run of demo waiting on review demo-1 (started by `loopbot run`)."""
     config = tmp_path / "config.yaml"
     config.write_text((REPO / "config.example.yaml").read_text())
     env = {**os.environ, "USER": "alice", "LOOPBOT_USER": "alice"}
     started = subprocess.run([sys.executable, "-m", "bot.cli", "--config", str(config), "run", "demo"],
                              capture_output=True, text=True, timeout=60, cwd=REPO, env=env)
     assert started.returncode == 0 and "review demo-1" in started.stdout, started.stderr
+    return config
+
+
+def test_status_and_a_vote_on_an_open_review_load_no_pydantic_and_no_engine(tmp_path: Path) -> None:
+    """With a run waiting on review demo-1: status renders it, decide takes the whole vote path."""
+    config = waiting_on_demo_1(tmp_path)
     heavy_after(config, ["status"])  # the models judge the config once
     assert heavy_after(config, ["status"]) == []
     assert heavy_after(config, ["decide", "demo-1", "approve"]) == []
@@ -146,12 +152,7 @@ def kept_out_after(config: Path, argv: list[str], names: tuple[str, ...]) -> lis
 
 def test_status_of_an_open_review_loads_no_channel_no_logging_and_no_file_writing(tmp_path: Path) -> None:
     """A run waiting on review demo-1, its vote lines in the table: still none of them."""
-    config = tmp_path / "config.yaml"
-    config.write_text((REPO / "config.example.yaml").read_text())
-    env = {**os.environ, "USER": "alice", "LOOPBOT_USER": "alice"}
-    started = subprocess.run([sys.executable, "-m", "bot.cli", "--config", str(config), "run", "demo"],
-                             capture_output=True, text=True, timeout=60, cwd=REPO, env=env)
-    assert started.returncode == 0 and "review demo-1" in started.stdout, started.stderr
+    config = waiting_on_demo_1(tmp_path)
     assert "logging" in kept_out_after(config, ["status"], NOT_FOR_STATUS)  # the models judge it (and log) once
     assert kept_out_after(config, ["status"], NOT_FOR_STATUS) == []
     assert kept_out_after(config, ["status", "--json"], NOT_FOR_STATUS) == []
