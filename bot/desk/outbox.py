@@ -175,7 +175,7 @@ class Outbox:
             return False
         except UnknownReviewError as err:
             log.error("outbox task %s dropped: %s", task.id, err)
-            self._store.finish_task(task.id)
+            self._store.finish_tasks([task.id])
             return False
         except ChannelError as err:
             self._failed(task, err)

@@ -134,7 +134,7 @@ class Request:
 
 @dataclass
 class OutboxTask:
-    """Something a channel's delivery thread must deliver (post, update, ...), kept until ``finish_task``.
+    """Something a channel's delivery thread must deliver (post, update, ...), kept until ``finish_tasks``.
 
     Durable so a crash between deciding to post and posting loses nothing.
     ``id`` is the caller's, deterministic ("demo-1.post.slack-c0123"), so
@@ -260,7 +260,6 @@ class ReviewStore(Protocol):
 
     def decided_reviews(self) -> list[Review]: ...
     def due_reviews(self, now: datetime) -> list[Review]: ...
-    def next_deadline(self) -> datetime | None: ...
     def review_for_run(self, run_id: str, checkpoint_id: str | None = None) -> Review | None: ...
     def counts(self) -> dict[str, Any]: ...
 
@@ -274,9 +273,8 @@ class OutboxStore(Protocol):
     def pending_tasks(self, review_id: str | None = None) -> list[OutboxTask]: ...
     def failing_tasks(self, limit: int) -> tuple[list[OutboxTask], int]: ...
     def update_task(self, task_id: str, mutate: Callable[[OutboxTask], T]) -> T: ...
-    def finish_task(self, task_id: str) -> None: ...
     def finish_tasks(self, task_ids: Sequence[str]) -> None:
-        """``finish_task`` of each, in one write (the outbox finishes a round's deliveries together)."""
+        """The tasks are done: gone, in one write (the outbox finishes a round's deliveries together)."""
 
     def outbox_backlog(self) -> dict[str, int]:
         """Tasks not delivered yet by channel (channels with none are absent): one aggregate, for /metrics."""
@@ -285,13 +283,11 @@ class OutboxStore(Protocol):
 class DeliveryStore(Protocol):
     """Dedupe keys: each webhook delivery or polled comment is acted on once, and its votes are not lost."""
 
-    def record_delivery(self, key: str, work: list[dict[str, Any]] | None = None) -> bool:
-        """True the first time ``key`` is seen, False after. ``work`` (a delivery's votes) is recorded in the
-        same write and waits in ``pending_deliveries`` until ``finish_deliveries``: the sender is answered
-        before the votes are cast, and a crash in between loses none of them."""
-
     def record_deliveries(self, batch: Sequence[tuple[str, list[dict[str, Any]] | None]]) -> list[bool]:
-        """``record_delivery`` of each, in one write (one fsync for a burst); all or none."""
+        """Of each (key, work): True the first time ``key`` is seen, False after; in one write (one fsync for a
+        burst), all or none. ``work`` (a delivery's votes) is recorded with it and waits in ``pending_deliveries``
+        until ``finish_deliveries``: the sender is answered before the votes are cast, and a crash in between
+        loses none of them."""
 
     def pending_deliveries(self) -> list[tuple[str, list[dict[str, Any]]]]:
         """(key, work) of every delivery recorded with work and not finished, oldest first."""

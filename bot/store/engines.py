@@ -17,7 +17,7 @@ import contextlib
 import re
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -78,9 +78,9 @@ class Engine(Protocol):
 
     def read(self) -> contextlib.AbstractContextManager[Any]: ...
 
-    def write(self, *, pipelined: bool = False) -> contextlib.AbstractContextManager[Any]:
-        """A cursor whose statements commit together when the block ends (rolled back on an error). ``pipelined``
-        (PostgreSQL): statements are sent when a result is asked for, so the block waits for fewer round trips."""
+    def write(self) -> contextlib.AbstractContextManager[Any]:
+        """A cursor whose statements commit together when the block ends (rolled back on an error). On PostgreSQL
+        statements are sent when rows are asked for (``fetch_each``: several statements' at once), or at the end."""
 
     def write_one(self) -> contextlib.AbstractContextManager[Any]:
         """A cursor for one writing statement, committed when the block ends."""
@@ -172,19 +172,28 @@ class Postgres(Engine):
             yield _Native(conn)
 
     @contextlib.contextmanager
-    def write(self, *, pipelined: bool = False) -> Iterator[Any]:
-        with (self.errors(), self._pool.connection() as conn,
-              conn.pipeline() if pipelined else contextlib.nullcontext(), conn.transaction()):
-            yield _Native(conn)
+    def write(self, begin: str | None = None) -> Iterator[Any]:
+        """One pipeline, ending in one round trip (psycopg's ``transaction()`` syncs at each of its three nested
+        exits in a pipeline, outside one at each statement). Without ``begin`` it is the transaction: what it sends
+        commits at its Sync, or rolls back if a statement failed (asking for rows only flushes: it stays open)."""
+        with self.errors(), self._pool.connection() as conn, conn.pipeline():
+            if begin:
+                conn.execute(begin)
+            try:
+                yield _Native(conn)
+            except Exception as err:
+                if not self.fatal(err):  # the block's own failure (the engine's is rolled back, or the pool drops it)
+                    conn.execute("ROLLBACK")  # ends the pipeline's transaction too, with what it changed
+                raise
+            if begin:
+                conn.execute("COMMIT")  # after a failed statement the server skips it, and the Sync raises the failure
 
     def write_one(self) -> contextlib.AbstractContextManager[Any]:
         return self.read()  # autocommit: the statement commits by itself
 
-    @contextlib.contextmanager
-    def snapshot(self) -> Iterator[Any]:
-        with self.write() as cur:
-            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            yield cur
+    def snapshot(self) -> contextlib.AbstractContextManager[Any]:
+        # in BEGIN: after a ROLLBACK psycopg sends DEALLOCATE ALL first, and SET TRANSACTION must come before it
+        return self.write("BEGIN ISOLATION LEVEL REPEATABLE READ")
 
     def fatal(self, err: BaseException) -> bool:
         import psycopg
@@ -207,9 +216,9 @@ def numbered(statement: str) -> str:
 class _Native:
     """The store's cursor on PostgreSQL: a statement with values in a list goes ``numbered`` to a ``RawCursor``.
 
-    psycopg turns ``%s`` into ``$1`` in Python and remembers it only for statements of at most 50 values: it
-    parsed a batch's multi-row INSERT anew each time (40% of the CPU of casting on 20 reviews). Each statement
-    has a cursor of its own (in pipeline mode a shared one could fetch an earlier statement's late rows).
+    psycopg turns ``%s`` into ``$1`` in Python, and remembers only statements of at most 50 values (a batch's
+    INSERT was parsed anew each time: 40% of a cast's CPU on 20 reviews). Each statement has a cursor of its own:
+    in a pipeline a shared one could fetch an earlier statement's late rows.
     """
 
     __slots__ = ("_conn", "_raw", "_last")
@@ -226,6 +235,11 @@ class _Native:
         else:
             self._last = self._conn.execute(statement, params)
         return self
+
+    def fetch_each(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
+        """Each statement's rows; in a write all are sent before any is read: one round trip."""
+        cursors = [self.execute(statement, params)._last for statement, params in statements]
+        return [cursor.fetchall() for cursor in cursors]
 
     def fetchone(self) -> Any:
         return self._last.fetchone()
@@ -260,6 +274,10 @@ class _Cursor(sqlite3.Cursor):
         else:
             params = tuple(sqlite_time(v) if isinstance(v, datetime) else v for v in params)
         return super().execute(translate(statement), params)
+
+    def fetch_each(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
+        """Each statement's rows (``_Native.fetch_each``: no round trips to save here)."""
+        return [self.execute(statement, params).fetchall() for statement, params in statements]
 
 
 #: (words in SQLite's message, the error it is, what to say)
@@ -334,7 +352,7 @@ class Sqlite(Engine):
                         conn.execute("ROLLBACK")
 
     @contextlib.contextmanager
-    def write(self, *, pipelined: bool = False) -> Iterator[Any]:
+    def write(self) -> Iterator[Any]:
         """``BEGIN IMMEDIATE`` on this store's one writer connection, committed (and synced) at the end; a write
         begun inside another of the same thread (a mutator that writes) joins it, as one transaction."""
         with self._write_lock:

@@ -274,9 +274,6 @@ class SqlStore(RunTables, ReviewTables):
             return mutate_record("task", task_id, task_id, task, mutate,
                                  lambda: cur.execute(_UPDATE_TASK, self._task_columns(task)), task_stem)
 
-    def finish_task(self, task_id: str) -> None:
-        self.finish_tasks([task_id])
-
     def finish_tasks(self, task_ids: Sequence[str]) -> None:
         for task_id in task_ids:
             if task_stem(task_id) is None:
@@ -287,22 +284,18 @@ class SqlStore(RunTables, ReviewTables):
 
     # -- deliveries and health ------------------------------------------------
 
-    def record_delivery(self, key: str, work: list[dict[str, Any]] | None = None) -> bool:
-        """True the first time ``key`` is seen (by any process), False after; ``work`` waits with it (see Store)."""
-        return self.record_deliveries([(key, work)])[0]
-
     def record_deliveries(self, batch: Sequence[tuple[str, list[dict[str, Any]] | None]]) -> list[bool]:
-        """``record_delivery`` of each, in one transaction; rows in digest order, so replicas never deadlock."""
+        """In one transaction and one round trip; rows in digest order, so replicas never deadlock (see Store)."""
         digests = [delivery_digest(key) for key, _work in batch]
+        order = sorted(range(len(batch)), key=digests.__getitem__)
+        inserts = [("INSERT INTO deliveries (digest, key, at, work) VALUES (%s, %s, %s, %s)"
+                    " ON CONFLICT (digest) DO NOTHING RETURNING digest",
+                    (digests[i], batch[i][0].encode("utf-8", "replace").decode("utf-8").replace("\x00", "\\0"),
+                     self._clock(), None if batch[i][1] is None else json.dumps(batch[i][1]))) for i in order]
         new = [False] * len(batch)
         with self.engine.write_one() if len(batch) == 1 else self.engine.write() as cur:
-            for i in sorted(range(len(batch)), key=digests.__getitem__):
-                key, work = batch[i]
-                cur.execute("INSERT INTO deliveries (digest, key, at, work) VALUES (%s, %s, %s, %s)"
-                            " ON CONFLICT (digest) DO NOTHING RETURNING digest",
-                            (digests[i], key.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\\0"),
-                             self._clock(), None if work is None else json.dumps(work)))
-                new[i] = cur.fetchone() is not None
+            for i, rows in zip(order, cur.fetch_each(inserts), strict=True):
+                new[i] = bool(rows)
         return new
 
     def pending_deliveries(self) -> list[tuple[str, list[dict[str, Any]]]]:

@@ -2,14 +2,12 @@
 
 Part of ``SqlStore`` (``sql``); the same statements on both engines. A review is its row (the document), its
 history (``review_votes``), its delivery keys (``review_keys``) and each person's current vote (``review_ballots``).
-``cast_votes`` casts a batch in one transaction of seven statements whatever
-its reviews (on PostgreSQL pipelined, in four round trips): lock the rows in
-key order (replicas casting batches that share reviews cannot deadlock), read
-every next seq, known delivery key and count of what the votes vote, then the
-voters' current votes, write reviews, votes, keys and current votes (a review
-the batch may decide, or gets a modify, reads the agreeing votes too). Each
-review's rows are made in full before any is written, so a review that cannot
-be cast fails alone, having written nothing. One commit (one SQLite sync).
+``cast_votes`` casts a batch in one transaction of seven statements whatever its reviews, on PostgreSQL in two
+round trips: lock the rows in key order (replicas casting batches that share reviews cannot deadlock), read every
+next seq, known delivery key and count of what the votes vote, and the voters' current votes; then write votes,
+keys, current votes, and the review's row if its document changed (a vote that decides nothing leaves it). A
+review the batch may decide, or gets a modify, reads the agreeing votes too. Each review's rows are made in full
+before any is written, so a review that cannot be cast fails alone, having written nothing. One commit.
 """
 
 from __future__ import annotations
@@ -34,9 +32,9 @@ __all__ = ["ReviewTables", "ORDER", "LATEST", "locked_archived", "ballot_rows", 
 
 T = TypeVar("T")
 V = TypeVar("V")
-#: A review's row, whether its votes' and keys' rows are written anew, the rows of those appended, the current
-#: votes written, and whether those are all of them (else they replace only their voters').
-_Rows = tuple[tuple[Any, ...], bool, list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]], bool]
+#: Of ``review_rows``: the row (None: unchanged), the key, whether votes and keys are rewritten, the rows appended,
+#: the current votes written, and whether those are all of them (else only their voters').
+_Rows = tuple[tuple[Any, ...] | None, str, bool, list[tuple[Any, ...]], list[tuple[Any, ...]], list[Any], bool]
 #: Of a review to cast on: the next seq, its votes' delivery keys stored, its tally, its voters' current votes.
 _Stored = tuple[int, list[str], dict[str, int], dict[str, tuple[int, str]]]
 _COLUMNS = ("key", "id", "run_key", "checkpoint_id", "status", "created_at", "num", "deadline", "archived", "doc")
@@ -65,11 +63,12 @@ def ballot_rows(key: str, votes: Sequence[Vote]) -> list[tuple[Any, ...]]:
                  for n, v in enumerate(votes)}.values())
 
 
-def review_rows(review: Review, was_archived: bool | None, stored: tuple[int, int, int] | None = None) -> _Rows:
-    """The review's row, and its votes and delivery keys after ``stored`` (the next seq, and how many of its votes
-    and keys are rows already; None: all, anew) as rows of their own: a vote appends a row to each, so neither
-    the row nor a vote's cost grows with the votes. Its current votes: all of them, or (a ``tally``: the review
-    holds only some, ``reviews.cast_votes``) the last vote of each person in the history appended."""
+def review_rows(review: Review, was_archived: bool | None, stored: tuple[int, int, int] | None = None,
+                was: str | None = None) -> _Rows:
+    """The review's row (None: its document is ``was``, as stored), and its votes and delivery keys after ``stored``
+    (the next seq, and how many of its votes and keys are rows already; None: all, anew) as rows of their own: a
+    vote appends a row to each, so neither the row nor a vote's cost grows with the votes. Its current votes: all,
+    or (a ``tally``: it holds some, ``reviews.cast_votes``) each person's last in the history appended."""
     ended = review.status not in HOT_REVIEW_STATUSES
     if was_archived and not ended:
         raise StoreError(f"review {review.id} has ended and is archived; it cannot become {review.status!r} again"
@@ -77,8 +76,10 @@ def review_rows(review: Review, was_archived: bool | None, stored: tuple[int, in
     document = review.to_dict()
     del document["history"], document["delivery_keys"], document["votes"]
     key = checked_key("review", review.id)
-    row = (key, review.id, run_key(review.run_id), review.checkpoint_id, review.status, review.created_at,
-           number(review.id), None if ended else next_deadline(review), ended, encode(document))
+    doc = encode(document)  # every other column of the row is the document's or the id's
+    row = None if doc == was else (key, review.id, run_key(review.run_id), review.checkpoint_id, review.status,
+                                   review.created_at, number(review.id), None if ended else next_deadline(review),
+                                   ended, doc)
     seq, votes, keys = stored or (0, 0, 0)
     anew = stored is None or votes > len(review.history) or keys > len(review.delivery_keys)  # not appended to
     if anew:
@@ -87,30 +88,30 @@ def review_rows(review: Review, was_archived: bool | None, stored: tuple[int, in
     whole = review.tally is None
     ballots = ballot_rows(key, review.votes) if whole else list(
         {vote.who: (key, vote.who, agreement(vote), n, text) for _, n, vote, text in history}.values())
-    return (row, anew, [(key, n, text) for _, n, _, text in history],
+    return (row, key, anew, [(key, n, text) for _, n, _, text in history],
             [(key, delivery_key) for delivery_key in dict.fromkeys(review.delivery_keys[keys:])], ballots, whole)
 
 
 def write_reviews(cur: Any, written: list[_Rows]) -> None:
     """The rows of ``review_rows``, in one statement per table (and per 300 rows)."""
-    _insert(cur, f"reviews ({', '.join(_COLUMNS)})", [row for row, *_ in written], _UPSERT)
-    for marks, chunk in _chunks([row[0] for row, anew, *_ in written if anew]):
+    _insert(cur, f"reviews ({', '.join(_COLUMNS)})", [row for row, *_ in written if row is not None], _UPSERT)
+    for marks, chunk in _chunks([key for _, key, anew, *_ in written if anew]):
         cur.execute(f"DELETE FROM review_votes WHERE review_key IN ({marks})", chunk)
         cur.execute(f"DELETE FROM review_keys WHERE review_key IN ({marks})", chunk)
-    for marks, chunk in _chunks([row[0] for row, *_, whole in written if whole]):
+    for marks, chunk in _chunks([key for _, key, *_, whole in written if whole]):
         cur.execute(f"DELETE FROM review_ballots WHERE review_key IN ({marks})", chunk)
-    _insert(cur, "review_votes (review_key, seq, vote)", [vote for _, _, votes, *_ in written for vote in votes])
-    _insert(cur, "review_keys (review_key, delivery_key)", [key for _, _, _, keys, *_ in written for key in keys])
+    _insert(cur, "review_votes (review_key, seq, vote)", [vote for *_, votes, _, _, _ in written for vote in votes])
+    _insert(cur, "review_keys (review_key, delivery_key)", [key for *_, keys, _, _ in written for key in keys])
     _insert(cur, "review_ballots (review_key, who, kind, seq, vote)",
             [ballot for *_, ballots, _ in written for ballot in ballots], _BALLOT)
 
 
-def _stored(cur: Any, batches: dict[str, Sequence[Cast]]) -> dict[str, _Stored]:
-    """Of each review (key -> its casts): the next seq, which of its votes' delivery keys are stored, the number
-    of current votes of each agreement voted (one statement of scalar probes per 250 of these), and its voters'
-    current votes (who -> (seq, vote); one statement: as probes they made a text psycopg parses slowly). Read
-    under the reviews' locks: on PostgreSQL a statement that waited for a lock sees the other tables as they were
-    before, so this cannot be the statement that locks."""
+def _stored(cur: Any, batches: dict[str, Sequence[Cast]], lock: list[Any]) -> tuple[list[Any], dict[str, _Stored]]:
+    """In one round trip, the rows of ``lock`` and of each review (key -> its casts): the next seq, which of its
+    votes' delivery keys are stored, the count of current votes of each agreement voted (one statement of scalar
+    probes per 250), and its voters' current votes (who -> (seq, vote); one statement: as probes, a text psycopg
+    parses slowly). After ``lock``, never in it: on PostgreSQL a statement that waited for a lock sees the other
+    tables as they were before."""
     probes: list[tuple[str, tuple[str, ...]]] = []
     asked, voters = [], []
     for key, casts in batches.items():
@@ -123,21 +124,20 @@ def _stored(cur: Any, batches: dict[str, Sequence[Cast]]) -> dict[str, _Stored]:
                    *(("(SELECT count(*) FROM review_ballots WHERE review_key = %s AND kind = %s)", (key, kind))
                      for kind in kinds)]
         asked.append((key, keys, kinds))
-    answers = iter([answer for _, chunk in _chunks(probes, 250) for answer in cur.execute(
-        "SELECT " + ", ".join(probe for probe, _ in chunk), [value for _, values in chunk for value in values]
-    ).fetchone()])
+    counted = [("SELECT " + ", ".join(probe for probe, _ in chunk), [value for _, values in chunk for value in values])
+               for _, chunk in _chunks(probes, 250)]
+    voted = [(f"SELECT review_key, who, seq, vote FROM review_ballots WHERE (review_key, who) IN ({marks})",
+              [value for pair in chunk for value in pair]) for marks, chunk in _chunks(voters, 250, "(%s, %s)")]
+    results = cur.fetch_each(lock + counted + voted)
+    answers = iter([answer for rows in results[len(lock):len(lock) + len(counted)] for answer in rows[0]])
     found: dict[str, _Stored] = {}
     for key, keys, kinds in asked:
         seq, known = int(next(answers)), [k for k in keys if next(answers)]
         tally = {kind: int(next(answers)) for kind in kinds}
         found[key] = (seq, known, tally, {})
-    for _, chunk in _chunks(voters, 250):
-        pairs = ", ".join(["(%s, %s)"] * len(chunk))
-        cur.execute(f"SELECT review_key, who, seq, vote FROM review_ballots WHERE (review_key, who) IN ({pairs})",
-                    [value for pair in chunk for value in pair])
-        for key, who, seq, vote in cur.fetchall():
-            found[key][3][who] = (int(seq), vote)
-    return found
+    for key, who, seq, vote in (row for rows in results[len(lock) + len(counted):] for row in rows):
+        found[key][3][who] = (int(seq), vote)
+    return [row for rows in results[:len(lock)] for row in rows], found
 
 
 def _agreeing(cur: Any, key: str, kinds: set[str], modifies: bool) -> dict[str, tuple[int, str]]:
@@ -170,11 +170,11 @@ def locked_archived(cur: Any, table: str, key: str) -> bool | None:
     return None if row is None else bool(row[0])
 
 
-def _chunks(values: list[V], size: int = 500) -> Iterator[tuple[str, list[V]]]:
+def _chunks(values: list[V], size: int = 500, mark: str = "%s") -> Iterator[tuple[str, list[V]]]:
     """(``IN`` placeholders, values) per ``size`` values, within every engine's limit of bound values."""
     for start in range(0, len(values), size):
         chunk = values[start:start + size]
-        yield ", ".join(["%s"] * len(chunk)), chunk
+        yield ", ".join([mark] * len(chunk)), chunk
 
 
 class ReviewTables:
@@ -274,7 +274,7 @@ class ReviewTables:
             stored = (int(seq), len(review.history), len(review.delivery_keys))  # as read, before mutate
             written: list[_Rows] = []
             result = mutate_record("review", review_id, row[0], review, mutate,
-                                   lambda: written.append(review_rows(review, bool(row[2]), stored)))
+                                   lambda: written.append(review_rows(review, bool(row[2]), stored, row[1])))
             write_reviews(cur, written)
             return result
 
@@ -295,11 +295,11 @@ class ReviewTables:
         decision may complete (or a modify needs its rivals). Casting costs the same at the 10th vote and the
         10,000th, and with 10 voters or 10,000: what it reads and decodes grows with the batch, not with the
         review (only the database's count of an agreement walks that agreement's index entries)."""
-        with self.engine.write(pipelined=True) as cur:
-            rows = {row[0]: row for marks, chunk in _chunks([key for key, _ in todo]) for row in cur.execute(
-                f'SELECT key, doc, archived FROM reviews WHERE key IN ({marks}) ORDER BY key COLLATE "C" FOR UPDATE',
-                chunk).fetchall()}  # locked in the order sorted, chunk after chunk
-            stored = _stored(cur, {key: batch[review_id] for key, review_id in todo if key in rows})
+        with self.engine.write() as cur:
+            lock = [(f'SELECT key, doc, archived FROM reviews WHERE key IN ({marks}) ORDER BY key COLLATE "C"'
+                     " FOR UPDATE", chunk) for marks, chunk in _chunks([key for key, _ in todo if key])]
+            locked, stored = _stored(cur, {key: batch[review_id] for key, review_id in todo if key}, lock)
+            rows = {row[0]: row for row in locked}  # locked in the order sorted, chunk after chunk
             written: list[_Rows] = []
             for key, review_id in todo:
                 try:
@@ -312,7 +312,7 @@ class ReviewTables:
                     review.votes = [Vote.from_dict(orjson.loads(vote)) for _, vote in sorted(ballots.values())]
                     results[review_id] = cast = cast_votes(review, batch[review_id])
                     if any(result.accepted for result in cast):  # a vote changes the review only by being accepted
-                        written.append(review_rows(review, bool(rows[key][2]), (seq, 0, len(keys))))
+                        written.append(review_rows(review, bool(rows[key][2]), (seq, 0, len(keys)), rows[key][1]))
                 except Exception as err:  # noqa: BLE001 - that review's failure, handed to its voters
                     if self.engine.fatal(err):  # the engine failed, not the review: the batch fails as one
                         raise
@@ -358,10 +358,6 @@ class ReviewTables:
     def due_reviews(self, now: datetime) -> list[Review]:
         """Open reviews with a deadline due at ``now`` (on PostgreSQL leased to this replica)."""
         return self._leased_reviews("deadline <= %(now)s", {"now": now})
-
-    def next_deadline(self) -> datetime | None:
-        with self.engine.read() as cur:
-            return self.engine.time(cur.execute("SELECT min(deadline) FROM reviews WHERE NOT archived").fetchone()[0])
 
     def review_for_run(self, run_id: str, checkpoint_id: str | None = None) -> Review | None:
         """The run's latest review (at ``checkpoint_id`` if given); a damaged row is skipped like a listing's."""

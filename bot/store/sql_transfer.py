@@ -75,7 +75,7 @@ def load(target: Any, data: dict[str, Any], where: str, *, empty: bool = True) -
     for task in data["tasks"]:
         target.add_task(OutboxTask.from_dict(task))
     for pending in data["pending_deliveries"]:  # votes accepted and not yet cast travel with their delivery
-        target.record_delivery(pending["key"], pending["work"])
+        target.record_deliveries([(pending["key"], pending["work"])])
     for seen in data["deliveries"]:
         target.put_delivery(seen["digest"], seen["key"], datetime.fromisoformat(seen["at"]))
     for review in data["reviews"]:

@@ -25,6 +25,7 @@ from bot.store import SqliteStore
 from bot.store.base import OutboxTask
 
 from ..runtime_support import FakeClock, wait_for
+from ..store.test_store_contract import recorded
 from .answer_queue_child import FailingClock, vote
 from .support import make_review
 
@@ -254,7 +255,7 @@ def test_only_the_delivery_whose_review_failed_waits_for_the_retry(tmp_path: Pat
 
 def test_a_damaged_vote_is_skipped_and_the_rest_cast(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     store, path = votes_on(tmp_path)
-    assert store.record_delivery("hook:d-1", [{"voter": "not a voter"}, vote(2).to_dict()])
+    assert recorded(store, "hook:d-1", [{"voter": "not a voter"}, vote(2).to_dict()])
     with running(store, path.handle_many, Told(store)):
         wait_for(lambda: store.pending_deliveries() == [])
     assert [v.voter for v in store.get_review("demo-1").votes] == ["github:user2"]
@@ -302,7 +303,7 @@ def test_kill_9_after_the_answer_and_before_the_votes_loses_none(tmp_path: Path)
 def test_a_vote_cast_twice_after_a_crash_counts_once(tmp_path: Path) -> None:
     """Cast, then killed before the delivery was marked finished: the next start answers it as a duplicate."""
     store, path = votes_on(tmp_path)
-    assert store.record_delivery("hook:d-1", [vote(1).to_dict()])
+    assert recorded(store, "hook:d-1", [vote(1).to_dict()])
     assert path.handle(vote(1)).kind is AnswerKind.COUNTED  # the cast that happened before the crash
     told = Told(store)
     with running(store, path.handle_many, told):

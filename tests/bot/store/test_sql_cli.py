@@ -19,7 +19,7 @@ from loop_engine.checkpoint import HumanDecision
 
 from . import pg_cluster
 from .test_sql_store import _sql
-from .test_store_contract import T0, make_review, make_run, make_task
+from .test_store_contract import recorded, T0, make_review, make_run, make_task
 from .test_store_queries import big_state
 
 
@@ -50,8 +50,8 @@ def fill(store: Store) -> None:
         store.next_id("demo")
     store.enqueue_request("run", {"loop": "demo", "trigger": "cli"})
     store.add_task(make_task("demo-4.post.slack-C1", not_before=T0 + timedelta(hours=1), attempts=2))
-    store.record_delivery("gh-delivery-1")
-    store.record_delivery("gh-delivery-2", [{"queued": "vote"}])  # accepted, not yet cast
+    recorded(store, "gh-delivery-1")
+    recorded(store, "gh-delivery-2", [{"queued": "vote"}])  # accepted, not yet cast
 
 
 def assert_same(a: Store, b: Store) -> None:
@@ -114,7 +114,7 @@ def test_sqlite_to_a_dump_to_postgres_and_back_loses_no_review_or_vote(
     database = PostgresStore(pg_cluster.url(), schema=pg_cluster.schema_for(tmp_path))
     assert_same(original, database)
     assert database.next_id("demo") == "demo-5" and database.next_id("request") == "request-2"
-    assert not database.record_delivery("gh-delivery-1")
+    assert not recorded(database, "gh-delivery-1")
     assert database.get_review("demo-3").approvals == ["local:alice", "local:bob", "local:carol"]
 
     assert main(["import", str(dump), "--config", str(config)]) == 1  # not into a store that holds runs already
@@ -126,7 +126,7 @@ def test_sqlite_to_a_dump_to_postgres_and_back_loses_no_review_or_vote(
     assert main(["import", str(back_dump), "--config", str(back)]) == 0
     exported = SqliteStore(tmp_path / "back")
     assert_same(database, exported)
-    assert exported.next_id("demo") == "demo-6" and not exported.record_delivery("gh-delivery-1")
+    assert exported.next_id("demo") == "demo-6" and not recorded(exported, "gh-delivery-1")
     assert exported.load_state("demo-run-5") is not None
     assert [r.to_dict() for r in exported.list_reviews(archived=True)] == [
         r.to_dict() for r in original.list_reviews(archived=True)]

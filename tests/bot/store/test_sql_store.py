@@ -173,7 +173,7 @@ def test_concurrent_replicas_take_each_task_once(url: str, schema: str) -> None:
             for task in batch:
                 with lock:
                     taken.append(task.id)
-                store.finish_task(task.id)
+                store.finish_tasks([task.id])
 
     threads = [threading.Thread(target=worker, args=(s,)) for s in stores]
     for thread in threads:

@@ -109,12 +109,20 @@ class Work:
     rows: int = 0
     bytes: int = 0
     decoded: dict[str, int] = field(default_factory=dict)
+    written: set[str] = field(default_factory=set)  # the tables written to
+    round_trips: int = 0  # in a pipelined PostgreSQL write: the times psycopg sent what it queued and awaited answers
 
     def watch(self, frame: FrameType, event: str, arg: Any) -> None:
         code = frame.f_code
         cursor = code.co_filename.endswith(("bot/store/engines.py", "psycopg/cursor.py"))
         if event == "call" and cursor and code.co_name == "execute":
             self.statements += 1
+            words = str(frame.f_locals.get("statement", "")).split()
+            if words[:1] in (["INSERT"], ["DELETE"], ["UPDATE"]):
+                self.written.add(words[1 if words[0] == "UPDATE" else 2])
+        elif event == "call" and code.co_name == "wait" and code.co_filename.endswith("psycopg/connection.py"):
+            exchange = getattr(frame.f_locals.get("gen"), "__name__", "")
+            self.round_trips += exchange in ("_fetch_gen", "_exit_gen", "_sync_gen")  # sent, and answers awaited
         elif event == "return" and cursor and code.co_name in ("fetchone", "fetchall") and arg is not None:
             for row in arg if code.co_name == "fetchall" else [arg]:
                 self.rows += 1
@@ -158,3 +166,23 @@ def test_a_casts_reads_and_decoding_do_not_grow_with_the_people_who_voted(impl: 
     assert many.bytes <= few.bytes * 1.05  # the same rows; seq numbers and ids are a few digits longer
     assert many_prepare == few_prepare and "Vote.from_dict" not in many_prepare.decoded
     assert len(store.get_review("demo-2").votes) == 2020  # every current vote is still there to read
+
+
+@pytest.mark.parametrize("impl", IMPLS, ids=lambda i: i.name)
+def test_a_cast_that_decides_nothing_leaves_the_reviews_row_as_it_was_and_one_that_decides_writes_it(
+    impl: Impl, tmp_path: Path
+) -> None:
+    """A vote is rows of its own: the review's row (its document, a large one with its reviewers) is rewritten only
+    when the cast changes it. On PostgreSQL the cast is two round trips: the locks with every read, then the writes
+    with the commit (a batch that may decide reads the agreeing votes in between)."""
+    store = impl.open(tmp_path / "state")
+    names = (f"p{n:05d}" for n in itertools.count())
+    store.put_review(make_review("demo-1", required=3))
+    undecided = work_of(lambda: store.cast_votes({"demo-1": _approvals(names, 2)}))
+    assert undecided.written == {"review_votes", "review_ballots"}
+    deciding = work_of(lambda: store.cast_votes({"demo-1": _approvals(names, 1)}))
+    assert deciding.written == {"reviews", "review_votes", "review_ballots"}
+    review = store.get_review("demo-1")
+    assert (review.status, len(review.votes), len(review.history)) == ("decided", 3, 3)
+    if impl.name == "postgres":
+        assert (undecided.round_trips, deciding.round_trips) == (2, 3)

@@ -93,6 +93,11 @@ def make_review(review_id: str = "demo-1", required: int = 1, created_at: dateti
     )
 
 
+def recorded(store: Store, key: str, work: list[dict[str, Any]] | None = None) -> bool:
+    """``record_deliveries`` of one delivery: the first time ``key`` is seen?"""
+    return store.record_deliveries([(key, work)])[0]
+
+
 def make_task(task_id: str = "demo-1.post.slack-C0123", **kw: Any) -> OutboxTask:
     fields: dict[str, Any] = {
         "channel": "slack",
@@ -362,7 +367,7 @@ def test_reading_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(UnknownReviewError):
         store.update_review("demo-1", lambda r: None)
     assert store.open_reviews() == store.decided_reviews() == store.due_reviews(T0) == [] and store.problems() == []
-    assert store.next_deadline() is None and store.review_for_run("demo-run-1") is None
+    assert store.review_for_run("demo-run-1") is None
     assert store.active_runs() == store.recent_runs() == [] and store.active_run("demo") is None
     assert store.run_with_trigger("cli") is None and store.load_state("demo-run-1") is None
     assert store.counts() == {"runs": {}, "open_reviews": 0, "decided_reviews": 0, "outbox_pending": 0}

@@ -133,7 +133,7 @@ from bot.store import OutboxTask
 {open_code}
 at = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
 for n in range(int(sys.argv[1])):
-    if store.record_delivery(f"X-GitHub-Delivery {{n}}", [{{"n": n}}]):
+    if store.record_deliveries([(f"X-GitHub-Delivery {{n}}", [{{"n": n}}])])[0]:
         print("FIRST", n, flush=True)
     if store.add_task(OutboxTask(f"demo-{{n}}.post.slack", "slack", "post", None, {{"n": n}}, at)):
         print("ADDED", n, flush=True)

@@ -20,7 +20,7 @@ from loop_engine.checkpoint import CheckpointTrigger, HumanDecision, ReviewReque
 from loop_engine.proposal import ChangeList, Proposal, Table
 from loop_engine.types import LoopState, LoopStatus, Plan, Step
 
-from .test_store_contract import IMPLS, T0, Impl, make_review, make_run, make_task
+from .test_store_contract import recorded, IMPLS, T0, Impl, make_review, make_run, make_task
 
 H = timedelta(hours=1)
 
@@ -97,18 +97,21 @@ def test_unknown_review_suggests_archived_ids_too(store: Store) -> None:
         store.get_review("triage-71")
 
 
-def test_due_reviews_and_next_deadline_follow_the_review_rules(store: Store) -> None:
-    assert store.next_deadline() is None and store.due_reviews(T0 + 1000 * H) == []
+def test_due_reviews_follow_the_review_rules_to_the_microsecond(store: Store) -> None:
+    def due_from(when: datetime) -> list[str]:
+        assert store.due_reviews(when - timedelta(microseconds=1)) == []
+        return ids(store.due_reviews(when))
+
+    assert store.due_reviews(T0 + 1000 * H) == []
     store.put_review(review("demo-1", remind_after=2 * H))
     store.put_review(review("demo-2", minutes=1, decide_after=H))
     store.put_review(review("demo-3", minutes=2))  # no deadlines at all
-    assert store.next_deadline() == T0 + timedelta(minutes=1) + H
-    assert store.due_reviews(T0 + H) == []
+    assert due_from(T0 + timedelta(minutes=1) + H) == ["demo-2"]
     assert ids(store.due_reviews(T0 + 3 * H)) == ["demo-1", "demo-2"]
     store.update_review("demo-2", lambda r: decide_by_timeout(r, now=T0 + 2 * H))
-    assert store.next_deadline() == T0 + 2 * H and ids(store.decided_reviews()) == ["demo-2"]
+    assert due_from(T0 + 2 * H) == ["demo-1"] and ids(store.decided_reviews()) == ["demo-2"]
     store.update_review("demo-1", lambda r: cast_vote(r, Vote("local:a", HumanDecision.PAUSE, "5h"), now=T0))
-    assert store.next_deadline() == T0 + 7 * H and store.due_reviews(T0 + 6 * H) == []  # counts from the pause end
+    assert due_from(T0 + 7 * H) == ["demo-1"]  # counts from the pause end
 
 
 def test_review_for_run_finds_the_newest_hot_or_archived(store: Store) -> None:
@@ -203,8 +206,8 @@ def test_outbox_tasks_are_idempotent_due_in_order_and_finished(store: Store) -> 
     assert [t.last_error for t in store.pending_tasks() if t.id == "a.post"] == ["HTTP 503"]
     assert store.counts()["outbox_pending"] == 4
     assert store.outbox_backlog() == {"slack": 3, "github": 1}
-    store.finish_task("a.post")
-    store.finish_task("a.post")
+    store.finish_tasks(["a.post"])
+    store.finish_tasks(["a.post"])
     assert store.outbox_backlog() == {"slack": 2, "github": 1}
     assert "a.post" not in ids(store.pending_tasks())
     with pytest.raises(UnknownTaskError):
@@ -228,30 +231,30 @@ def test_task_ids_are_checked_and_round_trip(store: Store) -> None:
 
 def test_record_delivery_is_true_once_and_survives_reopening(store: Store, impl: Impl, tmp_path: Path) -> None:
     long_key = "slack:" + "é/..\\" * 40
-    assert store.record_delivery("gh-1") and store.record_delivery(long_key)
-    assert not store.record_delivery("gh-1") and not store.record_delivery(long_key)
+    assert recorded(store, "gh-1") and recorded(store, long_key)
+    assert not recorded(store, "gh-1") and not recorded(store, long_key)
     reopened = impl.open(tmp_path / "state")
-    assert not reopened.record_delivery("gh-1") and reopened.record_delivery("gh-2")
+    assert not recorded(reopened, "gh-1") and recorded(reopened, "gh-2")
 
 
 def test_a_delivery_recorded_with_work_waits_until_finished_and_stays_known(
     store: Store, impl: Impl, tmp_path: Path
 ) -> None:
     work = [{"voter": {"channel": "github", "id": "alice"}, "command": {"verb": "approve"}, "note": "ü\u0000"}]
-    assert store.record_delivery("hook:d-1", work) and store.record_delivery("hook:d-2", [])
-    assert store.record_delivery("plain")  # no work: known, never pending
-    assert not store.record_delivery("hook:d-1", work) and not store.record_delivery("hook:d-1")
+    assert recorded(store, "hook:d-1", work) and recorded(store, "hook:d-2", [])
+    assert recorded(store, "plain")  # no work: known, never pending
+    assert not recorded(store, "hook:d-1", work) and not recorded(store, "hook:d-1")
     reopened = impl.open(tmp_path / "state")  # a crash before the votes were cast loses none of them
     assert sorted(reopened.pending_deliveries()) == [("hook:d-1", work), ("hook:d-2", [])]
     reopened.finish_deliveries(["hook:d-1"])
     reopened.finish_deliveries(["hook:d-1", "plain"])  # twice, and a key without work: harmless
     assert reopened.pending_deliveries() == [("hook:d-2", [])]
-    assert not reopened.record_delivery("hook:d-1", work), "finished, and still a redelivery"
-    assert not impl.open(tmp_path / "state").record_delivery("hook:d-1")
+    assert not recorded(reopened, "hook:d-1", work), "finished, and still a redelivery"
+    assert not recorded(impl.open(tmp_path / "state"), "hook:d-1")
 
 
 def test_deliveries_recorded_together_are_each_new_once_and_all_or_none_are_kept(store: Store) -> None:
-    assert store.record_delivery("hook:d-0")
+    assert recorded(store, "hook:d-0")
     batch = [("hook:d-1", [{"n": 1}]), ("hook:d-0", [{"n": 0}]), ("hook:d-1", [{"n": 1}]), ("plain", None)]
     assert store.record_deliveries(batch) == [True, False, False, True]  # a key twice in one batch: new once
     assert store.pending_deliveries() == [("hook:d-1", [{"n": 1}])]
@@ -262,7 +265,7 @@ def test_deliveries_recorded_together_are_each_new_once_and_all_or_none_are_kept
 
 def test_finishing_deliveries_queues_their_answers_in_the_same_write(store: Store) -> None:
     for n in range(3):
-        assert store.record_delivery(f"hook:d-{n}", [{"n": n}])
+        assert recorded(store, f"hook:d-{n}", [{"n": n}])
     answers = [make_task(f"answer.github.{n}", channel="github", action="answer") for n in range(3)]
     store.finish_deliveries(["hook:d-0", "hook:d-1", "hook:d-2"], answers)
     assert store.pending_deliveries() == []

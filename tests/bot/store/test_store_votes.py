@@ -20,7 +20,7 @@ from bot.store import Store, UnknownReviewError
 from bot.store.base import NO_CLAIM
 from loop_engine.checkpoint import HumanDecision
 
-from .test_store_contract import IMPLS, ROOT, T0, Impl, make_review
+from .test_store_contract import recorded, IMPLS, ROOT, T0, Impl, make_review
 
 VOTERS = [f"local:v{n}" for n in range(6)]
 
@@ -142,7 +142,7 @@ def test_racing_deliveries_of_one_key_are_recorded_once(store: Store) -> None:
 
     def deliver(n: int) -> None:
         barrier.wait()
-        firsts.append(store.record_delivery("X-GitHub-Delivery 7", [{"n": n}] if n % 2 else None))
+        firsts.append(recorded(store, "X-GitHub-Delivery 7", [{"n": n}] if n % 2 else None))
 
     threads = [threading.Thread(target=deliver, args=(n,)) for n in range(8)]
     for thread in threads:

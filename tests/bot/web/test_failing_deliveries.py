@@ -57,7 +57,7 @@ def test_failing_tasks_are_the_oldest_failing_ones_bounded_with_a_count_of_all(e
     assert [t.id for t in tasks] == [task(n).id for n in (5, 17, 23)] and total == 4
     assert tasks[0].attempts == 3 and tasks[0].last_error == "failure 5"
     store.update_task(task(5).id, lambda t: setattr(t, "attempts", 0))  # a retry that got through resets it
-    store.finish_task(task(17).id)  # delivered: no longer pending
+    store.finish_tasks([task(17).id])  # delivered: no longer pending
     assert [t.id for t in store.failing_tasks(10)[0]] == [task(23).id, task(31).id]
     assert store.failing_tasks(10)[1] == 2
 
