@@ -18,7 +18,7 @@ secret, a fake GitHub (tests/fakes/github_api.py, in its own process) and N demo
 reviews wait on N issues; every delivery is a fresh ``/approve`` from one of the reviewers on
 one of the open reviews (approvals_required is more than the reviewers, so they stay open).
 After the run the bot is stopped and the store is checked: every acknowledged delivery (200
-``{"votes": 1}``) must be recorded (``Store.record_delivery``) and its vote's dedupe key kept on
+``{"votes": 1}``) must be recorded (``Store.record_deliveries``) and its vote's dedupe key kept on
 its review - or, cast after the answer, its vote still queued with it (``pending_deliveries``)
 when the stopping bot ran out of time to cast it. The bot keeps casting queued votes and answering
 voters through its outbox (a reaction and a reply comment each) while the other targets are
@@ -505,7 +505,7 @@ class RealBot:
         queued = {key for key, _work in store.pending_deliveries()}  # durable; the next start casts them
         missing_delivery = missing_vote = waiting = 0
         for key, review_id, comment_id in made.acknowledged:
-            if store.record_delivery(key):  # True: it was not recorded (now it is; the bench is over)
+            if store.record_deliveries([(key, None)])[0]:  # True: it was not recorded (now it is; the bench is over)
                 missing_delivery += 1
             if key in queued:
                 waiting += 1

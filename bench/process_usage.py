@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["busy", "context_switches", "cpu_seconds"]
+__all__ = ["busy", "context_switches", "cpu_seconds", "machine_seconds"]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -43,3 +43,11 @@ def context_switches(pids: list[int]) -> tuple[int, int]:
             except OSError:  # a thread that ended meanwhile
                 continue
     return waits, preempted
+
+
+def machine_seconds() -> tuple[float, float]:
+    """(busy, all) CPU seconds of the whole machine so far, every core summed (/proc/stat; idle and iowait are
+    not busy, steal is not counted at all)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (sum(fields[:8]) - fields[3] - fields[4] - fields[7]) / ticks, (sum(fields[:8]) - fields[7]) / ticks

@@ -16,11 +16,15 @@ PostgreSQL 15 cluster (tests/bot/store/pg_cluster.py):
 - where the time goes: the CPUs each replica and the PostgreSQL server kept
   busy (utime + stime per second of voting); each replica's and the server's
   cost while idle (the fixed cost of ticks, heartbeats, leases and outbox
-  polling, which three replicas pay three times); how many votes each write
-  of a review's row carried (PostgreSQL's table statistics); and the
-  replicas' context switches per vote (wake-ups of a thread for a piece of
-  work, preemptions by other processes). On a machine with few cores one
-  replica's share bounds what three can add;
+  polling, which three replicas pay three times); how many review rows were
+  rewritten (PostgreSQL's table statistics: a vote that decides nothing
+  writes its own rows, not its review's); the replicas' context switches
+  per vote (wake-ups of a thread for a piece of work, preemptions by other
+  processes); the machine's busy CPUs (one replica is bound by its own
+  process and leaves cores idle; three fill them); and this process's CPU
+  per vote, which is the same work in every case, so its growth beside three
+  replicas is what sharing the cores costs every process's work. On a
+  machine with few cores one replica's share bounds what three can add;
 - leader failover: kill -9 the leader (the replica /healthz names) ``--kills``
   times, time until a surviving replica's /healthz names another leader; the
   killed replica is started again each time (default ``election_interval``, 2 s).
@@ -56,7 +60,7 @@ import yaml  # noqa: E402
 
 from adapters.slack.listeners import WORKING_TEXT  # noqa: E402
 from bot.serve_lock import ServeLock  # noqa: E402
-from bench.process_usage import busy, context_switches  # noqa: E402
+from bench.process_usage import busy, context_switches, machine_seconds  # noqa: E402
 from tests.bot.store import pg_cluster  # noqa: E402
 from tests.fakes.slack_api import FakeSlackApi, signed_headers  # noqa: E402
 
@@ -230,10 +234,14 @@ class Round:
     p50: float
     replicas: list[float]
     postgres: float
-    #: votes per write of a review's row (PostgreSQL): how many votes a batch brings to each review it casts on
-    per_write: float | None = None
+    #: review rows rewritten per 1,000 votes (PostgreSQL): a vote that decides nothing leaves the row as it was
+    rewrites: float | None = None
     #: the replicas' threads' context switches per vote: (waits, preemptions)
     switches: tuple[float, float] = (0.0, 0.0)
+    #: CPU ms per vote of this process (signing and sending the votes: the same work in every case)
+    driver: float = 0.0
+    #: the machine's CPUs kept busy (of all it has) while voting
+    machine: tuple[float, float] = (0.0, 0.0)
 
     @property
     def busy(self) -> float:
@@ -264,16 +272,19 @@ class Case:
         pids = self._pids()
         server = _postgres_pids() if self.engine == "postgres" else []
         written = _review_writes(self.schema)
-        switched = context_switches(pids)
+        switched, driver, machine = context_switches(pids), time.process_time(), machine_seconds()
         mine, theirs, started = [busy([pid]) for pid in pids], busy(server), time.perf_counter()
         rate, p99, median = asyncio.run(_votes(self.serves, self.reviews, votes, first))
         wall = time.perf_counter() - started
+        driver = (time.process_time() - driver) * 1000 / votes
+        used = [(now - then) / wall for now, then in zip(machine_seconds(), machine, strict=True)]
         spent = [(busy([pid]) - before) / wall for pid, before in zip(pids, mine, strict=True)]
         server_busy = (busy(server) - theirs) / wall
         waits, preempted = (now - then for now, then in zip(context_switches(pids), switched, strict=True))
         after = _review_writes(self.schema, settled=True)
-        per_write = votes / (after - written) if written is not None and after is not None and after > written else None
-        self.rounds.append(Round(rate, p99, median, spent, server_busy, per_write, (waits / votes, preempted / votes)))
+        rewrites = None if written is None or after is None else (after - written) * 1000 / votes
+        self.rounds.append(Round(rate, p99, median, spent, server_busy, rewrites, (waits / votes, preempted / votes),
+                                 driver, (used[0], used[1])))
         return self.rounds[-1]
 
     def measure_idle(self, seconds: float) -> None:
@@ -351,7 +362,7 @@ def _report(cases: list[Case], args: argparse.Namespace, idle_postgres: float) -
             row = case.rounds[n]
             print(f"  {case.label:<28} {row.rate:6.1f} votes/s   p99 {row.p99:7.1f} ms   replicas busy "
                   f"{_cpus(row.replicas)} CPU, PostgreSQL {row.postgres:.2f} CPU   {row.per_cpu:4.0f} votes/CPU-s"
-                  + (f"   {row.per_write:.1f} votes per review write" if row.per_write else ""))
+                  + ("" if row.rewrites is None else f"   {row.rewrites:.0f} review rows rewritten per 1,000 votes"))
         alone, shared = cases[1].rounds[n], cases[2].rounds[n]
         print(f"  3 vs 1 replica this round: {shared.rate / alone.rate:.2f}x votes/s, "
               f"{shared.per_cpu / alone.per_cpu:.2f}x votes per busy CPU-second")
@@ -377,13 +388,20 @@ def _report(cases: list[Case], args: argparse.Namespace, idle_postgres: float) -
     for case in (one, three):
         rate, busy, server = case.median("rate"), case.median("busy"), case.median("postgres")
         fixed = sum(case.idle)
-        batch = statistics.median(row.per_write or 0.0 for row in case.rounds)
+        rewrites = statistics.median(row.rewrites or 0.0 for row in case.rounds)
         waits = statistics.median(row.switches[0] for row in case.rounds)
         preempted = statistics.median(row.switches[1] for row in case.rounds)
+        driver = statistics.median(row.driver for row in case.rounds)
+        machine = [statistics.median(row.machine[i] for row in case.rounds) for i in (0, 1)]
         print(f"  {case.label:<28} per vote {busy / rate * 1000:.2f} ms of replica CPU + {server / rate * 1000:.2f} ms "
-              f"of PostgreSQL CPU; {batch:.1f} votes per write of a review (its row and document rewritten once per "
-              f"batch); {waits:.1f} thread wake-ups and {preempted:.2f} preemptions per vote; idle, the replicas cost "
-              f"{_cpus(case.idle)} CPU ({fixed / busy:.1%} of their busy CPU under votes)")
+              f"of PostgreSQL CPU; {rewrites:.0f} review rows rewritten per 1,000 votes (a vote that decides nothing "
+              f"leaves its review's row); {waits:.1f} thread wake-ups and {preempted:.2f} preemptions per vote; "
+              f"idle, the replicas cost {_cpus(case.idle)} CPU ({fixed / busy:.1%} of their busy CPU under votes); "
+              f"the machine {machine[0]:.2f} of {machine[1]:.2f} CPUs busy; this process (signing and sending, the "
+              f"same work in every case) {driver:.2f} ms of CPU per vote")
+    one_driver, three_driver = (statistics.median(row.driver for row in case.rounds) for case in (one, three))
+    print(f"  sharing the cores: the same work per vote costs this process {three_driver / one_driver:.2f}x the CPU "
+          f"beside three replicas as beside one (bench/cast_batch_bench.py: what smaller batches cost a replica)")
     print(f"  PostgreSQL idle (every case's replicas beating and polling): {idle_postgres:.3f} CPU")
     missed = []
     if statistics.median(versus_sqlite) < 0.8:
