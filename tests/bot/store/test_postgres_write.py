@@ -17,7 +17,11 @@ transactions here), so each test repeats it.
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -115,3 +119,36 @@ def test_an_exception_inside_a_write_rolls_back_what_it_sent(engine: Postgres) -
         cur.execute(insert, ("next", 2))
     with engine.snapshot() as cur:  # on the connection that rolled back (psycopg then deallocates what it prepared)
         assert cur.execute("SELECT prefix, last FROM counters").fetchall() == [("next", 2)]
+
+
+_KILLED_MID_WRITE = """
+import sys
+from bot.store.engines import Postgres
+engine = Postgres(sys.argv[1], sys.argv[2])
+with engine.write() as cur:
+    cur.execute("INSERT INTO counters (prefix, last) VALUES (%s, %s)", ("sent", 1))
+    cur.execute("UPDATE counters SET last = last + 1 WHERE prefix = %s", ("kept",))
+    assert cur.execute("SELECT last FROM counters WHERE prefix = %s", ("sent",)).fetchone() == (1,)  # flushed
+    print("inside", flush=True)
+    sys.stdin.read()  # killed here: the server has run both statements, and no Sync was sent
+"""
+
+
+def test_kill_9_inside_a_write_commits_none_of_what_the_server_already_ran(engine: Postgres, url: str,
+                                                                          schema: str) -> None:
+    sql_schema.migrate(engine, "test")
+    with engine.write() as cur:
+        cur.execute("INSERT INTO counters (prefix, last) VALUES (%s, %s)", ("kept", 7))
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_MID_WRITE, url, schema], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[3])
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "inside\n"
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    with engine.write() as cur:  # the row it updated is free again: the killed transaction is gone
+        cur.execute("UPDATE counters SET last = last + 1 WHERE prefix = %s", ("kept",))
+    with engine.read() as cur:
+        assert cur.execute("SELECT prefix, last FROM counters ORDER BY prefix").fetchall() == [("kept", 8)]
