@@ -13,8 +13,8 @@ measurement, so none has more votes to count than another), with batches of
 1 to 16 new voters' approvals spread over the reviews. Printed: the median
 CPU per vote of each size over several rounds, and its ratio to the batch of
 16 (the baseline of the same run); the fixed cost per batch and the cost per
-vote that fit them. On PostgreSQL, the replicas' engine (its test cluster
-must start). Run::
+vote that fit them. On PostgreSQL, the replicas' engine (skipped when its
+test cluster cannot start). Run::
 
     .venv/bin/python bench/cast_batch_bench.py [--votes 400] [--rounds 5]
 """
@@ -100,8 +100,9 @@ def main() -> int:
     args = parser.parse_args()
     from tests.bot.store import pg_cluster
 
-    if pg_cluster.unavailable():
-        raise SystemExit(f"PostgreSQL is needed: {pg_cluster.unavailable()}")
+    if pg_cluster.unavailable() is not None:  # as store_bench: nothing to measure here, not a failure
+        print(f"skipped: PostgreSQL cannot start here ({pg_cluster.unavailable()})")
+        return 0
     print(f"CPU of this process per vote (prepare read + cast) on PostgreSQL, {args.votes} votes per size and "
           f"round, {args.rounds} rounds, {REVIEWS} new reviews of 1,200 listed reviewers each time")
     try:
