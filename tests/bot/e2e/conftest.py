@@ -64,6 +64,7 @@ class Workspace:
         }
         self.env.pop("PORT", None)
         self.bots: list[Bot] = []
+        self.store: dict[str, Any] | None = None  # a config ``store`` block (PostgreSQL); None: SQLite in state_dir
 
     def write_config(self, loops: list[dict[str, Any]], **top: Any) -> None:
         config = {
@@ -71,6 +72,7 @@ class Workspace:
             "server": {"port": 0, "host": "127.0.0.1"},
             "scheduler": {"poll_interval": 0.1},
             "loops": loops,
+            **({} if self.store is None else {"store": self.store}),
             **top,
         }
         self.config_path.write_text(yaml.safe_dump(config), encoding="utf-8")

@@ -5,7 +5,9 @@ so a crash inside a round delivers the round's tasks again on restart. These
 tests kill a real serve process while the fake holds back its answer to one
 request of a round (the request has taken effect: the comment or message
 exists), start serve again and check what people see: each answer and each
-post exactly once, nothing lost, the outbox empty.
+post exactly once, nothing lost, the outbox empty. On SQLite and on
+PostgreSQL (whose leases let a restarted serve take the killed one's tasks
+once ``lease_seconds`` have passed).
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from typing import Any
 import pytest
 
 from adapters.slack.channel import EVENT_REVIEW, EVENT_RUN
-from bot.store import SqliteStore
+from bot.store import SqliteStore, Store
+from bot.store.sql import PostgresStore
 from tests.fakes.github_api import FakeGitHub
 from tests.fakes.slack_api import FakeSlackApi
 
+from ..store import pg_cluster
 from .conftest import Workspace, demo_loop, wait_for
 from .github_support import ISSUE, REPOSITORY, comment_delivery, deliver, gh, serve_github, slack, slack_block
 
@@ -30,8 +34,24 @@ READERS = [f"reader{n}" for n in range(1, 7)]  # read permission only: each vote
 ANSWER_MARKER = "<!-- loopbot:answer=github:comment:"
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def engine(request: pytest.FixtureRequest, ws: Workspace) -> str:
+    """The engine under the serve of ``ws``: SQLite in its state_dir, or a PostgreSQL schema of its own."""
+    if request.param == "postgres":
+        if pg_cluster.unavailable() is not None:
+            pytest.skip(str(pg_cluster.unavailable()))
+        ws.store = {"url": pg_cluster.url(), "schema": pg_cluster.schema_for(ws.root), "lease_seconds": 2}
+    return str(request.param)
+
+
+def _store(ws: Workspace) -> Store:
+    if ws.store is None:
+        return SqliteStore(Path(ws.state_dir))
+    return PostgresStore(ws.store["url"], schema=ws.store["schema"])
+
+
 def _pending(ws: Workspace, channel: str, action: str) -> list[Any]:
-    return [t for t in SqliteStore(Path(ws.state_dir)).pending_tasks() if (t.channel, t.action) == (channel, action)]
+    return [t for t in _store(ws).pending_tasks() if (t.channel, t.action) == (channel, action)]
 
 
 def _answers(gh: FakeGitHub) -> list[str]:
@@ -41,7 +61,7 @@ def _answers(gh: FakeGitHub) -> list[str]:
 
 
 def test_kill_9_inside_a_round_of_github_answers_leaves_one_reply_and_one_reaction_each(
-        ws: Workspace, gh: FakeGitHub) -> None:
+        ws: Workspace, gh: FakeGitHub, engine: str) -> None:
     for login in READERS:
         gh.permissions[(REPOSITORY, login)] = "read"
     bot, review, _ = serve_github(ws, gh)
@@ -78,7 +98,7 @@ def test_kill_9_inside_a_round_of_github_answers_leaves_one_reply_and_one_reacti
     for vote in votes:
         kinds = [kind for comment, kind, who in gh.reactions if comment == vote["id"] and who == gh.bot_login]
         assert sorted(kinds) == ["-1", "eyes"], (vote["id"], kinds)
-    assert SqliteStore(Path(ws.state_dir)).pending_tasks() == []
+    assert _store(ws).pending_tasks() == []
     assert (ws.review(review["id"]) or {}).get("status") == "open"  # refusals only: no vote was counted
 
 
@@ -99,7 +119,8 @@ def _slack_posts(slack: FakeSlackApi, review: dict[str, Any]) -> dict[str, list[
     return found
 
 
-def test_kill_9_inside_a_round_of_slack_posts_leaves_one_message_per_post(ws: Workspace, slack: FakeSlackApi) -> None:
+def test_kill_9_inside_a_round_of_slack_posts_leaves_one_message_per_post(ws: Workspace, slack: FakeSlackApi,
+                                                                          engine: str) -> None:
     targets = [{"slack": {"channel": channel}} for channel in SLACK_CHANNELS]
     ws.write_config([demo_loop(run_on_start=True, review={"post_to": targets})], slack=slack_block(slack))
 
@@ -119,7 +140,9 @@ def test_kill_9_inside_a_round_of_slack_posts_leaves_one_message_per_post(ws: Wo
     second = ws.serve()
     wait_for(lambda: len(slack.calls_to("chat.postMessage")) == 4, timeout=15,
              what="the second review message of the round to be made")
-    assert len(_pending(ws, "slack", "post")) == 3, "the round's delivered post is not finished yet"
+    # not finished: the round's delivered post and the one in Slack unanswered (PostgreSQL's leases, expiring one
+    # by one after the first serve's kill, may have let the first post go in a round of its own)
+    assert len(_pending(ws, "slack", "post")) in ((3,) if engine == "sqlite" else (2, 3))
     second.kill9()
     in_round.set()
 
@@ -131,4 +154,4 @@ def test_kill_9_inside_a_round_of_slack_posts_leaves_one_message_per_post(ws: Wo
     wait_for(delivered, timeout=10, what="every target recorded as delivered")
     assert _slack_posts(slack, review) == {channel: sorted([EVENT_REVIEW, EVENT_RUN]) for channel in SLACK_CHANNELS}
     assert len(slack.calls_to("chat.postMessage")) == 6, "the third serve posted only the third channel's two"
-    assert SqliteStore(Path(ws.state_dir)).pending_tasks() == []
+    assert _store(ws).pending_tasks() == []
