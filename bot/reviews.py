@@ -174,15 +174,17 @@ def agreement(vote: Vote) -> str:
     return f"MODIFY {hashlib.sha256(changes.encode()).hexdigest()}"
 
 
-def _agrees(other: Vote, vote: Vote) -> bool:
-    """Does ``other`` count towards ``vote``'s decision? A modify only with identical changes."""
-    return other.decision is vote.decision and agreement(other) == agreement(vote)
+def _agreeing(review: Review, vote: Vote) -> list[Vote]:
+    """The current votes that count towards ``vote``'s decision: a modify only with identical changes (``vote``'s
+    agreement taken once, not per vote compared)."""
+    kind = agreement(vote)
+    return [v for v in review.votes if v.decision is vote.decision and agreement(v) == kind]
 
 
 def _count(review: Review, vote: Vote) -> int:
     """How many current votes count towards ``vote``'s decision (``vote`` among them once recorded)."""
     if review.tally is None:
-        return sum(1 for v in review.votes if _agrees(v, vote))
+        return len(_agreeing(review, vote))
     return review.tally[agreement(vote)]
 
 
@@ -239,14 +241,15 @@ def record_vote(review: Review, vote: Vote, now: datetime) -> str:
     earlier = next((v for v in review.votes if v.who == key), None)
     cast = replace(vote, at=vote.at or now)
     review.votes = [v for v in review.votes if v.who != key] + [cast]
+    kind, was = agreement(cast), None if earlier is None else agreement(earlier)
     if review.tally is not None:  # the store's counts, kept as the votes change
-        review.tally[agreement(cast)] += 1
-        if earlier is not None and agreement(earlier) in review.tally:
-            review.tally[agreement(earlier)] -= 1
+        review.tally[kind] += 1
+        if was in review.tally:
+            review.tally[was] -= 1
     review.history.append(cast)  # the audit trail: every vote as cast, none replaced
     if vote.delivery_key is not None:
         review.delivery_keys.append(vote.delivery_key)
-    if earlier is None or (_agrees(earlier, vote) and earlier.decision is not HumanDecision.PAUSE):
+    if earlier is None or (was == kind and earlier.decision is not HumanDecision.PAUSE):
         return ""
     return f"; replaces your earlier {earlier.decision.name.lower()}"
 
@@ -258,7 +261,8 @@ def _tally(review: Review, vote: Vote) -> str:
     text = f"{vote.decision.name.lower()} from {vote.voter} recorded: {counted} of {required} needed"
     if vote.decision is not HumanDecision.MODIFY:
         return text
-    rivals = [v for v in review.votes if v.decision is HumanDecision.MODIFY and not _agrees(v, vote)]
+    kind = agreement(vote)
+    rivals = [v for v in review.votes if v.decision is HumanDecision.MODIFY and agreement(v) != kind]
     proposed = "".join(f"; {v.voter} proposed different changes: {changes_text(v.modifications)}" for v in rivals)
     return f"{text} for these changes: {changes_text(vote.modifications)}{proposed}"
 
@@ -276,7 +280,7 @@ def _outcome(review: Review, vote: Vote, now: datetime) -> Outcome | None:
         return Outcome(decision, [vote.voter], now, feedback=vote.feedback)
     if _count(review, vote) < review.policy.approvals_required:
         return None
-    agreeing = [v for v in review.votes if _agrees(v, vote)]
+    agreeing = _agreeing(review, vote)
     notes = "; ".join(f"{v.voter}: {v.feedback}" for v in agreeing if v.feedback.strip())
     changes = dict(vote.modifications) if decision is HumanDecision.MODIFY else {}
     return Outcome(decision, [v.voter for v in agreeing], now, feedback=notes, modifications=changes)
