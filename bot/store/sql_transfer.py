@@ -74,8 +74,8 @@ def load(target: Any, data: dict[str, Any], where: str, *, empty: bool = True) -
         target.put_request(Request(q["id"], q["kind"], dict(q["payload"]), at))
     for task in data["tasks"]:
         target.add_task(OutboxTask.from_dict(task))
-    for pending in data["pending_deliveries"]:  # votes accepted and not yet cast travel with their delivery
-        target.record_deliveries([(pending["key"], pending["work"])])
+    if data["pending_deliveries"]:  # votes accepted and not yet cast travel with their delivery, in one write
+        target.record_deliveries([(pending["key"], pending["work"]) for pending in data["pending_deliveries"]])
     for seen in data["deliveries"]:
         target.put_delivery(seen["digest"], seen["key"], datetime.fromisoformat(seen["at"]))
     for review in data["reviews"]:
