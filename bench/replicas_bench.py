@@ -4,8 +4,9 @@ Same run, same machine, real ``loopbot serve`` processes and a throwaway
 PostgreSQL 15 cluster (tests/bot/store/pg_cluster.py):
 
 - votes/s and p99 latency of Slack slash-command votes (signed as Slack
-  signs them; the fake Slack Web API answers the bot; sent with aiohttp, as
-  httpx's own cost per request would cap every case alike) sent round-robin
+  signs them; the fake Slack Web API answers the bot; sent by ``bench.raw_http``,
+  whose own CPU per vote is tens of µs, as a heavier sender's share of the
+  cores would be taken from three replicas and not from one) sent round-robin
   to the replicas, on reviews that cannot be decided (every vote is a new
   voter's approval, counted under the review's row lock): SQLite (the
   default store) on one replica, PostgreSQL on one replica, PostgreSQL on
@@ -28,6 +29,14 @@ PostgreSQL 15 cluster (tests/bot/store/pg_cluster.py):
   per vote, which is the same work in every case, so its growth beside three
   replicas is what sharing the cores costs every process's work. On a
   machine with few cores one replica's share bounds what three can add;
+- three replicas' CPU per vote, step by step: in each round the one-replica
+  case is measured again with a third of the votes in flight, which is what
+  each of three replicas carries, alone on the machine (its other core
+  idle). Against one replica at the full load that is the cost of a third
+  of the load (smaller batches, and more sleeps per vote); three replicas
+  against it, the cost of sharing the cores. And what waking costs on this
+  machine by itself (``bench/wake_cost.py``: the same work back to back,
+  and right after a sleep), measured while every case is idle;
 - leader failover: kill -9 the leader (the replica /healthz names) ``--kills``
   times, time until a surviving replica's /healthz names another leader; the
   killed replica is started again each time (default ``election_interval``, 2 s).
@@ -56,13 +65,14 @@ from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import aiohttp  # noqa: E402
 import httpx  # noqa: E402
 import psycopg  # noqa: E402
 import yaml  # noqa: E402
 
 from adapters.slack.listeners import WORKING_TEXT  # noqa: E402
 from bot.serve_lock import ServeLock  # noqa: E402
+from bench.raw_http import Connection, post_bytes  # noqa: E402
+from bench import wake_cost  # noqa: E402
 from bench.process_usage import busy, context_switches, machine_seconds  # noqa: E402
 from tests.bot.store import pg_cluster  # noqa: E402
 from tests.fakes.slack_api import FakeSlackApi, signed_headers  # noqa: E402
@@ -160,40 +170,43 @@ def _open_reviews(serves: list[Serve]) -> list[str]:
     return [r["id"] for r in json.loads(done.stdout)["reviews"] if r["status"] == "open"][:REVIEWS]
 
 
-async def _vote(client: aiohttp.ClientSession, port: int, review: str, user: str) -> float:
+def _request(review: str, user: str) -> bytes:
+    """A signed slash-command vote, built before the clock starts."""
     fields = {"token": "x", "team_id": "T0", "team_domain": "bench", "channel_id": CHANNEL, "channel_name": "ops",
               "user_id": user, "user_name": user.lower(), "command": "/loopbot", "text": f"approve {review}",
               "response_url": "https://hooks.slack.test/commands/1", "api_app_id": "A0",
               "trigger_id": f"{next(_ids)}.{time.time_ns()}.bench"}
     body = urlencode(fields)
-    started = time.perf_counter()
-    async with client.post(f"http://127.0.0.1:{port}/slack/events", data=body.encode(),
-                           headers=signed_headers(SECRET, body)) as response:
-        text = await response.text()
-    elapsed = time.perf_counter() - started
-    if response.status != 200 or ("recorded" not in text and WORKING_TEXT not in text):  # working: told later
-        raise SystemExit(f"vote refused ({response.status}): {text[:300]}")
-    return elapsed
+    return post_bytes("/slack/events", body.encode(), signed_headers(SECRET, body))
 
 
-async def _votes(serves: list[Serve], reviews: list[str], count: int, first: int) -> tuple[float, float, float]:
-    """(votes/s, p99 ms, p50 ms); aiohttp, whose own cost per request is far below the bot's (httpx's is not).
+async def _votes(serves: list[Serve], reviews: list[str], count: int, first: int,
+                 in_flight: int = CONCURRENCY) -> tuple[float, float, float]:
+    """(votes/s, p99 ms, p50 ms), ``in_flight`` at once, sent by ``bench.raw_http``: tens of µs of CPU per
+    vote, where aiohttp's 0.27-0.40 ms took from three replicas a share of the cores one replica never missed.
     Voters from ``first`` on: each vote is a new voter's."""
-    jobs = [(serves[n % len(serves)].port, reviews[n % len(reviews)], VOTERS[first + n // len(reviews)])
-            for n in range(count)]
-    queue: asyncio.Queue[tuple[int, str, str]] = asyncio.Queue()
-    for job in jobs:
-        queue.put_nowait(job)
+    jobs = iter([(serves[n % len(serves)].port,
+                  _request(reviews[n % len(reviews)], VOTERS[first + n // len(reviews)])) for n in range(count)])
     latencies: list[float] = []
-    connector = aiohttp.TCPConnector(limit=CONCURRENCY)
-    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as client:
-        async def worker() -> None:
-            while not queue.empty():
-                latencies.append(await _vote(client, *queue.get_nowait()))
 
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-        wall = time.perf_counter() - started
+    async def worker() -> None:
+        connections: dict[int, Connection] = {}
+        try:
+            for port, request in jobs:
+                if port not in connections:
+                    connections[port] = await Connection.open(port)
+                started = time.perf_counter()
+                status, text = await connections[port].send(request)
+                latencies.append(time.perf_counter() - started)
+                if status != 200 or (b"recorded" not in text and WORKING_TEXT.encode() not in text):
+                    raise SystemExit(f"vote refused ({status}): {text[:300]!r}")  # working: told later
+        finally:
+            for connection in connections.values():
+                connection.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(in_flight)))
+    wall = time.perf_counter() - started
     latencies.sort()
     return count / wall, latencies[int(len(latencies) * 0.99) - 1] * 1000, statistics.median(latencies) * 1000
 
@@ -266,18 +279,20 @@ class Case:
         self.serves = [Serve(_config(root / f"r{n}", fake, store)).start() for n in range(replicas)]
         self.reviews = _open_reviews(self.serves)
         self.rounds: list[Round] = []
+        self.thirds: list[Round] = []  # one replica at a third of the votes in flight: what each of three carries
         self.idle: list[float] = []
 
     def _pids(self) -> list[int]:
         return [s.proc.pid for s in self.serves if s.proc is not None]
 
-    def measure(self, votes: int, first: int) -> Round:
+    def measure(self, votes: int, first: int, in_flight: int = CONCURRENCY) -> Round:
+        """One round of ``votes`` (voters from ``first`` on), ``in_flight`` at once."""
         pids = self._pids()
         server = _postgres_pids() if self.engine == "postgres" else []
         written = _review_writes(self.schema)
         switched, driver, machine = context_switches(pids), time.process_time(), machine_seconds()
         mine, theirs, started = [busy([pid]) for pid in pids], busy(server), time.perf_counter()
-        rate, p99, median = asyncio.run(_votes(self.serves, self.reviews, votes, first))
+        rate, p99, median = asyncio.run(_votes(self.serves, self.reviews, votes, first, in_flight))
         wall = time.perf_counter() - started
         driver = (time.process_time() - driver) * 1000 / votes
         used = [(now - then) / wall for now, then in zip(machine_seconds(), machine, strict=True)]
@@ -286,9 +301,8 @@ class Case:
         waits, preempted = (now - then for now, then in zip(context_switches(pids), switched, strict=True))
         after = _review_writes(self.schema, settled=True)
         rewrites = None if written is None or after is None else (after - written) * 1000 / votes
-        self.rounds.append(Round(rate, p99, median, spent, server_busy, rewrites, (waits / votes, preempted / votes),
-                                 driver, (used[0], used[1])))
-        return self.rounds[-1]
+        return Round(rate, p99, median, spent, server_busy, rewrites, (waits / votes, preempted / votes), driver,
+                     (used[0], used[1]))
 
     def measure_idle(self, seconds: float) -> None:
         """Each replica's CPUs kept busy per second with nothing to do: its fixed cost."""
@@ -355,7 +369,26 @@ def _cpus(values: list[float]) -> str:
     return "+".join(f"{v:.2f}" for v in values)
 
 
-def _report(cases: list[Case], args: argparse.Namespace, idle_postgres: float) -> list[str]:
+def _split(one: Case, three: Case) -> None:
+    """Three replicas' CPU per vote against one's, in two steps measured in the same rounds: each replica carries a
+    third of the votes in flight (one replica alone at that load, the machine's other core idle: smaller batches),
+    and three replicas share the cores with each other and the server (three at that load each)."""
+    def per_vote(rows: list[Round]) -> tuple[float, float]:
+        """(replica CPU ms, thread wake-ups) per vote, medians."""
+        return (statistics.median(row.busy / row.rate * 1000 for row in rows),
+                statistics.median(row.switches[0] for row in rows))
+
+    (full, woke), (third, woke_third), (shared, woke_shared) = map(per_vote, (one.rounds, one.thirds, three.rounds))
+    machine = statistics.median(row.machine[0] for row in one.thirds)
+    print(f"  three replicas' CPU per vote, step by step: one replica {full:.2f} ms at {CONCURRENCY} in flight "
+          f"({woke:.1f} wake-ups per vote); {third:.2f} ms ({third / full:.2f}x) alone at {CONCURRENCY // 3} in "
+          f"flight, what each of three carries (smaller batches, each paying its round trips, and {woke_third:.1f} "
+          f"wake-ups per vote; the machine {machine:.2f} CPUs busy); {shared:.2f} ms ({shared / third:.2f}x) as three "
+          f"at that load each, sharing {os.cpu_count()} cores with each other and PostgreSQL ({woke_shared:.1f} "
+          f"wake-ups per vote)")
+
+
+def _report(cases: list[Case], args: argparse.Namespace, idle_postgres: float, woken: list[str]) -> list[str]:
     """Print every round, the medians and where the time goes; the targets missed."""
     print(f"votes: {args.votes} Slack slash-command votes a round, {args.rounds} rounds interleaved (order reversed "
           f"every other round), {CONCURRENCY} in flight, {REVIEWS} open reviews, {os.cpu_count()} CPU(s)")
@@ -366,6 +399,10 @@ def _report(cases: list[Case], args: argparse.Namespace, idle_postgres: float) -
             print(f"  {case.label:<28} {row.rate:6.1f} votes/s   p99 {row.p99:7.1f} ms   replicas busy "
                   f"{_cpus(row.replicas)} CPU, PostgreSQL {row.postgres:.2f} CPU   {row.per_cpu:4.0f} votes/CPU-s"
                   + ("" if row.rewrites is None else f"   {row.rewrites:.0f} review rows rewritten per 1,000 votes"))
+        third = cases[1].thirds[n]
+        print(f"  {'  the same, ' + str(CONCURRENCY // 3) + ' in flight':<28} {third.rate:6.1f} votes/s   p99 "
+              f"{third.p99:7.1f} ms   replica busy {third.busy:.2f} CPU, PostgreSQL {third.postgres:.2f} CPU   "
+              f"{third.per_cpu:4.0f} votes/CPU-s")
         alone, shared = cases[1].rounds[n], cases[2].rounds[n]
         print(f"  3 vs 1 replica this round: {shared.rate / alone.rate:.2f}x votes/s, "
               f"{shared.per_cpu / alone.per_cpu:.2f}x votes per busy CPU-second")
@@ -403,8 +440,11 @@ def _report(cases: list[Case], args: argparse.Namespace, idle_postgres: float) -
               f"the machine {machine[0]:.2f} of {machine[1]:.2f} CPUs busy; this process (signing and sending, the "
               f"same work in every case) {driver:.2f} ms of CPU per vote")
     one_driver, three_driver = (statistics.median(row.driver for row in case.rounds) for case in (one, three))
+    _split(one, three)
     print(f"  sharing the cores: the same work per vote costs this process {three_driver / one_driver:.2f}x the CPU "
           f"beside three replicas as beside one (bench/cast_batch_bench.py: what smaller batches cost a replica)")
+    print("  waking, on this machine (bench/wake_cost.py, every case idle): "
+          + "; ".join(woken) + ". A replica pays it at each wake-up: the fewer votes it carries, the more per vote")
     print(f"  PostgreSQL idle (every case's replicas beating and polling): {idle_postgres:.3f} CPU")
     missed = []
     if statistics.median(versus_sqlite) < 0.8:
@@ -424,7 +464,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=400, help="votes per case before the rounds, not measured")
     parser.add_argument("--kills", type=int, default=10, help="kill -9 of the leader (0: no failover test)")
     args = parser.parse_args()
-    if args.rounds * (args.votes // REVIEWS + 1) + args.warmup // REVIEWS + 1 > len(VOTERS):
+    voters = args.votes // REVIEWS + 1  # a round's, on each review
+    if 2 * args.rounds * voters + args.warmup // REVIEWS + 1 > len(VOTERS):
         raise SystemExit(f"{args.rounds} rounds of {args.votes} votes and {args.warmup} to warm up need more than "
                          f"the {len(VOTERS)} voters")
     url = pg_cluster.url()
@@ -440,17 +481,21 @@ def main() -> int:
             idle_postgres = _idle_postgres(args.idle)
             for case in cases:
                 case.measure_idle(args.idle)
+            woken = wake_cost.lines(fake.base_url)  # the cases idle: what waking costs here, by itself
             for case in cases:  # unmeasured: each replica's connections open, statements prepared, tables analysed
-                asyncio.run(_votes(case.serves, case.reviews, args.warmup, args.rounds * (args.votes // REVIEWS + 1)))
+                asyncio.run(_votes(case.serves, case.reviews, args.warmup, args.rounds * voters))
+            thirds = args.rounds * voters + args.warmup // REVIEWS + 1  # the third-load rounds' voters from here on
             for n in range(args.rounds):  # interleaved, and reversed every other round: no case always goes first
                 for case in cases if n % 2 == 0 else cases[::-1]:
-                    case.measure(args.votes, n * (args.votes // REVIEWS + 1))
+                    case.rounds.append(case.measure(args.votes, n * voters))
+                    if case is cases[1]:
+                        case.thirds.append(case.measure(args.votes, thirds + n * voters, CONCURRENCY // 3))
         finally:
             for case in cases:
                 case.stop()
         times = failover(root / "failover", fake, {"url": url, "schema": "bench_failover"}, args.kills)
     pg_cluster.stop()
-    missed = _report(cases, args, idle_postgres)
+    missed = _report(cases, args, idle_postgres, woken)
     if times:
         print(f"failover over {len(times)} kill -9 of the leader: median {statistics.median(times):.2f} s, "
               f"max {max(times):.2f} s (target max <= 30 s)")
