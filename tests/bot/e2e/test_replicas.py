@@ -155,8 +155,10 @@ def test_leader_killed_during_a_scheduled_run_is_replaced_and_the_run_continues(
     bots = replicas.start()
     leader = replicas.bot_of(replicas.leader_pid() or 0)
     assert leader is bots[0]
-    wait_for(lambda: f"done step_2 {leader.proc.pid}" in trail_lines(trail),  # type: ignore[union-attr]
-             timeout=20, what="the scheduled run's second step on the leader")
+    # step 3 started: step 2's end is saved (the engine saves at the boundary, then starts the next step);
+    # "done step_2" alone comes before that save, and a kill between the two rightly does step 2 again
+    wait_for(lambda: f"start step_3 {leader.proc.pid}" in trail_lines(trail),  # type: ignore[union-attr]
+             timeout=20, what="the scheduled run's third step on the leader")
     leader.kill9()  # at once: a `status` first takes seconds on busy cores, and step 3 only 0.8 s
     killed = time.monotonic()
     run = next(r for r in replicas.ws.status()["runs"] if r["loop"] == "slow")
