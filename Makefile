@@ -29,9 +29,11 @@ run: $(RUN_STAMP)
 
 # Two workers (pytest-xdist), each with its own PostgreSQL cluster and temp dirs; a file's tests stay on one
 # worker so a module's browser or server is started once. TEST_WORKERS=0 runs everything in this process.
+# Bytecode is written even where PYTHONDONTWRITEBYTECODE is set: without it every loopbot process the tests
+# start compiles the project again (measured on 2 cores: 4 min 46 s without, 4 min 07 s with).
 TEST_WORKERS ?= 2
 test: $(DEV_STAMP)
-	$(PY) -m pytest -q -m "not soak" -n $(TEST_WORKERS) --dist loadfile
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -m "not soak" -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check loop_engine adapters bot tests bench examples
