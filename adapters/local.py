@@ -128,7 +128,7 @@ class LocalChannel:
             return answer_elsewhere(_places(post))
         as_option, who = _post_answer_as(post)
         line = answer_lines(post.review_id, self.decide_command, as_option)[0]
-        return f"{line}\n({who})" if who else line
+        return f"{line} ({who})" if who else line  # one line: the log escapes a newline into a visible "\n"
 
     def _write(self, path: Path, text: str) -> None:
         try:

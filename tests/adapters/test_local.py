@@ -181,8 +181,10 @@ def test_a_restricted_review_names_its_local_reviewers_in_every_decide_line(
     for line in answer_lines("demo-1", "loopbot decide", " --as NAME"):
         assert f"\n{line}\n" in text
     assert "NAME: one of the local reviewers alice, bob" in text
-    assert "approve with: loopbot decide demo-1 approve --as NAME\n(NAME: one of the local reviewers alice, bob" in (
-        caplog.text
+    [logged] = [r.getMessage() for r in caplog.records if "approve with:" in r.getMessage()]
+    assert "\n" not in logged  # one line: the serve's log would show a newline as "\n"
+    assert "approve with: loopbot decide demo-1 approve --as NAME (NAME: one of the local reviewers alice, bob" in (
+        logged
     )
 
 
