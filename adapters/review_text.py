@@ -17,11 +17,10 @@ when a loop spent some.
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import Any
 
 from loop_engine.markdown import escape_inline, render_table, show_value
-from loop_engine.review import ReviewRequest
+from loop_engine.review import ReviewRequest, with_zone
 
 __all__ = ["asked", "asked_because", "diagnostics_lines", "proposal_lines", "reason_is_asked", "words"]
 
@@ -102,16 +101,11 @@ def _title(key: str) -> str:
     return key.replace("_", " ").strip().capitalize() or "-"
 
 
-def _zoned(moment: datetime) -> datetime:
-    """``moment`` with its offset: the engine's clock is naive local time, which a reader elsewhere cannot place."""
-    return moment.astimezone() if moment.tzinfo is None else moment
-
-
 def diagnostics_lines(request: ReviewRequest, *, is_open: bool = True) -> list[str]:
     """Why the loop asked and what state it was in, as escaped markdown lines (tables for lists of records)."""
     summary = request.state_summary
     lines = [f"- **Asked because:** {asked_because(request.trigger.name)}",
-             f"- **Asked at:** {_zoned(request.timestamp).isoformat(timespec='seconds')}"]
+             f"- **Asked at:** {with_zone(request.timestamp, 'seconds')}"]
     if request.proposed_action and asked(request) != " ".join(request.proposed_action.split()):
         lines.append(_line("Next step", request.proposed_action))
     for key, label in (("iteration", "Iteration"), ("plan_progress", "Plan"), ("current_step", "Step")):

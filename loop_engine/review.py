@@ -23,7 +23,7 @@ from .markdown import escape_inline, render_table, show_value
 if TYPE_CHECKING:  # pragma: no cover - a request decoded with a proposal loads it (``from_dict``)
     from .proposal import Proposal
 
-__all__ = ["CheckpointTrigger", "HumanDecision", "ReviewRequest", "ReviewResponse"]
+__all__ = ["CheckpointTrigger", "HumanDecision", "ReviewRequest", "ReviewResponse", "with_zone"]
 
 
 class CheckpointTrigger(Enum):
@@ -56,12 +56,12 @@ def _require(data: Any, key: str, kind: type | tuple[type, ...], record: str) ->
     return value
 
 
-def _with_zone(moment: datetime) -> str:
+def with_zone(moment: datetime, timespec: str = "auto") -> str:
     """ISO time with its zone: a naive one is the engine's ``datetime.now()``, local time, so it gets the local zone.
 
     A reader of the review (and the updates below it, which are UTC) must not have to guess the zone.
     """
-    return (moment if moment.tzinfo is not None else moment.astimezone()).isoformat()
+    return (moment if moment.tzinfo is not None else moment.astimezone()).isoformat(timespec=timespec)
 
 
 def _timestamp(data: Any, record: str) -> datetime:
@@ -152,7 +152,7 @@ class ReviewRequest:
             f"# Human Checkpoint: {escape_inline(self.checkpoint_id)}",
             "",
             f"**Triggered by:** {self.trigger.name}",
-            f"**Time:** {_with_zone(self.timestamp)}",
+            f"**Time:** {with_zone(self.timestamp)}",
             f"**Proposed Action:** {escape_inline(self.proposed_action)}",
             "",
             "## State Summary",
