@@ -61,7 +61,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -75,7 +74,7 @@ from bench.raw_http import Connection, post_bytes  # noqa: E402
 from bench import wake_cost  # noqa: E402
 from bench.process_usage import busy, context_switches, machine_seconds  # noqa: E402
 from tests.bot.store import pg_cluster  # noqa: E402
-from tests.fakes.slack_api import FakeSlackApi, signed_headers  # noqa: E402
+from tests.fakes.slack_api import FakeSlackApi, signed_headers, slash_command  # noqa: E402
 
 LOOPBOT = [str(Path(sys.executable).with_name("loopbot"))]
 SECRET = "bench-secret"
@@ -172,11 +171,8 @@ def _open_reviews(serves: list[Serve]) -> list[str]:
 
 def _request(review: str, user: str) -> bytes:
     """A signed slash-command vote, built before the clock starts."""
-    fields = {"token": "x", "team_id": "T0", "team_domain": "bench", "channel_id": CHANNEL, "channel_name": "ops",
-              "user_id": user, "user_name": user.lower(), "command": "/loopbot", "text": f"approve {review}",
-              "response_url": "https://hooks.slack.test/commands/1", "api_app_id": "A0",
-              "trigger_id": f"{next(_ids)}.{time.time_ns()}.bench"}
-    body = urlencode(fields)
+    body = slash_command(user, f"approve {review}", trigger_id=f"{next(_ids)}.{time.time_ns()}.bench",
+                         channel=CHANNEL)
     return post_bytes("/slack/events", body.encode(), signed_headers(SECRET, body))
 
 

@@ -33,11 +33,10 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fakes.slack_api import FakeSlackApi, signed_headers  # noqa: E402
+from tests.fakes.slack_api import FakeSlackApi, signed_headers, slash_command  # noqa: E402
 
 __all__ = ["json_cost", "request_cost"]
 
@@ -103,9 +102,7 @@ def request_cost(api_base_url: str, pause: float = 0.0002, pieces: int = 400,
 
 async def _post(app: Callable[..., Awaitable[None]], number: int) -> None:
     """One signed slash-command vote through ``app`` (ASGI, in process); refused: the bench stops."""
-    body = urlencode({"token": "x", "team_id": "T0", "channel_id": "C0WAKE", "user_id": f"U{number:07d}",
-                      "command": "/loopbot", "text": "approve demo-1", "trigger_id": f"{number}.wake",
-                      "response_url": "https://hooks.slack.test/commands/1", "api_app_id": "A0"}).encode()
+    body = slash_command(f"U{number:07d}", "approve demo-1", trigger_id=f"{number}.wake").encode()
     headers = [(name.encode(), value.encode()) for name, value in signed_headers(SECRET, body).items()]
     scope: dict[str, Any] = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
                              "scheme": "http", "path": "/slack/events", "raw_path": b"/slack/events",

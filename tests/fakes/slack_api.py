@@ -40,6 +40,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlencode
 
 from slack_sdk.signature import SignatureVerifier
 
@@ -49,8 +50,8 @@ from .slack_http import Call, handler_class
 from .slack_methods import SlackMethods
 from .slack_socket import FakeSocketMode
 
-__all__ = ["Call", "FakeSlackApi", "FakeSocketMode", "block_problem", "signed_headers", "BOT_TOKEN", "APP_TOKEN",
-           "BOT_USER"]
+__all__ = ["Call", "FakeSlackApi", "FakeSocketMode", "block_problem", "signed_headers", "slash_command", "BOT_TOKEN",
+           "APP_TOKEN", "BOT_USER"]
 
 BOT_TOKEN = "xoxb-test-token"
 APP_TOKEN = "xapp-test-token"
@@ -79,6 +80,15 @@ def signed_headers(
         "x-slack-signature": signature,
         **extra,
     }
+
+
+def slash_command(user: str, text: str, *, trigger_id: str, channel: str = "C0123") -> str:
+    """The form body Slack POSTs for ``/loopbot <text>`` typed by ``user`` in ``channel`` (sign it with
+    ``signed_headers``)."""
+    return urlencode({"token": "x", "team_id": "T0", "team_domain": "test", "channel_id": channel,
+                      "channel_name": "ops", "user_id": user, "user_name": user.lower(), "command": "/loopbot",
+                      "text": text, "response_url": "https://hooks.slack.test/commands/1", "api_app_id": "A0",
+                      "trigger_id": trigger_id})
 
 
 class FakeSlackApi(SlackMethods):
