@@ -378,8 +378,9 @@ def _split(one: Case, three: Case) -> None:
     machine = statistics.median(row.machine[0] for row in one.thirds)
     print(f"  three replicas' CPU per vote, step by step: one replica {full:.2f} ms at {CONCURRENCY} in flight "
           f"({woke:.1f} wake-ups per vote); {third:.2f} ms ({third / full:.2f}x) alone at {CONCURRENCY // 3} in "
-          f"flight, what each of three carries (smaller batches, each paying its round trips, and {woke_third:.1f} "
-          f"wake-ups per vote; the machine {machine:.2f} CPUs busy); {shared:.2f} ms ({shared / third:.2f}x) as three "
+          f"flight, what each of three carries (smaller batches, each paying its round trips: "
+          f"bench/cast_batch_bench.py; and {woke_third:.1f} wake-ups per vote; the machine {machine:.2f} CPUs busy); "
+          f"{shared:.2f} ms ({shared / third:.2f}x) as three "
           f"at that load each, sharing {os.cpu_count()} cores with each other and PostgreSQL ({woke_shared:.1f} "
           f"wake-ups per vote)")
 
@@ -427,7 +428,7 @@ def _report(cases: list[Case], args: argparse.Namespace, idle_postgres: float, w
         rewrites = statistics.median(row.rewrites or 0.0 for row in case.rounds)
         waits = statistics.median(row.switches[0] for row in case.rounds)
         preempted = statistics.median(row.switches[1] for row in case.rounds)
-        driver = statistics.median(row.driver for row in case.rounds)
+        driver = case.median("driver")
         machine = [statistics.median(row.machine[i] for row in case.rounds) for i in (0, 1)]
         print(f"  {case.label:<28} per vote {busy / rate * 1000:.2f} ms of replica CPU + {server / rate * 1000:.2f} ms "
               f"of PostgreSQL CPU; {rewrites:.0f} review rows rewritten per 1,000 votes (a vote that decides nothing "
@@ -435,10 +436,10 @@ def _report(cases: list[Case], args: argparse.Namespace, idle_postgres: float, w
               f"idle, the replicas cost {_cpus(case.idle)} CPU ({fixed / busy:.1%} of their busy CPU under votes); "
               f"the machine {machine[0]:.2f} of {machine[1]:.2f} CPUs busy; this process (signing and sending, the "
               f"same work in every case) {driver:.2f} ms of CPU per vote")
-    one_driver, three_driver = (statistics.median(row.driver for row in case.rounds) for case in (one, three))
     _split(one, three)
-    print(f"  sharing the cores: the same work per vote costs this process {three_driver / one_driver:.2f}x the CPU "
-          f"beside three replicas as beside one (bench/cast_batch_bench.py: what smaller batches cost a replica)")
+    shared = three.median("driver") / one.median("driver")
+    print(f"  sharing the cores: the same work per vote costs this process {shared:.2f}x the CPU beside three "
+          f"replicas as beside one")
     print("  waking, on this machine (bench/wake_cost.py, every case idle): "
           + "; ".join(woken) + ". A replica pays it at each wake-up: the fewer votes it carries, the more per vote")
     print(f"  PostgreSQL idle (every case's replicas beating and polling): {idle_postgres:.3f} CPU")
